@@ -1,0 +1,98 @@
+// The verbs objects every connection needs, on the test bed's real device.
+#include <poll.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "evrdma/Verbs.h"
+#include "rdma/TestBed.h"
+
+namespace {
+
+using evrdma::CompletionChannel;
+using evrdma::CompletionQueue;
+using evrdma::DeviceContext;
+using evrdma::MemoryRegionHandle;
+using evrdma::ProtectionDomain;
+
+class DeviceResources : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(evrdma::test::loadTestBed(bed_));
+    int error = 0;
+    context_ = evrdma::openDevice(bed_.device, error);
+    ASSERT_TRUE(context_) << "opening " << bed_.device << ": " << strerror(-error);
+  }
+  evrdma::test::TestBed bed_;
+  DeviceContext context_;
+};
+
+TEST_F(DeviceResources, DeviceHasAnActivePort) {
+  ibv_device_attr device{};
+  ASSERT_EQ(ibv_query_device(context_.get(), &device), 0);
+  ASSERT_GE(device.phys_port_cnt, 1);
+  ibv_port_attr port{};
+  ASSERT_EQ(ibv_query_port(context_.get(), 1, &port), 0);
+  EXPECT_EQ(port.state, IBV_PORT_ACTIVE) << ibv_port_state_str(port.state);
+  RecordProperty("active_mtu", 128 << port.active_mtu);
+}
+
+TEST_F(DeviceResources, OpeningAnUnknownDeviceReportsEnodev) {
+  int error = 0;
+  DeviceContext none = evrdma::openDevice("no-such-device", error);
+  EXPECT_FALSE(none);
+  EXPECT_EQ(error, -ENODEV);
+}
+
+TEST_F(DeviceResources, RegistersFourMebibytesForLocalWriteOnly) {
+  ProtectionDomain pd(ibv_alloc_pd(context_.get()));
+  ASSERT_TRUE(pd);
+  std::vector<char> buffer(4 << 20);
+  MemoryRegionHandle mr(ibv_reg_mr(pd.get(), buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE));
+  ASSERT_TRUE(mr) << "ibv_reg_mr: " << strerror(errno);
+  EXPECT_EQ(mr->addr, buffer.data());
+  EXPECT_EQ(mr->length, buffer.size());
+  EXPECT_NE(mr->lkey, 0u);
+  EXPECT_EQ(mr.reset(), 0);
+  EXPECT_EQ(pd.reset(), 0);
+}
+
+TEST_F(DeviceResources, DeallocatingAProtectionDomainInUseFailsWithEbusy) {
+  ProtectionDomain pd(ibv_alloc_pd(context_.get()));
+  ASSERT_TRUE(pd);
+  std::vector<char> buffer(4096);
+  MemoryRegionHandle mr(ibv_reg_mr(pd.get(), buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE));
+  ASSERT_TRUE(mr);
+  ibv_pd* raw = pd.release();
+  EXPECT_EQ(ProtectionDomain(raw).reset(), -EBUSY);  // the MR still holds it...
+  mr.reset();
+  EXPECT_EQ(ProtectionDomain(raw).reset(), 0);        // ...and once it is gone, the PD goes
+}
+
+TEST_F(DeviceResources, CompletionChannelIsNonBlockingAndArmedCqHasNoEventYet) {
+  CompletionChannel channel(ibv_create_comp_channel(context_.get()));
+  ASSERT_TRUE(channel);
+  ASSERT_EQ(evrdma::setNonBlocking(channel->fd), 0);
+  int error = 0;
+  CompletionQueue cq = CompletionQueue::create(context_.get(), 64, channel.get(), nullptr, error);
+  ASSERT_TRUE(cq) << strerror(-error);
+  ASSERT_EQ(ibv_req_notify_cq(cq.get(), 0), 0);
+
+  ibv_cq* eventCq = nullptr;
+  void* eventContext = nullptr;
+  EXPECT_EQ(ibv_get_cq_event(channel.get(), &eventCq, &eventContext), -1);  // returns at once...
+  EXPECT_EQ(errno, EAGAIN);                                                 // ...with nothing to get
+  pollfd pfd{channel->fd, POLLIN, 0};
+  EXPECT_EQ(poll(&pfd, 1, 0), 0);
+
+  ibv_wc wc{};
+  EXPECT_EQ(ibv_poll_cq(cq.get(), 1, &wc), 0);
+  EXPECT_EQ(cq.unackedEvents(), 0u);
+  EXPECT_EQ(cq.reset(), 0);  // the CQ goes before its channel
+  EXPECT_EQ(channel.reset(), 0);
+}
+
+}  // namespace
