@@ -1,0 +1,52 @@
+#include "evrdma/Agent.h"
+
+#include <cerrno>
+
+#include "evrdma/Listener.h"
+#include "evrdma/PrivateData.h"
+
+namespace evrdma {
+
+Agent::Agent(Listener& listener, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
+             const ConnectionOptions& options)
+    : Connection(reactor, std::move(handler), options, false), listener_(listener) {}
+
+int Agent::accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op) noexcept {
+  adoptId(std::move(id));
+  if (privateData.size() > maxPrivateData(cmId(), PrivateDataUse::Accept)) {
+    op = "accept: private data longer than this transport carries";
+    return -EMSGSIZE;
+  }
+  if (int rc = setUpVerbs(op); rc != 0) return rc;
+  rdma_conn_param param{};
+  param.private_data = privateData.empty() ? nullptr : privateData.data();
+  param.private_data_len = static_cast<uint8_t>(privateData.size());
+  param.responder_resources = options_.responderResources;
+  param.initiator_depth = options_.initiatorDepth;
+  param.rnr_retry_count = options_.rnrRetryCount;
+  setState(ConnectionState::Accepting);
+  if (rdma_accept(cmId(), &param) != 0) {
+    op = "rdma_accept";
+    return errno ? -errno : -EINVAL;
+  }
+  return 0;
+}
+
+bool Agent::onRoleCmEvent(const CmEvent& event) noexcept {
+  switch (event.type) {
+    case RDMA_CM_EVENT_ESTABLISHED:
+      return true;
+    case RDMA_CM_EVENT_REJECTED:  // the client refused our accept (e.g. it timed out meanwhile)
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+      if (state() != ConnectionState::Accepting) return false;
+      fail(event.status < 0 ? event.status : -ECONNABORTED, "accept: the client never completed the connection");
+      return true;
+    default:
+      return false;
+  }
+}
+
+void Agent::onFinished() noexcept { listener_.agentFinished(this); }
+
+}  // namespace evrdma

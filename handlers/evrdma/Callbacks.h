@@ -1,0 +1,88 @@
+// What an application implements: the callbacks of a connection (ConnectionHandler) and the
+// listener's decision on each connect request (AgentFactory). Every callback runs on the reactor's
+// loop, must not throw (they are noexcept), and may call anything on its connection, including
+// close() and postSend(). A connection is never destroyed while one of its callbacks runs: its
+// destruction is deferred, and onClosed is always its last callback.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "evrdma/ConnectionOptions.h"
+
+namespace evrdma {
+
+class Connection;
+class Agent;
+
+// Why a connection attempt was rejected.
+struct RejectInfo {
+  int status = 0;                    // the transport's code (IB: 28 = rejected by the consumer)
+  std::string reason;                // the reason the peer's evrdma Listener gave, or a description
+  bool reasonFromPeer = false;       // true when `reason` came from the peer
+  std::vector<uint8_t> privateData;  // the raw reject private data (possibly padded)
+};
+
+class ConnectionHandler {
+ public:
+  virtual ~ConnectionHandler() = default;
+  // The connection is up: postSend() may be called from now on.
+  virtual void onEstablished(Connection&) noexcept {}
+  // One message arrived. `data` is valid until the callback returns (the buffer is re-posted then).
+  virtual void onRecv(Connection&, const uint8_t* /*data*/, size_t /*length*/) noexcept {}
+  // The send posted with `tag` completed: its buffer slot is free again.
+  virtual void onSendDone(Connection&, uint64_t /*tag*/) noexcept {}
+  // The peer disconnected (or the connection broke); the connection now closes itself.
+  virtual void onDisconnected(Connection&) noexcept {}
+  // Client only: the peer refused the connection. onClosed follows.
+  virtual void onRejected(Connection&, const RejectInfo&) noexcept {}
+  // An asynchronous failure: `err` is -errno, `op` names what failed (valid during the call).
+  // The connection closes itself afterwards: onClosed follows.
+  virtual void onError(Connection&, int /*err*/, const char* /*op*/) noexcept {}
+  // The last callback: every RDMA resource of the connection has been released.
+  virtual void onClosed(Connection&) noexcept {}
+};
+
+// A connect request as the Listener's factory sees it.
+struct ConnectRequest {
+  std::string peerAddress;                 // "address:port"
+  const std::vector<uint8_t>& privateData;  // as delivered: may be padded (see PrivateData.h)
+  uint8_t initiatorDepth = 0;              // the peer's RDMA read parameters
+  uint8_t responderResources = 0;
+};
+
+// The factory's answer: accept with a handler, or reject with a reason the client can read.
+struct AcceptDecision {
+  std::unique_ptr<ConnectionHandler> handler;  // null = reject
+  ConnectionOptions options;
+  std::vector<uint8_t> privateData;  // sent with the accept (checked against the transport's limit)
+  std::string rejectReason;
+
+  static AcceptDecision accept(std::unique_ptr<ConnectionHandler> handler, ConnectionOptions options = {},
+                               std::vector<uint8_t> privateData = {}) {
+    AcceptDecision d;
+    d.handler = std::move(handler);
+    d.options = options;
+    d.privateData = std::move(privateData);
+    return d;
+  }
+  static AcceptDecision reject(std::string reason) {
+    AcceptDecision d;
+    d.rejectReason = std::move(reason);
+    return d;
+  }
+};
+
+class AgentFactory {
+ public:
+  virtual ~AgentFactory() = default;
+  // Decides on one connect request. Called on the loop; must not throw.
+  virtual AcceptDecision onConnectRequest(const ConnectRequest& request) noexcept = 0;
+  // An asynchronous failure of the listening id itself (e.g. the device went away).
+  virtual void onListenerError(int /*err*/, const char* /*op*/) noexcept {}
+};
+
+}  // namespace evrdma

@@ -1,0 +1,321 @@
+#include "evrdma/Connection.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "evrdma/Address.h"
+#include "evrdma/Reactor.h"
+
+namespace evrdma {
+namespace {
+
+constexpr uint64_t kSendFlag = uint64_t{1} << 63;  // wr_id: send or receive, and the buffer slot
+constexpr size_t kBufferAlignment = 4096;
+constexpr size_t kMaxMessageSize = size_t{1} << 30;
+
+uint8_t* allocateBuffers(size_t bytes) noexcept {
+  void* p = nullptr;
+  if (posix_memalign(&p, kBufferAlignment, bytes) != 0) return nullptr;
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
+const char* toString(ConnectionState state) noexcept {
+  switch (state) {
+    case ConnectionState::Idle: return "Idle";
+    case ConnectionState::ResolvingAddr: return "ResolvingAddr";
+    case ConnectionState::ResolvingRoute: return "ResolvingRoute";
+    case ConnectionState::Connecting: return "Connecting";
+    case ConnectionState::Accepting: return "Accepting";
+    case ConnectionState::Established: return "Established";
+    case ConnectionState::Disconnecting: return "Disconnecting";
+    case ConnectionState::Closed: return "Closed";
+    case ConnectionState::Failed: return "Failed";
+  }
+  return "?";
+}
+
+void Connection::FreeDeleter::operator()(uint8_t* p) const noexcept { std::free(p); }
+
+Connection::Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ConnectionOptions& options,
+                       bool isClient)
+    : reactor_(reactor),
+      handler_(handler ? std::move(handler) : std::make_unique<ConnectionHandler>()),
+      options_(options),
+      isClient_(isClient),
+      disconnectTimer_(reactor, [this] {
+        disconnectDone_ = true;  // waited long enough for the peer and the flushes
+        scheduleFinish();
+      }) {}
+
+Connection::~Connection() {
+  // Normally finish() already released everything; this covers a Reactor torn down mid-close.
+  qp_.reset();
+  cq_.reset();
+}
+
+void Connection::adoptId(CmId id) noexcept {
+  id_ = std::move(id);
+  id_->context = static_cast<CmEventHandler*>(this);
+  if (!isClient_) peerAddress_ = formatAddress(rdma_get_peer_addr(id_.get()));
+}
+
+int Connection::setUpVerbs(const char*& op) noexcept {
+  if (options_.maxMessageSize == 0 || options_.maxMessageSize > kMaxMessageSize) {
+    op = "maxMessageSize (1 B .. 1 GiB)";
+    return -EINVAL;
+  }
+  if (options_.recvDepth == 0 || options_.sendDepth == 0 || options_.recvDepth > 4096 || options_.sendDepth > 4096) {
+    op = "recvDepth / sendDepth (1 .. 4096)";
+    return -EINVAL;
+  }
+  ibv_context* device = id_->verbs;
+  int error = 0;
+  op = "completion channel";
+  completions_ = reactor_.completions(device, error);
+  if (completions_ == nullptr) return error;
+
+  op = "ibv_alloc_pd";
+  errno = 0;
+  pd_.reset(ibv_alloc_pd(device));
+  if (!pd_) return errno ? -errno : -ENOMEM;
+
+  op = "buffer allocation";
+  const size_t size = options_.maxMessageSize;
+  recvBuffers_.reset(allocateBuffers(size * options_.recvDepth));
+  sendBuffers_.reset(allocateBuffers(size * options_.sendDepth));
+  if (!recvBuffers_ || !sendBuffers_) return -ENOMEM;
+
+  // Least access: receives are written by the local HCA only; sends are only read.
+  op = "ibv_reg_mr";
+  errno = 0;
+  recvMr_.reset(ibv_reg_mr(pd_.get(), recvBuffers_.get(), size * options_.recvDepth, IBV_ACCESS_LOCAL_WRITE));
+  if (!recvMr_) return errno ? -errno : -ENOMEM;
+  sendMr_.reset(ibv_reg_mr(pd_.get(), sendBuffers_.get(), size * options_.sendDepth, 0));
+  if (!sendMr_) return errno ? -errno : -ENOMEM;
+
+  op = "ibv_create_cq";
+  cq_ = completions_->createCq(static_cast<int>(options_.recvDepth + options_.sendDepth),
+                               static_cast<CompletionHandler*>(this), error);
+  if (!cq_) return error;
+
+  op = "rdma_create_qp";
+  ibv_qp_init_attr attr{};
+  attr.send_cq = attr.recv_cq = cq_->get();
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = options_.sendDepth;
+  attr.cap.max_recv_wr = options_.recvDepth;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  attr.sq_sig_all = 0;
+  if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0) return errno ? -errno : -ENOMEM;
+  qp_.reset(id_.get());
+
+  freeSendSlots_.clear();
+  for (uint32_t slot = options_.sendDepth; slot-- > 0;) freeSendSlots_.push_back(slot);
+  sendSlots_.assign(options_.sendDepth, SendSlot{});
+  op = "ibv_post_recv";
+  for (uint32_t slot = 0; slot < options_.recvDepth; ++slot)
+    if (int rc = postRecvSlot(slot); rc != 0) return rc;
+  return 0;
+}
+
+int Connection::postRecvSlot(uint32_t slot) noexcept {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(recvBuffers_.get() + size_t{slot} * options_.maxMessageSize);
+  sge.length = static_cast<uint32_t>(options_.maxMessageSize);
+  sge.lkey = recvMr_->lkey;
+  ibv_recv_wr wr{};
+  wr.wr_id = slot;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  if (int rc = ibv_post_recv(qp_->qp, &wr, &bad); rc != 0) return -rc;
+  ++postedRecvs_;
+  return 0;
+}
+
+int Connection::postRecv() noexcept {
+  if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
+  if (idleRecvSlots_.empty()) return -ENOBUFS;
+  uint32_t slot = idleRecvSlots_.back();
+  int rc = postRecvSlot(slot);
+  if (rc == 0) idleRecvSlots_.pop_back();
+  return rc;
+}
+
+int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept {
+  if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
+  if (length > options_.maxMessageSize) return -EMSGSIZE;
+  if (freeSendSlots_.empty()) return -ENOBUFS;
+  uint32_t slot = freeSendSlots_.back();
+  uint8_t* buffer = sendBuffers_.get() + size_t{slot} * options_.maxMessageSize;
+  if (length > 0) std::memcpy(buffer, data, length);
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(buffer);
+  sge.length = static_cast<uint32_t>(length);
+  sge.lkey = sendMr_->lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = kSendFlag | slot;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = length > 0 ? 1 : 0;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_->qp, &wr, &bad); rc != 0) return -rc;
+  freeSendSlots_.pop_back();
+  sendSlots_[slot] = SendSlot{tag, length};
+  ++sendsInFlight_;
+  return 0;
+}
+
+void Connection::markEstablished() noexcept {
+  if (state_ == ConnectionState::Established) return;
+  setState(ConnectionState::Established);
+  handler_->onEstablished(*this);
+}
+
+void Connection::onCmEvent(const CmEvent& event) noexcept {
+  if (finished_) return;
+  if (teardownStarted_) {
+    // Closing: only the end of the disconnect matters now.
+    if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
+      disconnectDone_ = true;
+      maybeFinish();
+    }
+    return;
+  }
+  switch (event.type) {
+    case RDMA_CM_EVENT_ESTABLISHED:
+      if (state_ == ConnectionState::Connecting || state_ == ConnectionState::Accepting) {
+        markEstablished();
+        onRoleCmEvent(event);  // lets the role stop its timers
+        return;
+      }
+      if (state_ == ConnectionState::Established) return;  // a receive announced it already
+      break;
+    case RDMA_CM_EVENT_DISCONNECTED:
+      if (state_ == ConnectionState::Established) {
+        handler_->onDisconnected(*this);
+        disconnectDone_ = true;  // the peer's side is gone; ours follows in beginTeardown
+        beginTeardown();
+        return;
+      }
+      if (state_ == ConnectionState::Connecting || state_ == ConnectionState::Accepting) {
+        fail(-ECONNRESET, "connection reset before it was established");
+        return;
+      }
+      break;
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+    case RDMA_CM_EVENT_ADDR_CHANGE:
+      return;  // informational: nothing to do
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      fail(-ENODEV, "device removal");
+      return;
+    default:
+      if (onRoleCmEvent(event)) return;
+  }
+  errorText_ = std::string("unexpected CM event ") + event.name() + " in state " + toString(state_);
+  fail(-EPROTO, errorText_.c_str());
+}
+
+void Connection::onCompletion(const ibv_wc& wc) noexcept {
+  const bool isSend = (wc.wr_id & kSendFlag) != 0;
+  const auto slot = static_cast<uint32_t>(wc.wr_id & 0xffffffffu);
+  if (isSend) {
+    --sendsInFlight_;
+    freeSendSlots_.push_back(slot);
+  } else {
+    --postedRecvs_;
+  }
+  if (wc.status != IBV_WC_SUCCESS) {
+    if (!isSend) idleRecvSlots_.push_back(slot);
+    if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+      // The QP went to the error state and handed its work back: the connection is going down,
+      // and DISCONNECTED (or an earlier, real error) says why. iWARP may flush before DISCONNECTED.
+      ++stats_.flushedCompletions;
+    } else if (!teardownStarted_) {
+      errorText_ = std::string("work completion (") + (isSend ? "send" : "receive") + "): " + ibv_wc_status_str(wc.status);
+      fail(-EIO, errorText_.c_str());
+    }
+    maybeFinish();
+    return;
+  }
+  if (isSend) {
+    ++stats_.messagesSent;
+    stats_.bytesSent += sendSlots_[slot].length;
+    if (!teardownStarted_) handler_->onSendDone(*this, sendSlots_[slot].tag);
+  } else {
+    ++stats_.messagesReceived;
+    stats_.bytesReceived += wc.byte_len;
+    // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
+    if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) markEstablished();
+    if (!teardownStarted_ && state_ == ConnectionState::Established)
+      handler_->onRecv(*this, recvBuffers_.get() + size_t{slot} * options_.maxMessageSize, wc.byte_len);
+    if (options_.autoPostRecv && !teardownStarted_ && state_ == ConnectionState::Established) {
+      if (int rc = postRecvSlot(slot); rc != 0) {
+        idleRecvSlots_.push_back(slot);
+        fail(rc, "ibv_post_recv");
+      }
+    } else {
+      idleRecvSlots_.push_back(slot);
+    }
+  }
+  maybeFinish();
+}
+
+void Connection::close() noexcept { beginTeardown(); }
+
+void Connection::fail(int err, const char* op) noexcept {
+  if (teardownStarted_ || finished_) return;
+  failed_ = true;
+  handler_->onError(*this, err, op);
+  beginTeardown();
+}
+
+void Connection::beginTeardown() noexcept {
+  if (teardownStarted_ || finished_) return;
+  teardownStarted_ = true;
+  const bool wasConnected = state_ == ConnectionState::Established;
+  setState(ConnectionState::Disconnecting);
+  if (!wasConnected || !qp_) {
+    // Nothing established: destroying the id cancels a resolution or a pending connect.
+    disconnectDone_ = true;
+    scheduleFinish();
+    return;
+  }
+  // Moves the QP to the error state, which flushes every posted work request back to us.
+  if (rdma_disconnect(id_.get()) != 0) disconnectDone_ = true;  // EINVAL: the peer went first
+  disconnectTimer_.startOnce(options_.disconnectTimeout);
+  maybeFinish();
+}
+
+void Connection::maybeFinish() noexcept {
+  if (teardownStarted_ && disconnectDone_ && postedRecvs_ == 0 && sendsInFlight_ == 0) scheduleFinish();
+}
+
+void Connection::scheduleFinish() noexcept {
+  if (finishScheduled_ || finished_) return;
+  finishScheduled_ = true;
+  // Never inside a callback of this connection: the handler may still be on the stack.
+  reactor_.defer([this] { finish(); });
+}
+
+void Connection::finish() noexcept {
+  disconnectTimer_.cancel();
+  qp_.reset();
+  cq_.reset();
+  recvMr_.reset();
+  sendMr_.reset();
+  recvBuffers_.reset();
+  sendBuffers_.reset();
+  pd_.reset();
+  id_.reset();
+  finished_ = true;
+  setState(failed_ ? ConnectionState::Failed : ConnectionState::Closed);
+  handler_->onClosed(*this);
+  onFinished();
+}
+
+}  // namespace evrdma

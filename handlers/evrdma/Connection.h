@@ -1,0 +1,158 @@
+// Connection: what an Agent (server side) and a Client share: one RC connection, its cm_id, PD, CQ,
+// QP and registered buffers (all RAII), its explicit state, and the application's handler.
+//
+// The rule for every CM event in every state (one switch, in Connection::onCmEvent):
+//   ADDR_RESOLVED      ResolvingAddr  -> resolve the route               -> ResolvingRoute
+//   ROUTE_RESOLVED     ResolvingRoute -> set up verbs, rdma_connect      -> Connecting
+//   ADDR_ERROR         ResolvingAddr  -> onError(status, "rdma_resolve_addr")      -> Failed
+//   ROUTE_ERROR        ResolvingRoute -> onError(status, "rdma_resolve_route")     -> Failed
+//   ESTABLISHED        Connecting / Accepting -> onEstablished            -> Established
+//                      Established    -> nothing (a receive may announce the connection first)
+//   REJECTED           Connecting     -> onRejected(reason), or onError(-ECONNREFUSED) when nobody
+//                                        listens there                   -> Closed / Failed
+//   UNREACHABLE,
+//   CONNECT_ERROR      Connecting / Accepting -> onError(...)           -> Failed
+//   DISCONNECTED       Established    -> onDisconnected, disconnect our side, drain -> Closed
+//                      Disconnecting  -> the disconnect finished, drain  -> Closed
+//                      Connecting / Accepting -> onError(-ECONNRESET)   -> Failed
+//   TIMEWAIT_EXIT,
+//   ADDR_CHANGE        any            -> nothing: informational, the connection is unaffected
+//   DEVICE_REMOVAL     any            -> onError(-ENODEV, "device removal") -> Failed
+//   anything else      any            -> onError(-EPROTO, "unexpected CM event ...") -> Failed
+// Once close() was called (or teardown began), events and completions only drive the teardown:
+// the application hears nothing more but onClosed.
+//
+// Teardown, in order: rdma_disconnect (EINVAL: the peer went first) -> DISCONNECTED and every
+// posted work request flushed back (or disconnectTimeout) -> destroy QP, CQ (acks flushed), MRs,
+// PD, id -> onClosed -> the owner frees the object (deferred).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "evrdma/Callbacks.h"
+#include "evrdma/CmDispatcher.h"
+#include "evrdma/CompletionDispatcher.h"
+#include "evrdma/ConnectionOptions.h"
+#include "evrdma/Verbs.h"
+#include "evrdma/Watch.h"
+
+namespace evrdma {
+
+class Reactor;
+
+enum class ConnectionState {
+  Idle,            // created, nothing started
+  ResolvingAddr,   // client: rdma_resolve_addr in progress
+  ResolvingRoute,  // client: rdma_resolve_route in progress
+  Connecting,      // client: rdma_connect sent, waiting for the answer
+  Accepting,       // agent: rdma_accept sent, waiting for ESTABLISHED
+  Established,     // data may flow
+  Disconnecting,   // teardown: waiting for DISCONNECTED and flushed work requests
+  Closed,          // final: resources released after a clean close
+  Failed,          // final: resources released after an error
+};
+const char* toString(ConnectionState state) noexcept;
+
+class Connection : private CmEventHandler, private CompletionHandler {
+ public:
+  virtual ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  ConnectionState state() const noexcept { return state_; }
+  bool isClient() const noexcept { return isClient_; }
+  // Sends `length` bytes (copied into a registered buffer). Returns 0, or -ENOTCONN (not
+  // established, or closing), -EMSGSIZE (longer than maxMessageSize), -ENOBUFS (every send buffer
+  // is in flight: wait for onSendDone), or -errno from ibv_post_send. `tag` comes back in onSendDone.
+  int postSend(const void* data, size_t length, uint64_t tag = 0) noexcept;
+  // With autoPostRecv off: re-posts one consumed receive buffer. Returns 0, -ENOTCONN, -ENOBUFS
+  // (every buffer is already posted) or -errno.
+  int postRecv() noexcept;
+  // Starts closing; safe from anywhere, including this connection's own callbacks, and more than
+  // once. onClosed follows, always from a later loop turn.
+  void close() noexcept;
+
+  size_t maxMessageSize() const noexcept { return options_.maxMessageSize; }
+  uint32_t freeSendBuffers() const noexcept { return static_cast<uint32_t>(freeSendSlots_.size()); }
+  uint32_t postedRecvs() const noexcept { return postedRecvs_; }
+  const std::string& peerAddress() const noexcept { return peerAddress_; }
+  const ConnectionStats& stats() const noexcept { return stats_; }
+  ConnectionHandler& handler() const noexcept { return *handler_; }
+  Reactor& reactor() const noexcept { return reactor_; }
+  // The completion channel this connection's CQ is on (its statistics), once verbs are set up.
+  const CompletionDispatcher* completions() const noexcept { return completions_; }
+  rdma_cm_id* cmId() const noexcept { return id_.get(); }
+
+ protected:
+  Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ConnectionOptions& options,
+             bool isClient);
+
+  // Makes `id` this connection's (its events come here from now on).
+  void adoptId(CmId id) noexcept;
+  // PD, buffers and MRs, CQ, QP on the id's device; posts every receive. Returns 0 or -errno and
+  // names the failing call in `op`.
+  int setUpVerbs(const char*& op) noexcept;
+  // Reports an asynchronous failure (unless closing) and tears down; final state Failed.
+  void fail(int err, const char* op) noexcept;
+  void setState(ConnectionState state) noexcept { state_ = state; }
+  // Called once the connection is up (from ESTABLISHED, or the first receive that beats it).
+  void markEstablished() noexcept;
+  bool closing() const noexcept { return teardownStarted_; }
+
+  // The role's CM events (those not handled in common); return false if unexpected.
+  virtual bool onRoleCmEvent(const CmEvent& event) noexcept = 0;
+  // After onClosed: the owner frees the object (deferred).
+  virtual void onFinished() noexcept = 0;
+
+  Reactor& reactor_;
+  std::unique_ptr<ConnectionHandler> handler_;
+  ConnectionOptions options_;
+  std::string peerAddress_ = "?";
+
+ private:
+  void onCmEvent(const CmEvent& event) noexcept override;
+  void onCompletion(const ibv_wc& wc) noexcept override;
+  void beginTeardown() noexcept;
+  void maybeFinish() noexcept;
+  void scheduleFinish() noexcept;
+  void finish() noexcept;
+  int postRecvSlot(uint32_t slot) noexcept;
+
+  const bool isClient_;
+  ConnectionState state_ = ConnectionState::Idle;
+  bool teardownStarted_ = false;
+  bool failed_ = false;
+  bool disconnectDone_ = false;  // DISCONNECTED seen (or no disconnect needed)
+  bool finishScheduled_ = false;
+  bool finished_ = false;
+  std::string errorText_;  // keeps an onError `op` alive while the callback runs
+
+  // Declared in creation order: destroyed in reverse (QP, CQ, MRs, buffers, PD, id).
+  CmId id_;
+  ProtectionDomain pd_;
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const noexcept;
+  };
+  std::unique_ptr<uint8_t[], FreeDeleter> recvBuffers_, sendBuffers_;
+  MemoryRegionHandle recvMr_, sendMr_;
+  CompletionDispatcher* completions_ = nullptr;
+  std::unique_ptr<CompletionDispatcher::Cq> cq_;
+  CmQueuePair qp_;
+
+  std::vector<uint32_t> idleRecvSlots_;  // consumed, not re-posted (autoPostRecv off)
+  std::vector<uint32_t> freeSendSlots_;
+  struct SendSlot {
+    uint64_t tag = 0;
+    size_t length = 0;
+  };
+  std::vector<SendSlot> sendSlots_;
+  uint32_t postedRecvs_ = 0;
+  uint32_t sendsInFlight_ = 0;
+  ConnectionStats stats_;
+  Timer disconnectTimer_;
+};
+
+}  // namespace evrdma

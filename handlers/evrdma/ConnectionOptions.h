@@ -1,0 +1,39 @@
+// Options of one connection, and its counters.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace evrdma {
+
+struct ConnectionOptions {
+  size_t maxMessageSize = 4096;  // bytes per send and receive buffer: 1 B .. 1 GiB
+  uint32_t recvDepth = 16;       // receive buffers, all posted while connected
+  uint32_t sendDepth = 16;       // send buffers: sends in flight at most
+  // Re-post each receive buffer after onRecv returns. When false the application re-posts with
+  // Connection::postRecv(), which is how it tells the peer's sends to wait.
+  bool autoPostRecv = true;
+  uint8_t retryCount = 7;         // transport retries before a send fails (0-7)
+  uint8_t rnrRetryCount = 7;      // retries when the peer has no receive posted (7 = without end)
+  uint8_t responderResources = 1;  // RDMA reads the peer may have outstanding against us
+  uint8_t initiatorDepth = 1;      // RDMA reads we may have outstanding
+  // How long close() waits for the peer's disconnect reply and the flushed work completions
+  // before it releases the resources anyway.
+  std::chrono::milliseconds disconnectTimeout{3000};
+};
+
+struct ClientOptions : ConnectionOptions {
+  std::chrono::milliseconds resolveTimeout{2000};   // address, then route resolution, each
+  std::chrono::milliseconds connectTimeout{10000};  // from rdma_connect to established/rejected
+};
+
+struct ConnectionStats {
+  uint64_t messagesSent = 0;
+  uint64_t messagesReceived = 0;
+  uint64_t bytesSent = 0;
+  uint64_t bytesReceived = 0;
+  uint64_t flushedCompletions = 0;  // work handed back unexecuted at disconnect
+};
+
+}  // namespace evrdma

@@ -1,0 +1,111 @@
+#include "evrdma/Listener.h"
+
+#include <netinet/in.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "evrdma/Address.h"
+#include "evrdma/PrivateData.h"
+#include "evrdma/Reactor.h"
+
+namespace evrdma {
+
+void Listener::Release::operator()(Listener* listener) const noexcept {
+  listener->released_ = true;
+  listener->close();
+  listener->maybeDelete();
+}
+
+Listener::Ptr Listener::create(Reactor& reactor, AgentFactory& factory) { return Ptr(new Listener(reactor, factory)); }
+
+Listener::~Listener() = default;
+
+int Listener::listen(const std::string& address, uint16_t port, int backlog) noexcept {
+  if (id_) return -EALREADY;
+  sockaddr_storage local{};
+  if (int rc = parseAddress(address, port, local); rc != 0) return rc;
+  int error = 0;
+  CmDispatcher* cm = reactor_.cm(error);
+  if (cm == nullptr) return error;
+  CmId id;
+  if (int rc = cm->createId(static_cast<CmEventHandler*>(this), RDMA_PS_TCP, id); rc != 0) return rc;
+  if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&local)) != 0) return errno ? -errno : -EINVAL;
+  if (rdma_listen(id.get(), backlog) != 0) return errno ? -errno : -EINVAL;
+  id_ = std::move(id);
+  return 0;
+}
+
+uint16_t Listener::port() const noexcept { return id_ ? ntohs(rdma_get_src_port(id_.get())) : 0; }
+
+void Listener::close() noexcept {
+  id_.reset();  // no more connect requests
+  for (auto& [agent, owned] : agents_) agent->close();
+}
+
+void Listener::onCmEvent(const CmEvent& event) noexcept {
+  switch (event.type) {
+    case RDMA_CM_EVENT_CONNECT_REQUEST:
+      onConnectRequest(event);
+      return;
+    case RDMA_CM_EVENT_ADDR_CHANGE:
+      return;  // informational
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      factory_.onListenerError(-ENODEV, "device removal");
+      return;
+    default:
+      factory_.onListenerError(-EPROTO, "unexpected CM event on the listening id");
+  }
+}
+
+void Listener::onConnectRequest(const CmEvent& event) noexcept {
+  ++stats_.requests;
+  if (!id_) {  // closing: a request that was already queued
+    reject(event.id, "the server is shutting down");
+    return;
+  }
+  ConnectRequest request{formatAddress(rdma_get_peer_addr(event.id)), event.privateData, event.initiatorDepth,
+                         event.responderResources};
+  AcceptDecision decision = factory_.onConnectRequest(request);
+  if (!decision.handler) {
+    reject(event.id, decision.rejectReason.empty() ? "rejected" : decision.rejectReason);
+    return;
+  }
+  std::unique_ptr<Agent> agent(new Agent(*this, reactor_, std::move(decision.handler), decision.options));
+  const char* op = nullptr;
+  if (int rc = agent->accept(CmId(event.id), decision.privateData, op); rc != 0) {
+    // The agent owns the id now; tell the client why before the id goes with the agent.
+    std::string reason = std::string("server could not set up the connection: ") + op + ": " + strerror(-rc);
+    auto payload = encodeRejectReason(reason);
+    rdma_reject(agent->cmId(), payload.data(), static_cast<uint8_t>(payload.size()));
+    ++stats_.rejected;
+    return;  // destroyed here: no callback of it ever ran
+  }
+  ++stats_.accepted;
+  Agent* raw = agent.get();
+  agents_.emplace(raw, std::move(agent));
+}
+
+void Listener::reject(rdma_cm_id* id, const std::string& reason) noexcept {
+  auto payload = encodeRejectReason(reason);
+  rdma_reject(id, payload.data(), static_cast<uint8_t>(payload.size()));
+  rdma_destroy_id(id);  // its event is acked already
+  ++stats_.rejected;
+}
+
+void Listener::agentFinished(Agent* agent) noexcept {
+  ++stats_.agentsClosed;
+  // Called from the agent's own finish(): free it on a later turn.
+  reactor_.defer([this, agent] {
+    agents_.erase(agent);
+    maybeDelete();
+  });
+}
+
+void Listener::maybeDelete() noexcept {
+  if (!released_ || !agents_.empty() || deleteScheduled_) return;
+  deleteScheduled_ = true;
+  reactor_.defer([this] { delete this; });
+}
+
+}  // namespace evrdma

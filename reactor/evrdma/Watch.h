@@ -1,0 +1,87 @@
+// Timers, signal watches and fd watches on a Reactor. Each owns one libevent event (RAII: destroying
+// the watch removes it). Callbacks run on the loop; a watch may be stopped or even destroyed from
+// inside its own callback. Callbacks must not throw: the trampolines are noexcept, so an escaping
+// exception terminates instead of unwinding through libevent's C frames.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+struct event;
+
+namespace evrdma {
+
+class Reactor;
+
+namespace detail {
+// The event and its callback. The callback is shared so that the trampoline keeps it alive while
+// it runs, even if the watch that owns it is destroyed by the callback itself.
+class EventHolder {
+ public:
+  EventHolder() = default;
+  EventHolder(const EventHolder&) = delete;
+  EventHolder& operator=(const EventHolder&) = delete;
+  ~EventHolder() { reset(); }
+  // Makes the event; returns 0 or -ENOMEM.
+  int make(Reactor& reactor, int fd, short what, std::function<void(short)> callback);
+  int add(const timeval* timeout) noexcept;
+  void remove() noexcept;
+  bool pending() const noexcept;
+  void reset() noexcept;
+
+ private:
+  static void trampoline(int fd, short what, void* arg) noexcept;
+  event* event_ = nullptr;
+  std::shared_ptr<std::function<void(short)>> callback_;
+};
+}  // namespace detail
+
+class Timer {
+ public:
+  Timer(Reactor& reactor, std::function<void()> callback);
+  // Fires once after `delay`. Restarting a running timer moves its deadline. Returns 0 or -errno.
+  int startOnce(std::chrono::milliseconds delay) noexcept;
+  // Fires every `period` until cancelled. Returns 0 or -errno.
+  int startPeriodic(std::chrono::milliseconds period) noexcept;
+  void cancel() noexcept;
+  bool active() const noexcept;
+
+ private:
+  int start(std::chrono::milliseconds delay, bool periodic) noexcept;
+  Reactor& reactor_;
+  std::shared_ptr<std::function<void()>> callback_;  // shared with the event: see EventHolder
+  detail::EventHolder event_;
+};
+
+// Calls `callback(signo)` on the loop each time `signo` arrives. libevent routes a signal to one
+// event_base at a time: the one that added a watch for it last.
+class SignalWatch {
+ public:
+  SignalWatch(Reactor& reactor, int signo, std::function<void(int)> callback);
+  bool valid() const noexcept { return error_ == 0; }
+  int error() const noexcept { return error_; }
+
+ private:
+  detail::EventHolder event_;
+  int error_ = 0;
+};
+
+// Calls `callback(events)` while `fd` is readable and/or writable (events: FdWatch::kRead|kWrite).
+// Does not own the fd.
+class FdWatch {
+ public:
+  static constexpr short kRead = 0x02;   // EV_READ
+  static constexpr short kWrite = 0x04;  // EV_WRITE
+  FdWatch(Reactor& reactor, int fd, short events, std::function<void(short)> callback);
+  bool valid() const noexcept { return error_ == 0; }
+  int error() const noexcept { return error_; }
+  void pause() noexcept { event_.remove(); }
+  int resume() noexcept { return event_.add(nullptr); }
+
+ private:
+  detail::EventHolder event_;
+  int error_ = 0;
+};
+
+}  // namespace evrdma
