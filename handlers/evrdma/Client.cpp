@@ -34,6 +34,8 @@ Client::Ptr Client::create(Reactor& reactor, std::unique_ptr<ConnectionHandler> 
 int Client::connect(const std::string& address, uint16_t port, std::vector<uint8_t> privateData) noexcept {
   if (state() != ConnectionState::Idle || closing()) return -EALREADY;
   if (privateData.size() > kMaxPrivateDataAnyTransport) return -EMSGSIZE;
+  const char* problem = nullptr;
+  if (int rc = checkOptions(options_, problem); rc != 0) return rc;
   sockaddr_storage destination{};
   if (int rc = parseAddress(address, port, destination); rc != 0) return rc;
   int error = 0;

@@ -25,7 +25,8 @@ class Client : public Connection {
   // Starts connecting to a numeric IPv4/IPv6 `address` and `port`, carrying `privateData` in the
   // request. Returns 0: the outcome arrives as onEstablished, onRejected or onError, then onClosed.
   // Or returns -errno at once, and no callback fires: -EINVAL (not a numeric address), -EMSGSIZE
-  // (private data longer than any transport carries), -EALREADY (not Idle), -ENODEV (no RDMA CM on
+  // (private data longer than any transport carries), -EINVAL (unusable options, see
+  // Connection::checkOptions), -EALREADY (not Idle), -ENODEV (no RDMA CM on
   // this machine), or what rdma_resolve_addr said.
   int connect(const std::string& address, uint16_t port, std::vector<uint8_t> privateData = {}) noexcept;
 

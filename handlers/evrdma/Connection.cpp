@@ -62,15 +62,24 @@ void Connection::adoptId(CmId id) noexcept {
   if (!isClient_) peerAddress_ = formatAddress(rdma_get_peer_addr(id_.get()));
 }
 
+int Connection::checkOptions(const ConnectionOptions& options, const char*& problem) noexcept {
+  if (options.maxMessageSize == 0 || options.maxMessageSize > kMaxMessageSize) {
+    problem = "maxMessageSize must be 1 B .. 1 GiB";
+    return -EINVAL;
+  }
+  if (options.recvDepth == 0 || options.sendDepth == 0 || options.recvDepth > 4096 || options.sendDepth > 4096) {
+    problem = "recvDepth and sendDepth must be 1 .. 4096";
+    return -EINVAL;
+  }
+  if (options.retryCount > 7 || options.rnrRetryCount > 7) {
+    problem = "retryCount and rnrRetryCount must be 0 .. 7";
+    return -EINVAL;
+  }
+  return 0;
+}
+
 int Connection::setUpVerbs(const char*& op) noexcept {
-  if (options_.maxMessageSize == 0 || options_.maxMessageSize > kMaxMessageSize) {
-    op = "maxMessageSize (1 B .. 1 GiB)";
-    return -EINVAL;
-  }
-  if (options_.recvDepth == 0 || options_.sendDepth == 0 || options_.recvDepth > 4096 || options_.sendDepth > 4096) {
-    op = "recvDepth / sendDepth (1 .. 4096)";
-    return -EINVAL;
-  }
+  if (int rc = checkOptions(options_, op); rc != 0) return rc;
   ibv_context* device = id_->verbs;
   int error = 0;
   op = "completion channel";

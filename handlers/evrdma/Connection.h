@@ -75,6 +75,9 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // once. onClosed follows, always from a later loop turn.
   void close() noexcept;
 
+  // 0 if `options` can be used, else -EINVAL with `problem` naming the option at fault.
+  static int checkOptions(const ConnectionOptions& options, const char*& problem) noexcept;
+
   size_t maxMessageSize() const noexcept { return options_.maxMessageSize; }
   uint32_t freeSendBuffers() const noexcept { return static_cast<uint32_t>(freeSendSlots_.size()); }
   uint32_t postedRecvs() const noexcept { return postedRecvs_; }

@@ -1,0 +1,184 @@
+#include "PingPong.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace pingpong {
+namespace {
+
+void trace(const char* role, const evrdma::Connection& c, const char* what) {
+  std::printf("[%s %s] %s\n", role, c.peerAddress().c_str(), what);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+std::string describeStatus(int err) { return err < 0 ? std::strerror(-err) : std::to_string(err); }
+
+// ---- EchoAgent ----
+
+void EchoAgent::onEstablished(evrdma::Connection& c) noexcept {
+  established = Clock::now();
+  if (trace_ != Trace::Off) {
+    char line[128];
+    std::snprintf(line, sizeof line, "established: count %llu, data_size %llu",
+                  static_cast<unsigned long long>(info_.count), static_cast<unsigned long long>(info_.dataSize));
+    trace("agent", c, line);
+  }
+}
+
+void EchoAgent::onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept {
+  if (trace_ == Trace::Messages) trace("agent", c, ("echo " + std::to_string(echoed_ + 1)).c_str());
+  ++echoed_;
+  if (!backlog_.empty()) {  // keep the order: behind what is already waiting
+    backlog_.emplace_back(data, data + length);
+    return;
+  }
+  int rc = c.postSend(data, length);
+  if (rc == -ENOBUFS) {
+    backlog_.emplace_back(data, data + length);
+  } else if (rc != 0) {
+    error = "postSend: " + describeStatus(rc);
+    c.close();
+  }
+}
+
+void EchoAgent::onSendDone(evrdma::Connection& c, uint64_t) noexcept {
+  if (backlog_.empty()) return;
+  if (int rc = c.postSend(backlog_.front().data(), backlog_.front().size()); rc == 0) {
+    backlog_.erase(backlog_.begin());
+  } else if (rc != -ENOBUFS) {
+    error = "postSend: " + describeStatus(rc);
+    c.close();
+  }
+}
+
+void EchoAgent::onDisconnected(evrdma::Connection& c) noexcept {
+  if (trace_ != Trace::Off) trace("agent", c, ("disconnected after " + std::to_string(echoed_) + " echoes").c_str());
+}
+
+void EchoAgent::onError(evrdma::Connection& c, int err, const char* op) noexcept {
+  error = std::string(op) + ": " + describeStatus(err);
+  if (trace_ != Trace::Off) trace("agent", c, ("error: " + error).c_str());
+}
+
+void EchoAgent::onClosed(evrdma::Connection& c) noexcept {
+  closed = Clock::now();
+  if (trace_ != Trace::Off) trace("agent", c, "closed");
+  if (closedHook) closedHook(*this, c);
+}
+
+// ---- EchoFactory ----
+
+evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectRequest& request) noexcept {
+  pingsr::ConnectInfo info;
+  std::string why = pingsr::parse(request.privateData.data(), request.privateData.size(), limits_, info);
+  if (why.empty() && maxAgents_ != 0 && activeAgents >= maxAgents_)
+    why = "server busy: " + std::to_string(activeAgents) + " connections already";
+  if (!why.empty()) {
+    ++rejections;
+    if (trace_ != Trace::Off) std::printf("[listener] rejected %s: %s\n", request.peerAddress.c_str(), why.c_str());
+    return evrdma::AcceptDecision::reject(why);
+  }
+  auto agent = std::make_unique<EchoAgent>(info, trace_);
+  agent->closedHook = [this](const EchoAgent& a, const evrdma::Connection& c) {
+    --activeAgents;
+    ++agentsServed;
+    totalEchoes += a.echoed();
+    if (!a.error.empty() || a.echoed() != a.info().count) ++agentsFailed;
+    if (agentClosedHook) agentClosedHook(a, c);
+  };
+  ++activeAgents;
+  evrdma::ConnectionOptions options;
+  options.maxMessageSize = info.dataSize;
+  options.recvDepth = 2;  // one message in flight, and one more buffer for good measure
+  options.sendDepth = 2;
+  return evrdma::AcceptDecision::accept(std::move(agent), options);
+}
+
+void EchoFactory::onListenerError(int err, const char* op) noexcept {
+  std::fprintf(stderr, "pingpong-server: listener: %s: %s\n", op, describeStatus(err).c_str());
+}
+
+// ---- PingClient ----
+
+void PingClient::onEstablished(evrdma::Connection& c) noexcept {
+  result_.established = true;
+  result_.establishedAt = Clock::now();
+  if (trace_ != Trace::Off) trace("client", c, "established");
+  message_.assign(info_.dataSize, 0);
+  sendNext(c);
+}
+
+void PingClient::sendNext(evrdma::Connection& c) noexcept {
+  if (verify_)
+    for (size_t j = 0; j < message_.size(); ++j) message_[j] = patternByte(result_.index, result_.roundTrips, j);
+  int rc = c.postSend(message_.data(), message_.size(), result_.roundTrips);
+  if (rc == -ENOBUFS) {
+    sendPending_ = true;  // onSendDone frees a buffer
+  } else if (rc != 0) {
+    result_.error = "postSend: " + describeStatus(rc);
+    c.close();
+  }
+}
+
+void PingClient::onSendDone(evrdma::Connection& c, uint64_t) noexcept {
+  if (!sendPending_) return;
+  sendPending_ = false;
+  sendNext(c);
+}
+
+void PingClient::onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept {
+  if (length != info_.dataSize) {
+    result_.error = "echo " + std::to_string(result_.roundTrips) + " has " + std::to_string(length) + " bytes, sent " +
+                    std::to_string(info_.dataSize);
+    c.close();
+    return;
+  }
+  if (verify_) {
+    for (size_t j = 0; j < length; ++j) {
+      if (data[j] != patternByte(result_.index, result_.roundTrips, j)) {
+        result_.error = "echo " + std::to_string(result_.roundTrips) + " differs at byte " + std::to_string(j);
+        c.close();
+        return;
+      }
+    }
+    result_.verifiedBytes += length;
+  }
+  ++result_.roundTrips;
+  if (trace_ == Trace::Messages) trace("client", c, ("round trip " + std::to_string(result_.roundTrips)).c_str());
+  if (result_.roundTrips == info_.count) {
+    result_.finishedAt = Clock::now();
+    result_.succeeded = true;
+    c.close();
+    return;
+  }
+  sendNext(c);
+}
+
+void PingClient::onDisconnected(evrdma::Connection& c) noexcept {
+  if (trace_ != Trace::Off) trace("client", c, "disconnected by the server");
+  if (result_.roundTrips < info_.count && result_.error.empty())
+    result_.error = "server disconnected after " + std::to_string(result_.roundTrips) + " round trips";
+}
+
+void PingClient::onRejected(evrdma::Connection& c, const evrdma::RejectInfo& info) noexcept {
+  result_.rejected = true;
+  result_.error = "rejected: " + info.reason;
+  if (trace_ != Trace::Off) trace("client", c, result_.error.c_str());
+}
+
+void PingClient::onError(evrdma::Connection& c, int err, const char* op) noexcept {
+  result_.error = std::string(op) + ": " + describeStatus(err);
+  if (trace_ != Trace::Off) trace("client", c, ("error: " + result_.error).c_str());
+}
+
+void PingClient::onClosed(evrdma::Connection& c) noexcept {
+  if (trace_ != Trace::Off) trace("client", c, "closed");
+  if (!result_.succeeded && result_.finishedAt == Clock::time_point{}) result_.finishedAt = Clock::now();
+  if (result_.succeeded && !result_.error.empty()) result_.succeeded = false;
+  if (done_) done_(result_);
+}
+
+}  // namespace pingpong

@@ -1,0 +1,111 @@
+// The pingpong roles on evrdma, shared by the demo programs and the tests: an echoing agent (with
+// its factory, which validates the ping-sr request) and a pinging client that can verify every byte.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "PingSr.h"
+#include "evrdma/Callbacks.h"
+#include "evrdma/Connection.h"
+
+namespace pingpong {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Trace { Off, Connections, Messages };  // -t, -T
+
+// The content of byte `offset` of message `message` of client `client`: verification catches lost,
+// repeated, reordered or mixed-up messages, not only flipped bits.
+inline uint8_t patternByte(uint32_t client, uint64_t message, size_t offset) {
+  return static_cast<uint8_t>(client * 131u + message * 31u + offset * 7u + (offset >> 8));
+}
+
+// Echoes every message back. It does not close: the client does, after its last echo.
+class EchoAgent : public evrdma::ConnectionHandler {
+ public:
+  EchoAgent(pingsr::ConnectInfo info, Trace trace) : info_(info), trace_(trace) {}
+  void onEstablished(evrdma::Connection& c) noexcept override;
+  void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override;
+  void onSendDone(evrdma::Connection& c, uint64_t tag) noexcept override;
+  void onDisconnected(evrdma::Connection& c) noexcept override;
+  void onError(evrdma::Connection& c, int err, const char* op) noexcept override;
+  void onClosed(evrdma::Connection& c) noexcept override;
+
+  uint64_t echoed() const { return echoed_; }
+  std::function<void(const EchoAgent&, const evrdma::Connection&)> closedHook;  // figures, counting
+
+  const pingsr::ConnectInfo& info() const { return info_; }
+  Clock::time_point established, closed;
+  std::string error;
+
+ private:
+  pingsr::ConnectInfo info_;
+  Trace trace_;
+  uint64_t echoed_ = 0;
+  std::vector<std::vector<uint8_t>> backlog_;  // echoes waiting for a free send buffer
+};
+
+// Validates each ping-sr request and makes an EchoAgent for it.
+class EchoFactory : public evrdma::AgentFactory {
+ public:
+  EchoFactory(pingsr::Limits limits, Trace trace, size_t maxAgents) : limits_(limits), trace_(trace), maxAgents_(maxAgents) {}
+  evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest& request) noexcept override;
+  void onListenerError(int err, const char* op) noexcept override;
+
+  size_t activeAgents = 0;
+  uint64_t agentsServed = 0, agentsFailed = 0, rejections = 0, totalEchoes = 0;
+  std::function<void(const EchoAgent&, const evrdma::Connection&)> agentClosedHook;
+
+ private:
+  pingsr::Limits limits_;
+  Trace trace_;
+  size_t maxAgents_;
+};
+
+struct PingResult {
+  uint32_t index = 0;
+  uint64_t roundTrips = 0;
+  uint64_t verifiedBytes = 0;
+  bool established = false, succeeded = false, rejected = false;
+  std::string error;  // rejection reason or failure
+  Clock::time_point connectStarted, establishedAt, finishedAt;
+  double seconds() const { return std::chrono::duration<double>(finishedAt - establishedAt).count(); }
+};
+
+// Sends `count` messages of `size` bytes one at a time, each after the previous echo came back.
+class PingClient : public evrdma::ConnectionHandler {
+ public:
+  PingClient(uint32_t index, pingsr::ConnectInfo info, bool verify, Trace trace,
+             std::function<void(const PingResult&)> done)
+      : info_(info), verify_(verify), trace_(trace), done_(std::move(done)) {
+    result_.index = index;
+    result_.connectStarted = Clock::now();
+  }
+  void onEstablished(evrdma::Connection& c) noexcept override;
+  void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override;
+  void onSendDone(evrdma::Connection& c, uint64_t tag) noexcept override;
+  void onDisconnected(evrdma::Connection& c) noexcept override;
+  void onRejected(evrdma::Connection& c, const evrdma::RejectInfo& info) noexcept override;
+  void onError(evrdma::Connection& c, int err, const char* op) noexcept override;
+  void onClosed(evrdma::Connection& c) noexcept override;
+  const PingResult& result() const { return result_; }
+
+ private:
+  void sendNext(evrdma::Connection& c) noexcept;
+  pingsr::ConnectInfo info_;
+  bool verify_;
+  Trace trace_;
+  std::function<void(const PingResult&)> done_;
+  PingResult result_;
+  std::vector<uint8_t> message_;
+  bool sendPending_ = false;  // the next message waits for a free send buffer
+};
+
+// "12.3 us" style helpers for figures.
+std::string describeStatus(int err);
+
+}  // namespace pingpong

@@ -1,0 +1,152 @@
+// pingpong-client: ping-sr client on evrdma. Opens -n connections from one thread; each sends -c
+// messages of -s bytes, one at a time, and waits for each echo (verifying it with -v).
+#include <getopt.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "Figures.h"
+#include "PingPong.h"
+#include "evrdma/Client.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/Watch.h"
+
+namespace {
+
+void usage(FILE* out, const char* prog) {
+  std::fprintf(out,
+               "usage: %s -a ADDR [options]\n"
+               "Ping-pongs with a ping-sr server (OFA ping-sr protocol): sends count messages of\n"
+               "data_size bytes, each after the previous one came back.\n"
+               "  -a ADDR   server address (numeric IPv4/IPv6; default: $EVRDMA_RDMA_IP)\n"
+               "  -p PORT   server port (default %u)\n"
+               "  -c N      count: round trips per connection (default 1000)\n"
+               "  -s BYTES  data_size: bytes per message (default 64)\n"
+               "  -n N      connections at once, all from this one thread (default 1)\n"
+               "  -v        verify every byte of every echo\n"
+               "  -t        trace connections;  -T  trace every message too\n"
+               "  -x        print figures: per connection and in all (round trips/s, Mb/s, us per\n"
+               "            round trip), CPU use, completion-poll histogram\n"
+               "  -h        this help\n"
+               "Exit status: 0 when every connection made all its round trips, else 1 (2: bad usage).\n",
+               prog, pingsr::kDefaultPort);
+}
+
+bool parseNumber(const char* text, unsigned long long max, unsigned long long& out) {
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtoull(text, &end, 10);
+  return errno == 0 && end != text && *end == '\0' && text[0] != '-' && out <= max;
+}
+
+void printFigures(const char* label, uint64_t roundTrips, uint64_t size, double seconds) {
+  double rate = seconds > 0 ? roundTrips / seconds : 0;
+  double megabits = seconds > 0 ? 2.0 * roundTrips * size * 8 / seconds / 1e6 : 0;
+  std::printf("%s: %llu round trips of %llu B in %.3f s: %.0f round trips/s, %.2f Mb/s (both ways), %.1f us per round trip\n",
+              label, static_cast<unsigned long long>(roundTrips), static_cast<unsigned long long>(size), seconds, rate,
+              megabits, roundTrips ? seconds * 1e6 / roundTrips : 0.0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* envAddress = std::getenv("EVRDMA_RDMA_IP");
+  std::string address = envAddress != nullptr ? envAddress : "";
+  unsigned long long port = pingsr::kDefaultPort, count = 1000, size = 64, connections = 1;
+  bool verify = false, figures = false;
+  pingpong::Trace trace = pingpong::Trace::Off;
+  int opt;
+  while ((opt = getopt(argc, argv, "a:p:c:s:n:vtTxh")) != -1) {
+    bool ok = true;
+    switch (opt) {
+      case 'a': address = optarg; break;
+      case 'p': ok = parseNumber(optarg, 65535, port) && port > 0; break;
+      case 'c': ok = parseNumber(optarg, ~0ull, count) && count > 0; break;
+      case 's': ok = parseNumber(optarg, 1ull << 30, size) && size > 0; break;
+      case 'n': ok = parseNumber(optarg, 100000, connections) && connections > 0; break;
+      case 'v': verify = true; break;
+      case 't': trace = pingpong::Trace::Connections; break;
+      case 'T': trace = pingpong::Trace::Messages; break;
+      case 'x': figures = true; break;
+      case 'h': usage(stdout, argv[0]); return 0;
+      default: usage(stderr, argv[0]); return 2;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "pingpong-client: bad value '%s' for -%c\n", optarg, opt);
+      return 2;
+    }
+  }
+  if (optind != argc) {
+    std::fprintf(stderr, "pingpong-client: unexpected argument '%s' (see -h)\n", argv[optind]);
+    return 2;
+  }
+  if (address.empty()) {
+    std::fprintf(stderr, "pingpong-client: no server address: give -a ADDR\n");
+    return 2;
+  }
+
+  evrdma::Reactor reactor;
+  if (!reactor.valid()) {
+    std::fprintf(stderr, "pingpong-client: cannot create an event loop\n");
+    return 1;
+  }
+  pingsr::ConnectInfo info{count, size};
+  std::vector<pingpong::PingResult> results;
+  std::vector<evrdma::Client::Ptr> clients;
+  const evrdma::CompletionDispatcher* completions = nullptr;
+  size_t open = 0;
+  pingpong::CpuMeter cpu;
+  auto started = pingpong::Clock::now();
+
+  evrdma::ClientOptions options;
+  options.maxMessageSize = size;
+  options.recvDepth = 2;
+  options.sendDepth = 2;
+  for (unsigned long long i = 0; i < connections; ++i) {
+    auto handler = std::make_unique<pingpong::PingClient>(
+        static_cast<uint32_t>(i), info, verify, trace, [&](const pingpong::PingResult& r) {
+          results.push_back(r);
+          if (--open == 0) reactor.stop();
+        });
+    clients.push_back(evrdma::Client::create(reactor, std::move(handler), options));
+    if (int rc = clients.back()->connect(address, static_cast<uint16_t>(port), pingsr::encode(info)); rc != 0) {
+      std::fprintf(stderr, "pingpong-client: cannot connect to %s port %llu: %s%s\n", address.c_str(), port,
+                   std::strerror(-rc), rc == -EINVAL ? " (not a numeric address)" : rc == -ENODEV ? " (no RDMA device: run under tools/rdma-run)" : "");
+      return 1;
+    }
+    ++open;
+  }
+  evrdma::SignalWatch onInt(reactor, SIGINT, [&](int) {
+    for (auto& c : clients) c->close();
+  });
+  reactor.run();
+  double wall = std::chrono::duration<double>(pingpong::Clock::now() - started).count();
+  for (auto& c : clients)
+    if (c->completions() != nullptr) completions = c->completions();
+
+  uint64_t roundTrips = 0, succeeded = 0;
+  double longest = 0;
+  std::sort(results.begin(), results.end(), [](auto& a, auto& b) { return a.index < b.index; });
+  for (const auto& r : results) {
+    roundTrips += r.roundTrips;
+    if (r.succeeded) ++succeeded;
+    if (r.established && r.seconds() > longest) longest = r.seconds();
+    if (!r.error.empty()) std::printf("connection %u: %s\n", r.index, r.error.c_str());
+    if (figures && r.established) printFigures(("connection " + std::to_string(r.index)).c_str(), r.roundTrips, size, r.seconds());
+  }
+  if (figures && connections > 1) printFigures("all connections", roundTrips, size, longest);
+  std::printf("pingpong-client: %llu of %llu connections completed %llu round trips of %llu B%s (%.3f s in all)\n",
+              static_cast<unsigned long long>(succeeded), connections, count, size, verify ? ", every byte verified" : "",
+              wall);
+  if (figures) {
+    std::printf("pingpong-client: cpu %s\n", cpu.report().c_str());
+    if (completions != nullptr) std::printf("pingpong-client: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
+  }
+  clients.clear();
+  return succeeded == connections ? 0 : 1;
+}

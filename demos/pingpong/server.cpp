@@ -1,0 +1,130 @@
+// pingpong-server: a persistent ping-sr server (OFA ping-sr-4 design on evrdma): it serves any
+// number of clients at once, echoing each message, from one thread. SIGINT/SIGTERM stop it cleanly.
+#include <getopt.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "Figures.h"
+#include "PingPong.h"
+#include "evrdma/Listener.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/Watch.h"
+
+namespace {
+
+void usage(FILE* out, const char* prog) {
+  std::fprintf(out,
+               "usage: %s [options]\n"
+               "Serves ping-sr clients (OFA ping-sr protocol: private data {count, data_size}, every\n"
+               "message echoed back), many at once, until SIGINT or SIGTERM.\n"
+               "  -a ADDR   address to listen on (numeric IPv4/IPv6; default 0.0.0.0)\n"
+               "  -p PORT   port (default %u)\n"
+               "  -c N      largest count a client may ask for (default 1000000000)\n"
+               "  -s BYTES  largest data_size a client may ask for (default 16777216)\n"
+               "  -m N      at most N clients at once; more are rejected (default 0: no limit)\n"
+               "  -e N      exit after serving N clients (default 0: never)\n"
+               "  -v        accepted for parity with ping-sr (the client verifies the echoes)\n"
+               "  -t        trace connections;  -T  trace every message too\n"
+               "  -x        print figures: per client, and totals with CPU use and poll histogram\n"
+               "  -h        this help\n",
+               prog, pingsr::kDefaultPort);
+}
+
+bool parseNumber(const char* text, unsigned long long max, unsigned long long& out) {
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtoull(text, &end, 10);
+  return errno == 0 && end != text && *end == '\0' && text[0] != '-' && out <= max;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string address = "0.0.0.0";
+  unsigned long long port = pingsr::kDefaultPort, maxCount = 1000000000, maxSize = 16u << 20, maxAgents = 0, exitAfter = 0;
+  pingpong::Trace trace = pingpong::Trace::Off;
+  bool figures = false;
+  int opt;
+  while ((opt = getopt(argc, argv, "a:p:c:s:m:e:vtTxh")) != -1) {
+    bool ok = true;
+    switch (opt) {
+      case 'a': address = optarg; break;
+      case 'p': ok = parseNumber(optarg, 65535, port); break;
+      case 'c': ok = parseNumber(optarg, ~0ull, maxCount) && maxCount > 0; break;
+      case 's': ok = parseNumber(optarg, 1ull << 30, maxSize) && maxSize > 0; break;
+      case 'm': ok = parseNumber(optarg, 1u << 20, maxAgents); break;
+      case 'e': ok = parseNumber(optarg, ~0ull, exitAfter); break;
+      case 'v': break;
+      case 't': trace = pingpong::Trace::Connections; break;
+      case 'T': trace = pingpong::Trace::Messages; break;
+      case 'x': figures = true; break;
+      case 'h': usage(stdout, argv[0]); return 0;
+      default: usage(stderr, argv[0]); return 2;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "pingpong-server: bad value '%s' for -%c\n", optarg, opt);
+      return 2;
+    }
+  }
+  if (optind != argc) {
+    std::fprintf(stderr, "pingpong-server: unexpected argument '%s' (see -h)\n", argv[optind]);
+    return 2;
+  }
+
+  evrdma::Reactor reactor;
+  if (!reactor.valid()) {
+    std::fprintf(stderr, "pingpong-server: cannot create an event loop\n");
+    return 1;
+  }
+  pingsr::Limits limits{maxCount, maxSize};
+  pingpong::EchoFactory factory(limits, trace, maxAgents);
+  evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory);
+  pingpong::CpuMeter cpu;
+  const evrdma::CompletionDispatcher* completions = nullptr;
+  bool stopping = false;
+  auto shutdown = [&] {
+    if (stopping) return;
+    stopping = true;
+    listener->close();  // closes every agent; stop once the last one reported onClosed
+    if (factory.activeAgents == 0) reactor.stop();
+  };
+  factory.agentClosedHook = [&](const pingpong::EchoAgent& agent, const evrdma::Connection& c) {
+    if (completions == nullptr) completions = c.completions();
+    if (figures) {
+      double seconds = std::chrono::duration<double>(agent.closed - agent.established).count();
+      std::printf("agent %s: %llu echoes of %llu B in %.3f s%s%s\n", c.peerAddress().c_str(),
+                  static_cast<unsigned long long>(agent.echoed()), static_cast<unsigned long long>(agent.info().dataSize),
+                  agent.established == pingpong::Clock::time_point{} ? 0.0 : seconds, agent.error.empty() ? "" : ", error: ",
+                  agent.error.c_str());
+    }
+    if (stopping && factory.activeAgents == 0) reactor.stop();
+    if (exitAfter != 0 && factory.agentsServed >= exitAfter) shutdown();
+  };
+
+  if (int rc = listener->listen(address, static_cast<uint16_t>(port)); rc != 0) {
+    const char* hint = rc == -EADDRINUSE ? " (port in use)" : rc == -EINVAL ? " (not a numeric address)" : rc == -ENODEV ? " (no RDMA device: run under tools/rdma-run)" : "";
+    std::fprintf(stderr, "pingpong-server: cannot listen on %s port %llu: %s%s\n", address.c_str(), port,
+                 std::strerror(-rc), hint);
+    return 1;
+  }
+  evrdma::SignalWatch onInt(reactor, SIGINT, [&](int) { shutdown(); });
+  evrdma::SignalWatch onTerm(reactor, SIGTERM, [&](int) { shutdown(); });
+  std::printf("pingpong-server: listening on %s port %u\n", address.c_str(), listener->port());
+  std::fflush(stdout);
+
+  reactor.run();
+  const evrdma::ListenerStats& stats = listener->stats();
+  std::printf("pingpong-server: served %llu clients (%llu failed), %llu echoes, rejected %llu requests\n",
+              static_cast<unsigned long long>(factory.agentsServed), static_cast<unsigned long long>(factory.agentsFailed),
+              static_cast<unsigned long long>(factory.totalEchoes), static_cast<unsigned long long>(stats.rejected));
+  if (figures) {
+    std::printf("pingpong-server: cpu %s\n", cpu.report().c_str());
+    if (completions != nullptr) std::printf("pingpong-server: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
+  }
+  listener.reset();
+  return factory.agentsFailed == 0 ? 0 : 1;
+}
