@@ -10,7 +10,8 @@
 namespace evrdma {
 namespace {
 
-constexpr uint64_t kSendFlag = uint64_t{1} << 63;  // wr_id: send or receive, and the buffer slot
+// wr_id: bit 63 send or receive, bits 32..62 the CQ attachment's serial, bits 0..31 the buffer slot.
+constexpr uint64_t kSendFlag = uint64_t{1} << 63;
 constexpr size_t kBufferAlignment = 4096;
 constexpr size_t kMaxMessageSize = size_t{1} << 30;
 
@@ -53,7 +54,7 @@ Connection::Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> hand
 Connection::~Connection() {
   // Normally finish() already released everything; this covers a Reactor torn down mid-close.
   qp_.reset();
-  cq_.reset();
+  completion_.reset();
 }
 
 void Connection::adoptId(CmId id) noexcept {
@@ -106,13 +107,12 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   if (!sendMr_) return errno ? -errno : -ENOMEM;
 
   op = "ibv_create_cq";
-  cq_ = completions_->createCq(static_cast<int>(options_.recvDepth + options_.sendDepth),
-                               static_cast<CompletionHandler*>(this), error);
-  if (!cq_) return error;
+  completion_ = completions_->attach(options_.recvDepth + options_.sendDepth, static_cast<CompletionHandler*>(this), error);
+  if (!completion_) return error;
 
   op = "rdma_create_qp";
   ibv_qp_init_attr attr{};
-  attr.send_cq = attr.recv_cq = cq_->get();
+  attr.send_cq = attr.recv_cq = completion_->cq();
   attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_wr = options_.sendDepth;
   attr.cap.max_recv_wr = options_.recvDepth;
@@ -120,6 +120,7 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   attr.sq_sig_all = 0;
   if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0) return errno ? -errno : -ENOMEM;
   qp_.reset(id_.get());
+  completion_->bind(id_->qp->qp_num);
 
   freeSendSlots_.clear();
   for (uint32_t slot = options_.sendDepth; slot-- > 0;) freeSendSlots_.push_back(slot);
@@ -136,7 +137,7 @@ int Connection::postRecvSlot(uint32_t slot) noexcept {
   sge.length = static_cast<uint32_t>(options_.maxMessageSize);
   sge.lkey = recvMr_->lkey;
   ibv_recv_wr wr{};
-  wr.wr_id = slot;
+  wr.wr_id = wrIdBase() | slot;
   wr.sg_list = &sge;
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
@@ -166,7 +167,7 @@ int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept
   sge.length = static_cast<uint32_t>(length);
   sge.lkey = sendMr_->lkey;
   ibv_send_wr wr{};
-  wr.wr_id = kSendFlag | slot;
+  wr.wr_id = kSendFlag | wrIdBase() | slot;
   wr.opcode = IBV_WR_SEND;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.sg_list = &sge;
@@ -314,7 +315,7 @@ void Connection::scheduleFinish() noexcept {
 void Connection::finish() noexcept {
   disconnectTimer_.cancel();
   qp_.reset();
-  cq_.reset();
+  completion_.reset();
   recvMr_.reset();
   sendMr_.reset();
   recvBuffers_.reset();

@@ -123,6 +123,9 @@ class Connection : private CmEventHandler, private CompletionHandler {
   void scheduleFinish() noexcept;
   void finish() noexcept;
   int postRecvSlot(uint32_t slot) noexcept;
+  uint64_t wrIdBase() const noexcept {
+    return uint64_t{completion_->serial()} << CompletionDispatcher::kSerialShift;
+  }
 
   const bool isClient_;
   ConnectionState state_ = ConnectionState::Idle;
@@ -133,7 +136,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
   bool finished_ = false;
   std::string errorText_;  // keeps an onError `op` alive while the callback runs
 
-  // Declared in creation order: destroyed in reverse (QP, CQ, MRs, buffers, PD, id).
+  // Declared in creation order: destroyed in reverse (QP, CQ reservation, MRs, buffers, PD, id).
   CmId id_;
   ProtectionDomain pd_;
   struct FreeDeleter {
@@ -142,7 +145,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
   std::unique_ptr<uint8_t[], FreeDeleter> recvBuffers_, sendBuffers_;
   MemoryRegionHandle recvMr_, sendMr_;
   CompletionDispatcher* completions_ = nullptr;
-  std::unique_ptr<CompletionDispatcher::Cq> cq_;
+  std::unique_ptr<CompletionDispatcher::Attachment> completion_;  // entries on a shared CQ
   CmQueuePair qp_;
 
   std::vector<uint32_t> idleRecvSlots_;  // consumed, not re-posted (autoPostRecv off)

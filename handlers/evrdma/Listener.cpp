@@ -71,19 +71,20 @@ void Listener::onConnectRequest(const CmEvent& event) noexcept {
     reject(event.id, decision.rejectReason.empty() ? "rejected" : decision.rejectReason);
     return;
   }
-  std::unique_ptr<Agent> agent(new Agent(*this, reactor_, std::move(decision.handler), decision.options));
+  std::unique_ptr<Agent> owned(new Agent(*this, reactor_, std::move(decision.handler), decision.options));
+  Agent* agent = owned.get();
+  agents_.emplace(agent, std::move(owned));
   const char* op = nullptr;
   if (int rc = agent->accept(CmId(event.id), decision.privateData, op); rc != 0) {
-    // The agent owns the id now; tell the client why before the id goes with the agent.
+    // Tell the client why, then let the handler the factory made hear it too: onError, onClosed.
     std::string reason = std::string("server could not set up the connection: ") + op + ": " + strerror(-rc);
     auto payload = encodeRejectReason(reason);
     rdma_reject(agent->cmId(), payload.data(), static_cast<uint8_t>(payload.size()));
     ++stats_.rejected;
-    return;  // destroyed here: no callback of it ever ran
+    agent->fail(rc, op);
+    return;
   }
   ++stats_.accepted;
-  Agent* raw = agent.get();
-  agents_.emplace(raw, std::move(agent));
 }
 
 void Listener::reject(rdma_cm_id* id, const std::string& reason) noexcept {

@@ -9,16 +9,34 @@
 
 namespace evrdma {
 
-CompletionDispatcher::Cq::~Cq() {
-  owner_.forget(this);
-  cq_.reset();  // flushes the unacked event count first
+ibv_cq* CompletionDispatcher::Attachment::cq() const noexcept { return cq_.cq.get(); }
+
+void CompletionDispatcher::Attachment::bind(uint32_t qpNum) noexcept {
+  qpNum_ = qpNum;
+  bound_ = true;
+  owner_.byQpNum_[qpNum] = this;
+}
+
+CompletionDispatcher::Attachment::~Attachment() { owner_.detach(*this); }
+
+void CompletionDispatcher::detach(Attachment& attachment) noexcept {
+  if (attachment.bound_) {
+    auto it = byQpNum_.find(attachment.qpNum_);
+    if (it != byQpNum_.end() && it->second == &attachment) byQpNum_.erase(it);
+  }
+  attachment.cq_.reserved -= attachment.entries_;
 }
 
 CompletionDispatcher::~CompletionDispatcher() {
+  ready_.clear();
+  cqs_.clear();  // each flushes its unacked events before ibv_destroy_cq
   if (event_ != nullptr) event_free(event_);
 }
 
 int CompletionDispatcher::init() noexcept {
+  ibv_device_attr attr{};
+  if (int rc = ibv_query_device(context_, &attr); rc != 0) return -rc;
+  maxCqe_ = attr.max_cqe;
   errno = 0;
   channel_.reset(ibv_create_comp_channel(context_));
   if (!channel_) return errno ? -errno : -ENOMEM;
@@ -28,38 +46,62 @@ int CompletionDispatcher::init() noexcept {
   return 0;
 }
 
-std::unique_ptr<CompletionDispatcher::Cq> CompletionDispatcher::createCq(int depth, CompletionHandler* handler,
-                                                                          int& error) {
-  std::unique_ptr<Cq> cq(new Cq(*this));
-  cq->handler_ = handler;
-  cq->cq_ = CompletionQueue::create(context_, depth, channel_.get(), cq.get(), error);
-  if (!cq->cq_) return nullptr;
-  if (int rc = ibv_req_notify_cq(cq->cq_.get(), 0); rc != 0) {
-    error = -rc;
+std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(uint32_t entries,
+                                                                               CompletionHandler* handler, int& error) {
+  error = 0;
+  if (entries == 0 || entries > static_cast<uint32_t>(maxCqe_)) {
+    error = -EINVAL;
     return nullptr;
   }
-  return cq;
-}
-
-void CompletionDispatcher::forget(Cq* cq) noexcept {
-  if (cq->queued_) ready_.erase(std::remove(ready_.begin(), ready_.end(), cq), ready_.end());
+  SharedCq* chosen = nullptr;
+  for (auto& cq : cqs_) {
+    if (cq->capacity - cq->reserved >= entries) {
+      chosen = cq.get();
+      break;
+    }
+  }
+  if (chosen == nullptr) {
+    auto cq = std::make_unique<SharedCq>();
+    cq->capacity = std::min(std::max(kSharedCqEntries, entries), static_cast<uint32_t>(maxCqe_));
+    cq->cq = CompletionQueue::create(context_, static_cast<int>(cq->capacity), channel_.get(), cq.get(), error);
+    if (!cq->cq) return nullptr;
+    if (int rc = ibv_req_notify_cq(cq->cq.get(), 0); rc != 0) {
+      error = -rc;
+      return nullptr;
+    }
+    chosen = cq.get();
+    cqs_.push_back(std::move(cq));
+  }
+  chosen->reserved += entries;
+  uint32_t serial = nextSerial_;
+  nextSerial_ = nextSerial_ == kSerialMask ? 1 : nextSerial_ + 1;
+  return std::unique_ptr<Attachment>(new Attachment(*this, *chosen, entries, serial, handler));
 }
 
 void CompletionDispatcher::onReadable(int, short, void* self) noexcept {
   static_cast<CompletionDispatcher*>(self)->run();
 }
 
+void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
+  auto it = byQpNum_.find(wc.qp_num);
+  if (it == byQpNum_.end() || ((wc.wr_id >> kSerialShift) & kSerialMask) != it->second->serial_) {
+    ++stats_.strayCompletions;
+    return;
+  }
+  it->second->handler_->onCompletion(wc);
+}
+
 void CompletionDispatcher::run() noexcept {
   ibv_cq* eventCq = nullptr;
   void* eventContext = nullptr;
   while (ibv_get_cq_event(channel_.get(), &eventCq, &eventContext) == 0) {
-    auto* cq = static_cast<Cq*>(eventContext);
+    auto* cq = static_cast<SharedCq*>(eventContext);
     ++stats_.events;
-    cq->cq_.noteEvent();
-    cq->needsArm_ = true;
-    cq->firstPoll_ = true;
-    if (!cq->queued_) {
-      cq->queued_ = true;
+    cq->cq.noteEvent();
+    cq->needsArm = true;
+    cq->firstPoll = true;
+    if (!cq->queued) {
+      cq->queued = true;
       ready_.push_back(cq);
     }
   }
@@ -67,30 +109,29 @@ void CompletionDispatcher::run() noexcept {
   int handled = 0;
   ibv_wc wcs[CompletionStats::kBatch];
   while (!ready_.empty()) {
-    Cq* cq = ready_.front();
-    if (cq->needsArm_) {
-      cq->needsArm_ = false;
-      ibv_req_notify_cq(cq->cq_.get(), 0);  // arm before polling: the notify race
+    SharedCq* cq = ready_.front();
+    if (cq->needsArm) {
+      cq->needsArm = false;
+      ibv_req_notify_cq(cq->cq.get(), 0);  // arm before polling: the notify race
     }
     for (;;) {
       if (handled >= kBudget) {
         ++stats_.budgetYields;
-        event_active(event_, EV_READ, 0);  // the rest next turn; cq stays at the front
+        event_active(event_, EV_READ, 0);  // the rest next turn; this CQ stays at the front
         return;
       }
-      int n = ibv_poll_cq(cq->cq_.get(), CompletionStats::kBatch, wcs);
+      int n = ibv_poll_cq(cq->cq.get(), CompletionStats::kBatch, wcs);
       if (n < 0) n = 0;  // a provider error: nothing to hand out; the next event retries
       ++stats_.polls;
       ++stats_.perPoll[n];
-      if (n == 0 && cq->firstPoll_) ++stats_.emptyFirstPolls;
-      cq->firstPoll_ = false;
+      if (n == 0 && cq->firstPoll) ++stats_.emptyFirstPolls;
+      cq->firstPoll = false;
       if (n == 0) break;
       stats_.completions += n;
       handled += n;
-      for (int i = 0; i < n; ++i)
-        if (cq->handler_ != nullptr) cq->handler_->onCompletion(wcs[i]);
+      for (int i = 0; i < n; ++i) deliver(wcs[i]);
     }
-    cq->queued_ = false;
+    cq->queued = false;
     ready_.pop_front();
   }
 }

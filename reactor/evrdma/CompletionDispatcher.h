@@ -1,15 +1,24 @@
 // CompletionDispatcher: one non-blocking completion channel per device, watched by the reactor,
-// serving any number of CQs. On readiness it takes every completion event (ibv_get_cq_event until
-// EAGAIN; acks batched per CQ and flushed before the CQ is destroyed), re-arms each CQ that had an
-// event, and only then polls it until empty, so a completion that lands between the last poll and
-// the arm still raises an event. Each work completion goes to the CompletionHandler of its CQ. At
-// most kBudget completions are handled per turn; the rest wait one turn so other fds get theirs.
+// and a small pool of CQs shared by every connection on that device (a CQ per connection runs out
+// of resources fast: soft-iWARP, for one, maps each CQ into the process and allows 144 pages).
+//
+// A connection attaches with the number of CQ entries it may need (its send + receive depth); the
+// reservation guarantees the shared CQ cannot overflow. Each work completion goes to the handler
+// of its QP (by qp_num), and only if its wr_id carries the attachment's serial, so completions left
+// behind by a destroyed QP never reach a newer QP that got the same number.
+//
+// On readiness: every completion event is taken (ibv_get_cq_event until EAGAIN; acks batched per
+// CQ and flushed before the CQ is destroyed), each CQ that had an event is re-armed, and only then
+// polled until empty: a completion landing between the last poll and the arm still raises an
+// event. At most kBudget completions are handled per turn; the rest wait one turn.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 #include "evrdma/Verbs.h"
 
@@ -34,6 +43,7 @@ struct CompletionStats {
   uint64_t polls = 0;                // ibv_poll_cq calls
   uint64_t emptyFirstPolls = 0;      // first poll after an event found nothing (the arm race)
   uint64_t completions = 0;
+  uint64_t strayCompletions = 0;     // for a QP no longer attached (dropped)
   uint64_t budgetYields = 0;         // turns that stopped at the budget
   std::array<uint64_t, kBatch + 1> perPoll{};  // histogram: polls that returned n completions
 };
@@ -41,27 +51,40 @@ struct CompletionStats {
 class CompletionDispatcher {
  public:
   static constexpr int kBudget = 256;
+  static constexpr uint32_t kSharedCqEntries = 512;
+  // wr_id layout every attached QP must use: bits 32..62 carry the attachment's serial; bit 63 and
+  // bits 0..31 are the connection's own.
+  static constexpr unsigned kSerialShift = 32;
+  static constexpr uint64_t kSerialMask = 0x7fffffff;
 
-  // A CQ on this dispatcher's channel. Destroy it only outside its handler's callbacks (connections
-  // destroy theirs deferred), after its QPs are gone.
-  class Cq {
+ private:
+  struct SharedCq;
+
+ public:
+  // A reservation on a shared CQ for one QP. Destroy it only outside its handler's callbacks
+  // (connections destroy theirs deferred), after the QP is gone.
+  class Attachment {
    public:
-    ~Cq();
-    Cq(const Cq&) = delete;
-    Cq& operator=(const Cq&) = delete;
-    ibv_cq* get() const noexcept { return cq_.get(); }
-    // Moves the handler (e.g. when a connection hands its CQ over). Null drops completions.
-    void setHandler(CompletionHandler* handler) noexcept { handler_ = handler; }
+    ~Attachment();
+    Attachment(const Attachment&) = delete;
+    Attachment& operator=(const Attachment&) = delete;
+    ibv_cq* cq() const noexcept;
+    uint32_t serial() const noexcept { return serial_; }
+    // Routes the completions of `qpNum` to the handler; call once the QP exists.
+    void bind(uint32_t qpNum) noexcept;
 
    private:
     friend class CompletionDispatcher;
-    explicit Cq(CompletionDispatcher& owner) : owner_(owner) {}
+    Attachment(CompletionDispatcher& owner, SharedCq& cq, uint32_t entries, uint32_t serial,
+               CompletionHandler* handler)
+        : owner_(owner), cq_(cq), entries_(entries), serial_(serial), handler_(handler) {}
     CompletionDispatcher& owner_;
-    CompletionQueue cq_;
-    CompletionHandler* handler_ = nullptr;
-    bool queued_ = false;   // waiting in the dispatcher's ready list
-    bool needsArm_ = false;
-    bool firstPoll_ = false;
+    SharedCq& cq_;
+    uint32_t entries_;
+    uint32_t serial_;
+    CompletionHandler* handler_;
+    uint32_t qpNum_ = 0;
+    bool bound_ = false;
   };
 
   CompletionDispatcher(Reactor& reactor, ibv_context* context) : reactor_(reactor), context_(context) {}
@@ -72,22 +95,37 @@ class CompletionDispatcher {
   // Creates the channel and starts watching it. Returns 0 or -errno.
   int init() noexcept;
 
-  // A new CQ of `depth` entries, armed, whose completions go to `handler`. Null + error on failure.
-  std::unique_ptr<Cq> createCq(int depth, CompletionHandler* handler, int& error);
+  // Reserves `entries` CQ entries for one QP whose completions go to `handler`. Null + -errno.
+  std::unique_ptr<Attachment> attach(uint32_t entries, CompletionHandler* handler, int& error);
 
   ibv_context* context() const noexcept { return context_; }
   const CompletionStats& stats() const noexcept { return stats_; }
+  size_t sharedCqCount() const noexcept { return cqs_.size(); }
 
  private:
+  struct SharedCq {
+    CompletionQueue cq;
+    uint32_t capacity = 0;
+    uint32_t reserved = 0;
+    bool queued = false;  // waiting in ready_
+    bool needsArm = false;
+    bool firstPoll = false;
+  };
+
   static void onReadable(int, short, void* self) noexcept;
   void run() noexcept;
-  void forget(Cq* cq) noexcept;
+  void deliver(const ibv_wc& wc) noexcept;
+  void detach(Attachment& attachment) noexcept;
 
   Reactor& reactor_;
   ibv_context* context_;
+  int maxCqe_ = 0;
   CompletionChannel channel_;
   event* event_ = nullptr;
-  std::deque<Cq*> ready_;
+  std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
+  std::deque<SharedCq*> ready_;
+  std::unordered_map<uint32_t, Attachment*> byQpNum_;
+  uint32_t nextSerial_ = 1;
   CompletionStats stats_;
 };
 
