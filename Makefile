@@ -18,10 +18,10 @@ build:
 test:
 	BUILD_DIR=$(BUILD_DIR) tools/run-tests
 
-# The main demo, for now: sixteen clients and one server making verified send/recv round trips
-# over real RDMA in the test bed, then each message size once; each run prints its figures.
+# The main demo: a pingpong server and 16 concurrent clients over real RDMA in the test bed,
+# every byte verified, figures per client and in all.
 demo: build
-	$(RDMA_RUN) -- $(BUILD_DIR)/tests/rdma_send_recv_roundtrip_test --gtest_filter='SendRecvRoundTripMany.*:Sizes/*'
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -- demos/pingpong/demo.sh 16 500 4096
 
 bench:
 	@echo "bench: not yet (benchmarks come with the data path)"
