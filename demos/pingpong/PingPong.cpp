@@ -86,7 +86,10 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
     --activeAgents;
     ++agentsServed;
     totalEchoes += a.echoed();
-    if (!a.error.empty() || a.echoed() != a.info().count) ++agentsFailed;
+    if (!a.error.empty())
+      ++agentsFailed;
+    else if (a.echoed() != a.info().count)
+      ++agentsIncomplete;
     if (agentClosedHook) agentClosedHook(a, c);
   };
   ++activeAgents;

@@ -57,7 +57,10 @@ class EchoFactory : public evrdma::AgentFactory {
   void onListenerError(int err, const char* op) noexcept override;
 
   size_t activeAgents = 0;
-  uint64_t agentsServed = 0, agentsFailed = 0, rejections = 0, totalEchoes = 0;
+  uint64_t agentsServed = 0;
+  uint64_t agentsFailed = 0;      // ended with an error
+  uint64_t agentsIncomplete = 0;  // no error, but disconnected before `count` echoes
+  uint64_t rejections = 0, totalEchoes = 0;
   std::function<void(const EchoAgent&, const evrdma::Connection&)> agentClosedHook;
 
  private:

@@ -111,20 +111,30 @@ int main(int argc, char** argv) {
                  std::strerror(-rc), hint);
     return 1;
   }
-  evrdma::SignalWatch onInt(reactor, SIGINT, [&](int) { shutdown(); });
-  evrdma::SignalWatch onTerm(reactor, SIGTERM, [&](int) { shutdown(); });
+  bool stoppedBySignal = false;
+  auto onSignal = [&](int signo) {
+    std::printf("pingpong-server: %s: closing %zu connections\n", strsignal(signo), factory.activeAgents);
+    std::fflush(stdout);
+    stoppedBySignal = true;
+    shutdown();
+  };
+  evrdma::SignalWatch onInt(reactor, SIGINT, onSignal);
+  evrdma::SignalWatch onTerm(reactor, SIGTERM, onSignal);
   std::printf("pingpong-server: listening on %s port %u\n", address.c_str(), listener->port());
   std::fflush(stdout);
 
   reactor.run();
   const evrdma::ListenerStats& stats = listener->stats();
-  std::printf("pingpong-server: served %llu clients (%llu failed), %llu echoes, rejected %llu requests\n",
+  std::printf("pingpong-server: served %llu clients (%llu failed, %llu left early), %llu echoes, rejected %llu requests\n",
               static_cast<unsigned long long>(factory.agentsServed), static_cast<unsigned long long>(factory.agentsFailed),
-              static_cast<unsigned long long>(factory.totalEchoes), static_cast<unsigned long long>(stats.rejected));
+              static_cast<unsigned long long>(factory.agentsIncomplete), static_cast<unsigned long long>(factory.totalEchoes),
+              static_cast<unsigned long long>(stats.rejected));
   if (figures) {
     std::printf("pingpong-server: cpu %s\n", cpu.report().c_str());
     if (completions != nullptr) std::printf("pingpong-server: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
   }
   listener.reset();
-  return factory.agentsFailed == 0 ? 0 : 1;
+  // Clients cut short by a signal are a clean shutdown; errors, or clients that left early
+  // otherwise, are not.
+  return factory.agentsFailed == 0 && (factory.agentsIncomplete == 0 || stoppedBySignal) ? 0 : 1;
 }

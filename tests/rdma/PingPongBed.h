@@ -1,0 +1,119 @@
+// A test bed for connection tests: a pingpong server (Listener + EchoFactory) on the RDMA device of
+// tools/rdma-run, clients on the same reactor or in child processes, and a bounded loop runner.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "PingPong.h"
+#include "evrdma/Client.h"
+#include "evrdma/Listener.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/Watch.h"
+#include "rdma/TestBed.h"
+
+namespace evrdma::test {
+
+using namespace std::chrono_literals;
+using pingpong::PingResult;
+
+// A pingpong server and any number of clients on one reactor, in this process.
+class PingPongBed : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(evrdma::test::loadTestBed(bed_));
+    ASSERT_TRUE(reactor_.valid());
+    factory_ = std::make_unique<pingpong::EchoFactory>(limits_, pingpong::Trace::Off, 0);
+    listener_ = evrdma::Listener::create(reactor_, *factory_);
+    ASSERT_EQ(listener_->listen(bed_.ip, 0), 0);
+    port_ = listener_->port();
+    ASSERT_NE(port_, 0);
+  }
+
+  void TearDown() override {
+    if (listener_) {
+      listener_.reset();
+      runUntil([] { return false; }, 200ms);  // let the agents close
+    }
+  }
+
+  // Runs the loop until `done()` holds (checked every few ms) or `limit` passes. True if done.
+  bool runUntil(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    bool reached = false;
+    evrdma::Timer check(reactor_, [&] {
+      if (done()) reached = true;
+      if (reached || std::chrono::steady_clock::now() > deadline) reactor_.stop();
+    });
+    check.startPeriodic(2ms);
+    reactor_.run();
+    return reached;
+  }
+
+  // Starts a ping-sr client; its result lands in results_ when it has closed.
+  evrdma::Client::Ptr& startClient(uint64_t count, size_t size, bool verify = true,
+                                   std::vector<uint8_t> privateData = {}) {
+    auto index = static_cast<uint32_t>(clients_.size());
+    pingsr::ConnectInfo info{count, size};
+    auto handler = std::make_unique<pingpong::PingClient>(index, info, verify, pingpong::Trace::Off,
+                                                          [this](const PingResult& r) { results_.push_back(r); });
+    evrdma::ClientOptions options;
+    options.maxMessageSize = size;
+    options.recvDepth = 2;
+    options.sendDepth = 2;
+    clients_.push_back(evrdma::Client::create(reactor_, std::move(handler), options));
+    int rc = clients_.back()->connect(bed_.ip, port_, privateData.empty() ? pingsr::encode(info) : privateData);
+    EXPECT_EQ(rc, 0) << strerror(-rc);
+    return clients_.back();
+  }
+
+  bool allClientsDone() const { return results_.size() == clients_.size(); }
+
+  // Starts build/demos/pingpong-client against our server in a child process.
+  pid_t spawnPingClient(const std::vector<std::string>& options) {
+    std::vector<std::string> args{"pingpong-client", "-a", bed_.ip, "-p", std::to_string(port_)};
+    args.insert(args.end(), options.begin(), options.end());
+    pid_t child = fork();
+    if (child == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(PINGPONG_CLIENT_PATH, argv.data());
+      _exit(127);
+    }
+    return child;
+  }
+
+  // Serves while the child runs; its wait status, or -1 if it outlived `limit` (then it is killed).
+  int serveUntilChildExits(pid_t child, std::chrono::milliseconds limit) {
+    int status = -1;
+    bool exited = runUntil([&] { return waitpid(child, &status, WNOHANG) == child; }, limit);
+    if (!exited) {
+      kill(child, SIGKILL);
+      waitpid(child, nullptr, 0);
+      return -1;
+    }
+    return status;
+  }
+
+  evrdma::test::TestBed bed_;
+  evrdma::Reactor reactor_;
+  pingsr::Limits limits_;
+  std::unique_ptr<pingpong::EchoFactory> factory_;
+  evrdma::Listener::Ptr listener_;
+  uint16_t port_ = 0;
+  std::vector<evrdma::Client::Ptr> clients_;
+  std::vector<PingResult> results_;
+};
+
+}  // namespace evrdma::test
