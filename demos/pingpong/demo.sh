@@ -4,7 +4,7 @@
 # verified round trips; both print their figures (-x), the server per agent and in all.
 #   demo.sh [clients (16)] [count (500)] [size (4096)]
 set -u
-bin=$(dirname "$0")
+case ${1:-} in -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${BUILD_DIR:-build}
 server=$build/demos/pingpong-server client=$build/demos/pingpong-client
 clients=${1:-16} count=${2:-500} size=${3:-4096}

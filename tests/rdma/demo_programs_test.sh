@@ -1,0 +1,30 @@
+#!/bin/bash
+# The demo programs against each other over real RDMA (run under tools/rdma-run): the README's
+# embedded example against pingpong-server, and the devices listing.
+#   demo_programs_test.sh <build dir>
+set -u
+build=$1 failures=0
+address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1 (status $2)"; failures=$((failures + 1)); fi; }
+
+log=$(mktemp)
+"$build/demos/pingpong-server" -a "$address" -p 0 -e 1 >"$log" 2>&1 &
+server=$!
+for _ in $(seq 200); do grep -q listening "$log" && break; sleep 0.05; done
+port=$(sed -n 's/.* port \([0-9]*\)$/\1/p' "$log" | head -n 1)
+out=$("$build/demos/hello_embedded" "$address" "$port" 2>&1)
+check "hello_embedded gets its echo: $out" $([ "$out" = "echo: hello" ]; echo $?)
+wait "$server"
+check "pingpong-server served it and exited" $?
+cat "$log"
+
+"$build/demos/devices" | tee "$log"
+check "devices lists ${EVRDMA_RDMA_DEV:-?} with an active port" $(grep -q "^${EVRDMA_RDMA_DEV:-?}:" "$log" && grep -q "state active" "$log"; echo $?)
+for program in devices pingpong-server pingpong-client hello_embedded; do
+    "$build/demos/$program" --help >/dev/null 2>&1 || "$build/demos/$program" -h >/dev/null 2>&1
+    check "$program has --help/-h" $?
+done
+"$build/demos/pingpong-client" -a nonsense -c 1 >/dev/null 2>"$log"
+check "pingpong-client rejects a bad address clearly: $(cat "$log")" $(grep -q "not a numeric address" "$log"; echo $?)
+rm -f "$log"
+exit $((failures > 0))
