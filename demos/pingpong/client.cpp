@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "CommandLine.h"
 #include "Figures.h"
 #include "PingPong.h"
 #include "evrdma/Client.h"
@@ -37,13 +38,6 @@ void usage(FILE* out, const char* prog) {
                prog, pingsr::kDefaultPort);
 }
 
-bool parseNumber(const char* text, unsigned long long max, unsigned long long& out) {
-  char* end = nullptr;
-  errno = 0;
-  out = std::strtoull(text, &end, 10);
-  return errno == 0 && end != text && *end == '\0' && text[0] != '-' && out <= max;
-}
-
 void printFigures(const char* label, uint64_t roundTrips, uint64_t size, double seconds) {
   double rate = seconds > 0 ? roundTrips / seconds : 0;
   double megabits = seconds > 0 ? 2.0 * roundTrips * size * 8 / seconds / 1e6 : 0;
@@ -65,10 +59,10 @@ int main(int argc, char** argv) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
-      case 'p': ok = parseNumber(optarg, 65535, port) && port > 0; break;
-      case 'c': ok = parseNumber(optarg, ~0ull, count) && count > 0; break;
-      case 's': ok = parseNumber(optarg, 1ull << 30, size) && size > 0; break;
-      case 'n': ok = parseNumber(optarg, 100000, connections) && connections > 0; break;
+      case 'p': ok = pingpong::parseNumber(optarg, 65535, port) && port > 0; break;
+      case 'c': ok = pingpong::parseNumber(optarg, ~0ull, count) && count > 0; break;
+      case 's': ok = pingpong::parseNumber(optarg, 1ull << 30, size) && size > 0; break;
+      case 'n': ok = pingpong::parseNumber(optarg, 100000, connections) && connections > 0; break;
       case 'v': verify = true; break;
       case 't': trace = pingpong::Trace::Connections; break;
       case 'T': trace = pingpong::Trace::Messages; break;
@@ -76,15 +70,9 @@ int main(int argc, char** argv) {
       case 'h': usage(stdout, argv[0]); return 0;
       default: usage(stderr, argv[0]); return 2;
     }
-    if (!ok) {
-      std::fprintf(stderr, "pingpong-client: bad value '%s' for -%c\n", optarg, opt);
-      return 2;
-    }
+    if (!pingpong::optionsAreGood("pingpong-client", ok, opt, optarg)) return 2;
   }
-  if (optind != argc) {
-    std::fprintf(stderr, "pingpong-client: unexpected argument '%s' (see -h)\n", argv[optind]);
-    return 2;
-  }
+  if (!pingpong::noStrayArguments("pingpong-client", optind, argc, argv)) return 2;
   if (address.empty()) {
     std::fprintf(stderr, "pingpong-client: no server address: give -a ADDR\n");
     return 2;

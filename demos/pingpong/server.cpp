@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "CommandLine.h"
 #include "Figures.h"
 #include "PingPong.h"
 #include "evrdma/Listener.h"
@@ -34,13 +35,6 @@ void usage(FILE* out, const char* prog) {
                prog, pingsr::kDefaultPort);
 }
 
-bool parseNumber(const char* text, unsigned long long max, unsigned long long& out) {
-  char* end = nullptr;
-  errno = 0;
-  out = std::strtoull(text, &end, 10);
-  return errno == 0 && end != text && *end == '\0' && text[0] != '-' && out <= max;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,11 +47,11 @@ int main(int argc, char** argv) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
-      case 'p': ok = parseNumber(optarg, 65535, port); break;
-      case 'c': ok = parseNumber(optarg, ~0ull, maxCount) && maxCount > 0; break;
-      case 's': ok = parseNumber(optarg, 1ull << 30, maxSize) && maxSize > 0; break;
-      case 'm': ok = parseNumber(optarg, 1u << 20, maxAgents); break;
-      case 'e': ok = parseNumber(optarg, ~0ull, exitAfter); break;
+      case 'p': ok = pingpong::parseNumber(optarg, 65535, port); break;
+      case 'c': ok = pingpong::parseNumber(optarg, ~0ull, maxCount) && maxCount > 0; break;
+      case 's': ok = pingpong::parseNumber(optarg, 1ull << 30, maxSize) && maxSize > 0; break;
+      case 'm': ok = pingpong::parseNumber(optarg, 1u << 20, maxAgents); break;
+      case 'e': ok = pingpong::parseNumber(optarg, ~0ull, exitAfter); break;
       case 'v': break;
       case 't': trace = pingpong::Trace::Connections; break;
       case 'T': trace = pingpong::Trace::Messages; break;
@@ -65,15 +59,9 @@ int main(int argc, char** argv) {
       case 'h': usage(stdout, argv[0]); return 0;
       default: usage(stderr, argv[0]); return 2;
     }
-    if (!ok) {
-      std::fprintf(stderr, "pingpong-server: bad value '%s' for -%c\n", optarg, opt);
-      return 2;
-    }
+    if (!pingpong::optionsAreGood("pingpong-server", ok, opt, optarg)) return 2;
   }
-  if (optind != argc) {
-    std::fprintf(stderr, "pingpong-server: unexpected argument '%s' (see -h)\n", argv[optind]);
-    return 2;
-  }
+  if (!pingpong::noStrayArguments("pingpong-server", optind, argc, argv)) return 2;
 
   evrdma::Reactor reactor;
   if (!reactor.valid()) {

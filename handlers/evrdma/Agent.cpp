@@ -18,12 +18,7 @@ int Agent::accept(CmId id, const std::vector<uint8_t>& privateData, const char*&
     return -EMSGSIZE;
   }
   if (int rc = setUpVerbs(op); rc != 0) return rc;
-  rdma_conn_param param{};
-  param.private_data = privateData.empty() ? nullptr : privateData.data();
-  param.private_data_len = static_cast<uint8_t>(privateData.size());
-  param.responder_resources = options_.responderResources;
-  param.initiator_depth = options_.initiatorDepth;
-  param.rnr_retry_count = options_.rnrRetryCount;
+  rdma_conn_param param = connParam(privateData);
   setState(ConnectionState::Accepting);
   if (rdma_accept(cmId(), &param) != 0) {
     op = "rdma_accept";

@@ -103,13 +103,7 @@ void Client::onRouteResolved() noexcept {
     fail(rc, op);
     return;
   }
-  rdma_conn_param param{};
-  param.private_data = privateData_.empty() ? nullptr : privateData_.data();
-  param.private_data_len = static_cast<uint8_t>(privateData_.size());
-  param.responder_resources = options_.responderResources;
-  param.initiator_depth = options_.initiatorDepth;
-  param.retry_count = options_.retryCount;
-  param.rnr_retry_count = options_.rnrRetryCount;
+  rdma_conn_param param = connParam(privateData_);
   setState(ConnectionState::Connecting);
   connectTimer_.startOnce(clientOptions_.connectTimeout);
   if (rdma_connect(cmId(), &param) != 0) {

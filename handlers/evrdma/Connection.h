@@ -98,6 +98,8 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // PD, buffers and MRs, CQ, QP on the id's device; posts every receive. Returns 0 or -errno and
   // names the failing call in `op`.
   int setUpVerbs(const char*& op) noexcept;
+  // The connection parameters from the options, carrying `privateData` (which must outlive use).
+  rdma_conn_param connParam(const std::vector<uint8_t>& privateData) const noexcept;
   // Reports an asynchronous failure (unless closing) and tears down; final state Failed.
   void fail(int err, const char* op) noexcept;
   void setState(ConnectionState state) noexcept { state_ = state; }

@@ -41,10 +41,10 @@ class PingPongBed : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (listener_) {
-      listener_.reset();
-      runUntil([] { return false; }, 200ms);  // let the agents close
-    }
+    // Close everything while the fixture (which the handlers report into) is still whole.
+    clients_.clear();
+    listener_.reset();
+    runUntil([] { return false; }, 200ms);
   }
 
   // Runs the loop until `done()` holds (checked every few ms) or `limit` passes. True if done.
