@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "evrdma/MemoryRegion.h"
 #include "evrdma/Verbs.h"
 #include "rdma/TestBed.h"
 
@@ -93,6 +94,45 @@ TEST_F(DeviceResources, CompletionChannelIsNonBlockingAndArmedCqHasNoEventYet) {
   EXPECT_EQ(cq.unackedEvents(), 0u);
   EXPECT_EQ(cq.reset(), 0);  // the CQ goes before its channel
   EXPECT_EQ(channel.reset(), 0);
+}
+
+TEST_F(DeviceResources, MemoryRegionGrantsNoRemoteAccessUnlessAsked) {
+  ProtectionDomain pd(ibv_alloc_pd(context_.get()));
+  ASSERT_TRUE(pd);
+  int error = 0;
+  evrdma::MemoryRegion local = evrdma::MemoryRegion::allocate(pd.get(), 1 << 20, evrdma::kLocalWrite, error);
+  ASSERT_TRUE(local) << strerror(-error);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(local.data()) % 4096, 0u) << "page-aligned";
+  EXPECT_EQ(local.length(), 1u << 20);
+  evrdma::RemoteRegion remote;
+  EXPECT_EQ(local.remote(remote), -EACCES) << "a local region must not be handed to peers";
+
+  evrdma::MemoryRegion shared = evrdma::MemoryRegion::allocate(pd.get(), 4096, evrdma::kRemoteWrite, error);
+  ASSERT_TRUE(shared) << strerror(-error);
+  EXPECT_TRUE(shared.access() & evrdma::kLocalWrite) << "remote write needs local write";
+  ASSERT_EQ(shared.remote(remote), 0);
+  EXPECT_EQ(remote.address, reinterpret_cast<uintptr_t>(shared.data()));
+  EXPECT_EQ(remote.length, 4096u);
+  EXPECT_EQ(remote.rkey, shared.get()->rkey);
+  EXPECT_EQ(remote.access, static_cast<uint32_t>(evrdma::kRemoteWrite));
+  EXPECT_EQ(remote.check(0, 4096, true), 0);
+  EXPECT_EQ(remote.check(0, 1, false), -EACCES);
+  EXPECT_TRUE(shared.contains(4000, 96));
+  EXPECT_FALSE(shared.contains(4000, 97));
+}
+
+TEST_F(DeviceResources, WrappingCallerMemoryRejectsEmptyOrNullBuffers) {
+  ProtectionDomain pd(ibv_alloc_pd(context_.get()));
+  ASSERT_TRUE(pd);
+  int error = 0;
+  std::vector<char> buffer(64);
+  EXPECT_FALSE(evrdma::MemoryRegion::wrap(pd.get(), buffer.data(), 0, evrdma::kLocalWrite, error));
+  EXPECT_EQ(error, -EINVAL);
+  EXPECT_FALSE(evrdma::MemoryRegion::wrap(pd.get(), nullptr, 64, evrdma::kLocalWrite, error));
+  EXPECT_EQ(error, -EINVAL);
+  evrdma::MemoryRegion wrapped = evrdma::MemoryRegion::wrap(pd.get(), buffer.data(), buffer.size(), 0, error);
+  ASSERT_TRUE(wrapped) << strerror(-error);
+  EXPECT_EQ(wrapped.data(), reinterpret_cast<uint8_t*>(buffer.data()));
 }
 
 }  // namespace

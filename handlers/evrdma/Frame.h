@@ -1,0 +1,60 @@
+// Frame: the header evrdma puts on its own messages once a connection uses the data-path
+// protocol: application data, memory-region requests, grants, offers and releases, and credits.
+// Everything a peer sends is checked here before anything acts on it.
+//
+// Wire format, big-endian:  u8 version (1) | u8 type | u16 credits | u32 payload length |
+//                           u64 request id | payload
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "evrdma/MemoryRegion.h"
+
+namespace evrdma {
+
+enum class FrameType : uint8_t {
+  Data = 0,           // application bytes
+  RegionRequest = 1,  // "allocate and register N bytes for me": u64 bytes, u32 access
+  RegionGrant = 2,    // the answer: a RemoteRegion
+  RegionRefused = 3,  // the answer: u32 errno
+  RegionOffer = 4,    // "here is a region of mine": a RemoteRegion, u64 tag
+  RegionRelease = 5,  // "forget the region with this rkey and address": u32 rkey, u64 address
+  Credit = 6,         // credits only (in the header), no payload
+};
+
+struct Frame {
+  static constexpr uint8_t kVersion = 1;
+  static constexpr size_t kHeaderSize = 16;
+
+  FrameType type = FrameType::Data;
+  uint16_t credits = 0;     // receives the sender posted since its previous frame
+  uint64_t requestId = 0;   // pairs a request and its answer; 0 when none
+  const uint8_t* payload = nullptr;  // points into the parsed buffer
+  size_t payloadLength = 0;
+
+  // Decoded payloads, by type.
+  uint64_t requestBytes = 0;   // RegionRequest
+  uint32_t requestAccess = 0;  // RegionRequest: kRemoteRead / kRemoteWrite
+  RemoteRegion region;         // RegionGrant, RegionOffer
+  uint64_t tag = 0;            // RegionOffer
+  uint32_t error = 0;          // RegionRefused: a positive errno
+  uint32_t releaseRkey = 0;    // RegionRelease
+  uint64_t releaseAddress = 0;
+};
+
+// Parses `size` received bytes. 0, or -EPROTO with `why` saying what is wrong (short header,
+// unknown version or type, a length that disagrees with the bytes received or with the type).
+int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) noexcept;
+
+// Builders: each returns the whole frame, header included.
+std::vector<uint8_t> dataFrame(const void* data, size_t length, uint16_t credits);
+std::vector<uint8_t> regionRequestFrame(uint64_t requestId, uint64_t bytes, uint32_t access, uint16_t credits);
+std::vector<uint8_t> regionGrantFrame(uint64_t requestId, const RemoteRegion& region, uint16_t credits);
+std::vector<uint8_t> regionRefusedFrame(uint64_t requestId, uint32_t error, uint16_t credits);
+std::vector<uint8_t> regionOfferFrame(const RemoteRegion& region, uint64_t tag, uint16_t credits);
+std::vector<uint8_t> regionReleaseFrame(uint32_t rkey, uint64_t address, uint16_t credits);
+std::vector<uint8_t> creditFrame(uint16_t credits);
+
+}  // namespace evrdma

@@ -1,0 +1,110 @@
+#include "evrdma/MemoryRegion.h"
+
+#include <endian.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace evrdma {
+namespace {
+
+constexpr uint32_t kRemoteBits = kRemoteRead | kRemoteWrite;
+
+void putU64(uint8_t* out, uint64_t v) noexcept {
+  v = htobe64(v);
+  std::memcpy(out, &v, 8);
+}
+void putU32(uint8_t* out, uint32_t v) noexcept {
+  v = htobe32(v);
+  std::memcpy(out, &v, 4);
+}
+uint64_t getU64(const uint8_t* in) noexcept {
+  uint64_t v;
+  std::memcpy(&v, in, 8);
+  return be64toh(v);
+}
+uint32_t getU32(const uint8_t* in) noexcept {
+  uint32_t v;
+  std::memcpy(&v, in, 4);
+  return be32toh(v);
+}
+
+}  // namespace
+
+void RemoteRegion::encode(uint8_t* out) const noexcept {
+  putU64(out, address);
+  putU64(out + 8, length);
+  putU32(out + 16, rkey);
+  putU32(out + 20, access);
+}
+
+bool RemoteRegion::decode(const uint8_t* data, size_t size, RemoteRegion& out) noexcept {
+  if (data == nullptr || size < kWireSize) return false;
+  RemoteRegion r;
+  r.address = getU64(data);
+  r.length = getU64(data + 8);
+  r.rkey = getU32(data + 16);
+  r.access = getU32(data + 20);
+  if (r.length == 0 || r.address + r.length < r.address) return false;  // empty, or wraps around
+  if ((r.access & ~kRemoteBits) != 0 || (r.access & kRemoteBits) == 0) return false;
+  out = r;
+  return true;
+}
+
+int RemoteRegion::check(uint64_t offset, uint64_t bytes, bool write) const noexcept {
+  if (offset > length || bytes > length - offset) return -ERANGE;
+  if ((access & (write ? kRemoteWrite : kRemoteRead)) == 0) return -EACCES;
+  return 0;
+}
+
+void MemoryRegion::FreeDeleter::operator()(uint8_t* p) const noexcept { std::free(p); }
+
+MemoryRegion MemoryRegion::wrap(ibv_pd* pd, void* address, size_t length, int access, int& error) {
+  MemoryRegion region;
+  if (pd == nullptr || address == nullptr || length == 0) {
+    error = -EINVAL;
+    return region;
+  }
+  if (access & kRemoteWrite) access |= kLocalWrite;  // the verbs require it
+  errno = 0;
+  region.mr_.reset(ibv_reg_mr(pd, address, length, access));
+  error = region.mr_ ? 0 : (errno ? -errno : -ENOMEM);
+  region.access_ = region.mr_ ? access : 0;
+  return region;
+}
+
+MemoryRegion MemoryRegion::allocate(ibv_pd* pd, size_t length, int access, int& error) {
+  void* memory = nullptr;
+  if (length == 0) {
+    error = -EINVAL;
+    return MemoryRegion();
+  }
+  if (posix_memalign(&memory, 4096, length) != 0) {
+    error = -ENOMEM;
+    return MemoryRegion();
+  }
+  std::memset(memory, 0, length);
+  std::unique_ptr<uint8_t[], FreeDeleter> owned(static_cast<uint8_t*>(memory));
+  MemoryRegion region = wrap(pd, memory, length, access, error);
+  if (region) region.owned_ = std::move(owned);
+  return region;
+}
+
+int MemoryRegion::remote(RemoteRegion& out) const noexcept {
+  out = RemoteRegion{};
+  uint32_t granted = static_cast<uint32_t>(access_) & kRemoteBits;
+  if (!mr_ || granted == 0) return -EACCES;
+  out.address = reinterpret_cast<uintptr_t>(mr_->addr);
+  out.length = mr_->length;
+  out.rkey = mr_->rkey;
+  out.access = granted;
+  return 0;
+}
+
+bool MemoryRegion::contains(size_t offset, size_t bytes) const noexcept {
+  size_t size = length();
+  return offset <= size && bytes <= size - offset;
+}
+
+}  // namespace evrdma

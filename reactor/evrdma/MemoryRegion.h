@@ -1,0 +1,68 @@
+// MemoryRegion: registered memory, RAII, with the least access asked for (no remote access unless
+// requested). RemoteRegion: what a peer needs to read or write a region with one-sided RDMA
+// (address, length, rkey, the access granted), as a value that travels on the wire, and the bounds
+// check every access must pass before it is posted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "evrdma/Verbs.h"
+
+namespace evrdma {
+
+// What a region allows; combine with |.
+enum Access : int {
+  kLocalWrite = IBV_ACCESS_LOCAL_WRITE,    // the local device may write it (receives, read targets)
+  kRemoteRead = IBV_ACCESS_REMOTE_READ,    // peers may RDMA-read it
+  kRemoteWrite = IBV_ACCESS_REMOTE_WRITE,  // peers may RDMA-write it (implies kLocalWrite)
+};
+
+struct RemoteRegion {
+  uint64_t address = 0;
+  uint64_t length = 0;
+  uint32_t rkey = 0;
+  uint32_t access = 0;  // kRemoteRead and/or kRemoteWrite, as granted
+
+  static constexpr size_t kWireSize = 24;  // address, length (u64), rkey, access (u32); big-endian
+  void encode(uint8_t* out) const noexcept;
+  // False if fewer than kWireSize bytes, or the values cannot describe a region (zero length,
+  // address + length wrapping around, unknown access bits, no access at all).
+  static bool decode(const uint8_t* data, size_t size, RemoteRegion& out) noexcept;
+
+  // May [offset, offset + bytes) be read (write = false) or written? 0, -ERANGE (outside the region,
+  // overflow included) or -EACCES (that access was not granted).
+  int check(uint64_t offset, uint64_t bytes, bool write) const noexcept;
+};
+
+class MemoryRegion {
+ public:
+  MemoryRegion() = default;
+  // Registers memory the caller owns (it must outlive the region). Empty + -errno on failure.
+  static MemoryRegion wrap(ibv_pd* pd, void* address, size_t length, int access, int& error);
+  // Allocates page-aligned, zeroed memory of `length` bytes and registers it; the region owns it.
+  static MemoryRegion allocate(ibv_pd* pd, size_t length, int access, int& error);
+
+  explicit operator bool() const noexcept { return static_cast<bool>(mr_); }
+  uint8_t* data() const noexcept { return static_cast<uint8_t*>(mr_ ? mr_->addr : nullptr); }
+  size_t length() const noexcept { return mr_ ? mr_->length : 0; }
+  uint32_t lkey() const noexcept { return mr_ ? mr_->lkey : 0; }
+  int access() const noexcept { return access_; }
+  ibv_mr* get() const noexcept { return mr_.get(); }
+
+  // The region as peers see it; -EACCES (and an empty value) when it grants no remote access.
+  int remote(RemoteRegion& out) const noexcept;
+  // Whether [offset, offset + bytes) lies inside the region (overflow-safe).
+  bool contains(size_t offset, size_t bytes) const noexcept;
+
+ private:
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const noexcept;
+  };
+  std::unique_ptr<uint8_t[], FreeDeleter> owned_;  // declared first: freed after the MR is gone
+  MemoryRegionHandle mr_;
+  int access_ = 0;
+};
+
+}  // namespace evrdma
