@@ -1,0 +1,114 @@
+#include "evrdma/SendQueue.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace evrdma {
+
+const char* toString(OpType type) noexcept {
+  switch (type) {
+    case OpType::Send: return "send";
+    case OpType::Write: return "RDMA write";
+    case OpType::WriteWithImm: return "RDMA write with immediate";
+    case OpType::Read: return "RDMA read";
+  }
+  return "?";
+}
+
+SendQueue::SendQueue(uint32_t depth, uint32_t signalEvery, uint32_t maxInline, uint64_t wrIdBase, Post post)
+    : depth_(std::max<uint32_t>(depth, 1)),
+      signalEvery_(std::clamp<uint32_t>(signalEvery, 1, std::max<uint32_t>(depth, 1))),
+      maxInline_(maxInline),
+      wrIdBase_(wrIdBase),
+      post_(std::move(post)) {}
+
+int SendQueue::submit(SendOp op) noexcept {
+  backlog_.push_back(op);
+  return batching_ ? 0 : pump();
+}
+
+int SendQueue::endBatch() noexcept {
+  batching_ = false;
+  return pump();
+}
+
+size_t SendQueue::dropBacklog() noexcept {
+  size_t dropped = backlog_.size();
+  backlog_.clear();
+  return dropped;
+}
+
+int SendQueue::pump() noexcept {
+  size_t room = depth_ - inFlight_.size();
+  size_t count = std::min(room, backlog_.size());
+  if (count == 0) return 0;
+  wrs_.assign(count, ibv_send_wr{});
+  for (size_t i = 0; i < count; ++i) {
+    SendOp& op = backlog_[i];
+    op.sequence = nextSequence_++;
+    // Signal every Nth, the last of this post (so nothing waits for a completion that never
+    // comes), and whatever fills the send queue (its room is only given back by a completion).
+    bool last = i + 1 == count;
+    op.signaled = ++sinceSignal_ >= signalEvery_ || last || inFlight_.size() + i + 1 == depth_;
+    if (op.signaled) sinceSignal_ = 0;
+    ibv_send_wr& wr = wrs_[i];
+    wr.wr_id = kSendFlag | wrIdBase_ | op.sequence;
+    wr.sg_list = &op.sge;
+    wr.num_sge = op.sge.length > 0 ? 1 : 0;
+    wr.next = last ? nullptr : &wrs_[i + 1];
+    wr.send_flags = op.signaled ? IBV_SEND_SIGNALED : 0;
+    if (op.type != OpType::Read && op.sge.length > 0 && op.sge.length <= maxInline_) wr.send_flags |= IBV_SEND_INLINE;
+    switch (op.type) {
+      case OpType::Send:
+        wr.opcode = op.hasImm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+        break;
+      case OpType::Write:
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        break;
+      case OpType::WriteWithImm:
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        break;
+      case OpType::Read:
+        wr.opcode = IBV_WR_RDMA_READ;
+        break;
+    }
+    if (op.hasImm) wr.imm_data = htonl(op.imm);
+    if (op.type != OpType::Send) {
+      wr.wr.rdma.remote_addr = op.remoteAddress;
+      wr.wr.rdma.rkey = op.rkey;
+    }
+  }
+  ibv_send_wr* bad = nullptr;
+  int rc = post_(wrs_.data(), &bad);
+  ++posts_;
+  if (rc != 0) return rc > 0 ? -rc : rc;
+  for (size_t i = 0; i < count; ++i) {
+    if (backlog_.front().signaled) ++signaledCount_;
+    inFlight_.push_back(backlog_.front());
+    backlog_.pop_front();
+  }
+  requests_ += count;
+  return 0;
+}
+
+int SendQueue::complete(const ibv_wc& wc, const Done& done, bool& drained) noexcept {
+  drained = false;
+  const auto sequence = static_cast<uint32_t>(wc.wr_id & 0xffffffffu);
+  bool known = std::any_of(inFlight_.begin(), inFlight_.end(), [&](const SendOp& op) { return op.sequence == sequence; });
+  if (!known) return 0;  // already completed (a flush of a request counted before)
+  while (!inFlight_.empty()) {
+    SendOp op = inFlight_.front();
+    inFlight_.pop_front();
+    bool isThis = op.sequence == sequence;
+    done(op, isThis ? wc.status : IBV_WC_SUCCESS);
+    if (isThis) break;
+  }
+  bool hadBacklog = !backlog_.empty();
+  int rc = pump();
+  drained = hadBacklog && backlog_.empty();
+  return rc;
+}
+
+}  // namespace evrdma

@@ -1,0 +1,156 @@
+// SendQueue without a device: the verbs post is a fake that records what it was given.
+#include "evrdma/SendQueue.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <vector>
+
+namespace {
+
+using evrdma::OpType;
+using evrdma::SendOp;
+using evrdma::SendQueue;
+
+struct PostedWr {
+  uint64_t wrId;
+  ibv_wr_opcode opcode;
+  unsigned flags;
+  uint64_t tagOfAddr;  // the test puts the tag in sge.addr
+};
+
+class SendQueueTest : public ::testing::Test {
+ protected:
+  SendQueue make(uint32_t depth, uint32_t signalEvery, uint32_t maxInline = 0) {
+    return SendQueue(depth, signalEvery, maxInline, 0, [this](ibv_send_wr* wr, ibv_send_wr** bad) {
+      ++posts;
+      if (failNextPost) {
+        *bad = wr;
+        return EIO;
+      }
+      for (; wr != nullptr; wr = wr->next)
+        posted.push_back({wr->wr_id, wr->opcode, wr->send_flags, wr->num_sge ? wr->sg_list[0].addr : 0});
+      return 0;
+    });
+  }
+  static SendOp op(uint64_t tag, OpType type = OpType::Send, uint32_t length = 100) {
+    SendOp o;
+    o.type = type;
+    o.tag = tag;
+    o.sge.addr = tag;
+    o.sge.length = length;
+    return o;
+  }
+  static ibv_wc wcFor(const PostedWr& wr, ibv_wc_status status = IBV_WC_SUCCESS) {
+    ibv_wc wc{};
+    wc.wr_id = wr.wrId;
+    wc.status = status;
+    return wc;
+  }
+  std::vector<PostedWr> posted;
+  std::vector<std::pair<uint64_t, ibv_wc_status>> completed;
+  SendQueue::Done record = [this](const SendOp& o, ibv_wc_status s) { completed.emplace_back(o.tag, s); };
+  int posts = 0;
+  bool failNextPost = false;
+};
+
+TEST_F(SendQueueTest, NeverPostsMoreThanTheQueueHoldsAndDrainsTheBacklogInOrder) {
+  SendQueue q = make(2, 1);
+  for (uint64_t tag = 1; tag <= 5; ++tag) ASSERT_EQ(q.submit(op(tag)), 0);
+  EXPECT_EQ(q.inFlight(), 2u);
+  EXPECT_EQ(q.backlog(), 3u);
+  bool drained = false;
+  std::vector<uint64_t> order;
+  for (size_t i = 0; i < posted.size(); ++i) {
+    ASSERT_EQ(q.complete(wcFor(posted[i]), record, drained), 0);
+    EXPECT_LE(q.inFlight(), 2u);
+    if (drained) order.push_back(i);
+  }
+  ASSERT_EQ(posted.size(), 5u);
+  for (size_t i = 0; i < posted.size(); ++i) EXPECT_EQ(posted[i].tagOfAddr, i + 1) << "posted out of order";
+  ASSERT_EQ(completed.size(), 5u);
+  for (size_t i = 0; i < completed.size(); ++i) EXPECT_EQ(completed[i].first, i + 1);
+  EXPECT_EQ(order.size(), 1u) << "the backlog drains exactly once";
+  EXPECT_EQ(q.backlog(), 0u);
+  EXPECT_EQ(q.inFlight(), 0u);
+}
+
+TEST_F(SendQueueTest, SignalsEveryNthAndTheLastOfEachPost) {
+  SendQueue q = make(16, 4);
+  q.beginBatch();
+  for (uint64_t tag = 1; tag <= 10; ++tag) q.submit(op(tag));
+  EXPECT_TRUE(posted.empty()) << "nothing goes out before endBatch";
+  ASSERT_EQ(q.endBatch(), 0);
+  EXPECT_EQ(posts, 1) << "a batch is one ibv_post_send";
+  ASSERT_EQ(posted.size(), 10u);
+  std::vector<size_t> signaled;
+  for (size_t i = 0; i < posted.size(); ++i)
+    if (posted[i].flags & IBV_SEND_SIGNALED) signaled.push_back(i);
+  EXPECT_EQ(signaled, (std::vector<size_t>{3, 7, 9}));
+}
+
+TEST_F(SendQueueTest, TheRequestThatFillsTheQueueIsSignaled) {
+  SendQueue q = make(3, 100);
+  q.beginBatch();
+  for (uint64_t tag = 1; tag <= 5; ++tag) q.submit(op(tag));
+  q.endBatch();
+  ASSERT_EQ(posted.size(), 3u);
+  EXPECT_TRUE(posted[2].flags & IBV_SEND_SIGNALED);
+  EXPECT_FALSE(posted[0].flags & IBV_SEND_SIGNALED);
+}
+
+TEST_F(SendQueueTest, OneSignaledCompletionCompletesTheUnsignaledBeforeIt) {
+  SendQueue q = make(16, 4);
+  q.beginBatch();
+  for (uint64_t tag = 1; tag <= 4; ++tag) q.submit(op(tag));
+  q.endBatch();
+  bool drained = false;
+  ASSERT_EQ(q.complete(wcFor(posted[3]), record, drained), 0);
+  ASSERT_EQ(completed.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(completed[i].first, i + 1);
+    EXPECT_EQ(completed[i].second, IBV_WC_SUCCESS);
+  }
+  EXPECT_EQ(q.inFlight(), 0u);
+}
+
+TEST_F(SendQueueTest, AnErrorCompletesTheEarlierRequestsAndReportsItsOwn) {
+  SendQueue q = make(16, 16);
+  q.beginBatch();
+  for (uint64_t tag = 1; tag <= 4; ++tag) q.submit(op(tag));
+  q.endBatch();
+  bool drained = false;
+  q.complete(wcFor(posted[1], IBV_WC_REM_ACCESS_ERR), record, drained);
+  ASSERT_EQ(completed.size(), 2u);
+  EXPECT_EQ(completed[0].second, IBV_WC_SUCCESS);
+  EXPECT_EQ(completed[1].second, IBV_WC_REM_ACCESS_ERR);
+  q.complete(wcFor(posted[3], IBV_WC_WR_FLUSH_ERR), record, drained);  // the rest flush
+  ASSERT_EQ(completed.size(), 4u);
+  q.complete(wcFor(posted[2], IBV_WC_WR_FLUSH_ERR), record, drained);  // already counted: ignored
+  EXPECT_EQ(completed.size(), 4u);
+  EXPECT_EQ(q.inFlight(), 0u);
+}
+
+TEST_F(SendQueueTest, InlinesSmallSendsAndWritesButNeverReads) {
+  SendQueue q = make(8, 1, 64);
+  q.submit(op(1, OpType::Send, 64));
+  q.submit(op(2, OpType::Write, 64));
+  q.submit(op(3, OpType::Read, 8));
+  q.submit(op(4, OpType::Send, 65));
+  ASSERT_EQ(posted.size(), 4u);
+  EXPECT_TRUE(posted[0].flags & IBV_SEND_INLINE);
+  EXPECT_TRUE(posted[1].flags & IBV_SEND_INLINE);
+  EXPECT_FALSE(posted[2].flags & IBV_SEND_INLINE);
+  EXPECT_FALSE(posted[3].flags & IBV_SEND_INLINE);
+  EXPECT_EQ(posted[1].opcode, IBV_WR_RDMA_WRITE);
+  EXPECT_EQ(posted[2].opcode, IBV_WR_RDMA_READ);
+}
+
+TEST_F(SendQueueTest, AFailedPostIsReportedAsMinusErrno) {
+  SendQueue q = make(8, 1);
+  failNextPost = true;
+  EXPECT_EQ(q.submit(op(1)), -EIO);
+  EXPECT_EQ(q.inFlight(), 0u);
+}
+
+}  // namespace
