@@ -12,11 +12,20 @@
 #include <vector>
 
 #include "evrdma/ConnectionOptions.h"
+#include "evrdma/SendQueue.h"
 
 namespace evrdma {
 
 class Connection;
 class Agent;
+
+// A finished send, RDMA write or RDMA read posted with Connection::send / rdmaWrite / ... .
+struct OpCompletion {
+  uint64_t tag = 0;
+  OpType type = OpType::Send;
+  ibv_wc_status status = IBV_WC_SUCCESS;  // anything else: the connection fails (onError follows)
+  size_t bytes = 0;
+};
 
 // Why a connection attempt was rejected.
 struct RejectInfo {
@@ -33,8 +42,16 @@ class ConnectionHandler {
   virtual void onEstablished(Connection&) noexcept {}
   // One message arrived. `data` is valid until the callback returns (the buffer is re-posted then).
   virtual void onRecv(Connection&, const uint8_t* /*data*/, size_t /*length*/) noexcept {}
-  // The send posted with `tag` completed: its buffer slot is free again.
+  // A message with immediate data arrived: a send with immediate (`data`, `length` are the message,
+  // valid until the callback returns), or an RDMA write with immediate (`data` is null and `length`
+  // is how many bytes the peer wrote into the region it targeted).
+  virtual void onRecvWithImm(Connection&, uint32_t /*imm*/, const uint8_t* /*data*/, size_t /*length*/) noexcept {}
+  // The postSend() with `tag` completed: its buffer slot is free again.
   virtual void onSendDone(Connection&, uint64_t /*tag*/) noexcept {}
+  // A send(), rdmaWrite(), rdmaWriteWithImm() or rdmaRead() completed; its memory may be reused.
+  virtual void onOpDone(Connection&, const OpCompletion&) noexcept {}
+  // Everything queued behind a full send queue has been posted.
+  virtual void onWritable(Connection&) noexcept {}
   // The peer disconnected (or the connection broke); the connection now closes itself.
   virtual void onDisconnected(Connection&) noexcept {}
   // Client only: the peer refused the connection. onClosed follows.

@@ -1,5 +1,8 @@
 #include "evrdma/Connection.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -17,8 +20,9 @@
 namespace evrdma {
 namespace {
 
-// wr_id: bit 63 send or receive, bits 32..62 the CQ attachment's serial, bits 0..31 the buffer slot.
-constexpr uint64_t kSendFlag = uint64_t{1} << 63;
+// wr_id: bit 63 send queue or receive queue, bits 32..62 the CQ attachment's serial, bits 0..31
+// the receive buffer slot or the send queue's sequence number.
+constexpr uint64_t kSendFlag = SendQueue::kSendFlag;
 constexpr size_t kBufferAlignment = 4096;
 constexpr size_t kMaxMessageSize = size_t{1} << 30;
 
@@ -124,14 +128,21 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   attr.cap.max_send_wr = options_.sendDepth;
   attr.cap.max_recv_wr = options_.recvDepth;
   attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  attr.cap.max_inline_data = options_.maxInlineData;
   attr.sq_sig_all = 0;
-  if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0) return errno ? -errno : -ENOMEM;
+  if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0) {
+    attr.cap.max_inline_data = 0;  // some devices have no inline data at all
+    if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0) return errno ? -errno : -ENOMEM;
+  }
   qp_.reset(id_.get());
   completion_->bind(id_->qp->qp_num);
 
+  ibv_qp* qp = id_->qp;
+  uint32_t signalEvery = options_.signalEvery != 0 ? options_.signalEvery : std::max<uint32_t>(1, options_.sendDepth / 4);
+  sendQueue_ = std::make_unique<SendQueue>(options_.sendDepth, signalEvery, attr.cap.max_inline_data, wrIdBase(),
+                                           [qp](ibv_send_wr* wr, ibv_send_wr** bad) { return ibv_post_send(qp, wr, bad); });
   freeSendSlots_.clear();
   for (uint32_t slot = options_.sendDepth; slot-- > 0;) freeSendSlots_.push_back(slot);
-  sendSlots_.assign(options_.sendDepth, SendSlot{});
   op = "ibv_post_recv";
   for (uint32_t slot = 0; slot < options_.recvDepth; ++slot)
     if (int rc = postRecvSlot(slot); rc != 0) return rc;
@@ -169,22 +180,80 @@ int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept
   uint32_t slot = freeSendSlots_.back();
   uint8_t* buffer = sendBuffers_.get() + size_t{slot} * options_.maxMessageSize;
   if (length > 0) std::memcpy(buffer, data, length);
-  ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(buffer);
-  sge.length = static_cast<uint32_t>(length);
-  sge.lkey = sendMr_->lkey;
-  ibv_send_wr wr{};
-  wr.wr_id = kSendFlag | wrIdBase() | slot;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.sg_list = &sge;
-  wr.num_sge = length > 0 ? 1 : 0;
-  ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(qp_->qp, &wr, &bad); rc != 0) return -rc;
+  SendOp op;
+  op.type = OpType::Send;
+  op.tag = tag;
+  op.sge.addr = reinterpret_cast<uintptr_t>(buffer);
+  op.sge.length = static_cast<uint32_t>(length);
+  op.sge.lkey = sendMr_->lkey;
+  op.copySlot = static_cast<int32_t>(slot);
   freeSendSlots_.pop_back();
-  sendSlots_[slot] = SendSlot{tag, length};
-  ++sendsInFlight_;
-  return 0;
+  return submit(op);
+}
+
+int Connection::submit(SendOp op) noexcept {
+  int rc = sendQueue_->submit(op);
+  if (rc != 0) fail(rc, "ibv_post_send");
+  return rc;
+}
+
+int Connection::checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset,
+                              bool hasImm, uint32_t imm, uint64_t tag) noexcept {
+  if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
+  if (local.region == nullptr || !*local.region) return -EINVAL;
+  if (!local.region->contains(local.offset, local.length)) return -ERANGE;
+  if (local.length > kMaxMessageSize) return -EMSGSIZE;
+  if (type == OpType::Read && (local.region->access() & kLocalWrite) == 0) return -EACCES;
+  if (hasImm && !supportsImmediateData()) return -EOPNOTSUPP;
+  if (remote != nullptr) {
+    if (int rc = remote->check(remoteOffset, local.length, type != OpType::Read); rc != 0) return rc;
+  }
+  SendOp op;
+  op.type = type;
+  op.tag = tag;
+  op.sge.addr = reinterpret_cast<uintptr_t>(local.region->data() + local.offset);
+  op.sge.length = static_cast<uint32_t>(local.length);
+  op.sge.lkey = local.region->lkey();
+  if (remote != nullptr) {
+    op.remoteAddress = remote->address + remoteOffset;
+    op.rkey = remote->rkey;
+  }
+  op.hasImm = hasImm;
+  op.imm = imm;
+  return submit(op);
+}
+
+int Connection::send(const Slice& local, uint64_t tag) noexcept {
+  return checkedSubmit(OpType::Send, local, nullptr, 0, false, 0, tag);
+}
+int Connection::sendWithImm(const Slice& local, uint32_t imm, uint64_t tag) noexcept {
+  return checkedSubmit(OpType::Send, local, nullptr, 0, true, imm, tag);
+}
+int Connection::rdmaWrite(const Slice& local, const RemoteRegion& remote, uint64_t remoteOffset, uint64_t tag) noexcept {
+  return checkedSubmit(OpType::Write, local, &remote, remoteOffset, false, 0, tag);
+}
+int Connection::rdmaWriteWithImm(const Slice& local, const RemoteRegion& remote, uint64_t remoteOffset, uint32_t imm,
+                                 uint64_t tag) noexcept {
+  return checkedSubmit(OpType::WriteWithImm, local, &remote, remoteOffset, true, imm, tag);
+}
+int Connection::rdmaRead(const Slice& local, const RemoteRegion& remote, uint64_t remoteOffset, uint64_t tag) noexcept {
+  return checkedSubmit(OpType::Read, local, &remote, remoteOffset, false, 0, tag);
+}
+
+bool Connection::supportsImmediateData() const noexcept {
+  // iWARP (RFC 5040) has no immediate data; InfiniBand and RoCE do.
+  return id_ && id_->verbs && id_->verbs->device->transport_type != IBV_TRANSPORT_IWARP;
+}
+
+void Connection::beginBatch() noexcept {
+  if (sendQueue_) sendQueue_->beginBatch();
+}
+
+int Connection::endBatch() noexcept {
+  if (!sendQueue_) return -ENOTCONN;
+  int rc = sendQueue_->endBatch();
+  if (rc != 0) fail(rc, "ibv_post_send");
+  return rc;
 }
 
 rdma_conn_param Connection::connParam(const std::vector<uint8_t>& privateData) const noexcept {
@@ -248,41 +317,79 @@ void Connection::onCmEvent(const CmEvent& event) noexcept {
   fail(-EPROTO, errorText_.c_str());
 }
 
+void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
+  bool drained = false;
+  int rc = sendQueue_->complete(
+      wc,
+      [this](const SendOp& op, ibv_wc_status status) {
+        if (op.copySlot >= 0) freeSendSlots_.push_back(static_cast<uint32_t>(op.copySlot));
+        if (status == IBV_WC_WR_FLUSH_ERR) {
+          // The QP went to the error state and handed its work back: the connection is going
+          // down, and DISCONNECTED (or an earlier, real error) says why. iWARP may flush first.
+          ++stats_.flushedCompletions;
+          return;
+        }
+        if (status != IBV_WC_SUCCESS) {
+          if (teardownStarted_) return;
+          if (op.copySlot < 0) handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});
+          errorText_ = std::string("work completion (") + toString(op.type) + "): " + ibv_wc_status_str(status);
+          fail(-EIO, errorText_.c_str());
+          return;
+        }
+        if (op.copySlot >= 0 || op.type == OpType::Send) {
+          ++stats_.messagesSent;
+          stats_.bytesSent += op.sge.length;
+        } else if (op.type == OpType::Read) {
+          stats_.bytesRead += op.sge.length;
+        } else {
+          stats_.bytesWritten += op.sge.length;
+        }
+        if (teardownStarted_) return;
+        if (op.copySlot >= 0) {
+          handler_->onSendDone(*this, op.tag);
+        } else {
+          ++stats_.opsCompleted;
+          handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});
+        }
+      },
+      drained);
+  if (rc != 0) fail(rc, "ibv_post_send");
+  if (drained && !teardownStarted_) handler_->onWritable(*this);
+  maybeFinish();
+}
+
 void Connection::onCompletion(const ibv_wc& wc) noexcept {
-  const bool isSend = (wc.wr_id & kSendFlag) != 0;
-  const auto slot = static_cast<uint32_t>(wc.wr_id & 0xffffffffu);
-  if (isSend) {
-    --sendsInFlight_;
-    freeSendSlots_.push_back(slot);
-  } else {
-    --postedRecvs_;
+  if ((wc.wr_id & kSendFlag) != 0) {
+    onSendCompletion(wc);
+    return;
   }
+  const auto slot = static_cast<uint32_t>(wc.wr_id & 0xffffffffu);
+  --postedRecvs_;
   if (wc.status != IBV_WC_SUCCESS) {
-    if (!isSend) idleRecvSlots_.push_back(slot);
+    idleRecvSlots_.push_back(slot);
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {
-      // The QP went to the error state and handed its work back: the connection is going down,
-      // and DISCONNECTED (or an earlier, real error) says why. iWARP may flush before DISCONNECTED.
-      ++stats_.flushedCompletions;
+      ++stats_.flushedCompletions;  // see onSendCompletion
     } else if (!teardownStarted_) {
-      errorText_ = std::string("work completion (") + (isSend ? "send" : "receive") + "): " + ibv_wc_status_str(wc.status);
+      errorText_ = std::string("work completion (receive): ") + ibv_wc_status_str(wc.status);
       fail(-EIO, errorText_.c_str());
     }
     maybeFinish();
     return;
   }
-  if (isSend) {
-    ++stats_.messagesSent;
-    stats_.bytesSent += sendSlots_[slot].length;
-    if (!teardownStarted_) handler_->onSendDone(*this, sendSlots_[slot].tag);
-  } else {
+  {
     ++stats_.messagesReceived;
     stats_.bytesReceived += wc.byte_len;
     // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
     if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) markEstablished();
     if (!teardownStarted_ && state_ == ConnectionState::Established) {
-      uint8_t* data = recvBuffers_.get() + size_t{slot} * options_.maxMessageSize;
-      EVRDMA_MARK_DEFINED(data, wc.byte_len);
-      handler_->onRecv(*this, data, wc.byte_len);
+      // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
+      const bool intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
+      uint8_t* data = intoBuffer ? recvBuffers_.get() + size_t{slot} * options_.maxMessageSize : nullptr;
+      if (data != nullptr) EVRDMA_MARK_DEFINED(data, wc.byte_len);
+      if (wc.wc_flags & IBV_WC_WITH_IMM)
+        handler_->onRecvWithImm(*this, ntohl(wc.imm_data), data, wc.byte_len);
+      else
+        handler_->onRecv(*this, data, wc.byte_len);
     }
     if (options_.autoPostRecv && !teardownStarted_ && state_ == ConnectionState::Established) {
       if (int rc = postRecvSlot(slot); rc != 0) {
@@ -308,6 +415,7 @@ void Connection::fail(int err, const char* op) noexcept {
 void Connection::beginTeardown() noexcept {
   if (teardownStarted_ || finished_) return;
   teardownStarted_ = true;
+  if (sendQueue_) sendQueue_->dropBacklog();  // never posted: nothing to wait for
   const bool wasConnected = state_ == ConnectionState::Established;
   setState(ConnectionState::Disconnecting);
   if (!wasConnected || !qp_) {
@@ -323,7 +431,8 @@ void Connection::beginTeardown() noexcept {
 }
 
 void Connection::maybeFinish() noexcept {
-  if (teardownStarted_ && disconnectDone_ && postedRecvs_ == 0 && sendsInFlight_ == 0) scheduleFinish();
+  size_t sendsInFlight = sendQueue_ ? sendQueue_->inFlight() : 0;
+  if (teardownStarted_ && disconnectDone_ && postedRecvs_ == 0 && sendsInFlight == 0) scheduleFinish();
 }
 
 void Connection::scheduleFinish() noexcept {
@@ -336,6 +445,7 @@ void Connection::scheduleFinish() noexcept {
 void Connection::finish() noexcept {
   disconnectTimer_.cancel();
   qp_.reset();
+  sendQueue_.reset();
   completion_.reset();
   recvMr_.reset();
   sendMr_.reset();

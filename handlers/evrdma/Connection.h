@@ -36,6 +36,8 @@
 #include "evrdma/CmDispatcher.h"
 #include "evrdma/CompletionDispatcher.h"
 #include "evrdma/ConnectionOptions.h"
+#include "evrdma/MemoryRegion.h"
+#include "evrdma/SendQueue.h"
 #include "evrdma/Verbs.h"
 #include "evrdma/Watch.h"
 
@@ -68,6 +70,34 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // established, or closing), -EMSGSIZE (longer than maxMessageSize), -ENOBUFS (every send buffer
   // is in flight: wait for onSendDone), or -errno from ibv_post_send. `tag` comes back in onSendDone.
   int postSend(const void* data, size_t length, uint64_t tag = 0) noexcept;
+  // A piece of a registered region, for the zero-copy operations below.
+  struct Slice {
+    const MemoryRegion* region = nullptr;
+    size_t offset = 0;
+    size_t length = 0;
+  };
+  // Zero-copy operations. Each is checked before anything is posted: 0, or -ENOTCONN, -EINVAL (no
+  // region), -ERANGE (outside the local region or the remote one), -EACCES (the remote region does
+  // not grant that access, or a read target lacks kLocalWrite), -EMSGSIZE (over 1 GiB),
+  // -EOPNOTSUPP (immediate data on a transport without it, i.e. iWARP). When the
+  // send queue is full the request waits, in order, and goes out as room frees (onWritable tells
+  // when that backlog has drained). Completion: onOpDone(tag). The memory must stay registered
+  // and untouched until then.
+  int send(const Slice& local, uint64_t tag) noexcept;
+  int sendWithImm(const Slice& local, uint32_t imm, uint64_t tag) noexcept;
+  int rdmaWrite(const Slice& local, const RemoteRegion& remote, uint64_t remoteOffset, uint64_t tag) noexcept;
+  int rdmaWriteWithImm(const Slice& local, const RemoteRegion& remote, uint64_t remoteOffset, uint32_t imm,
+                       uint64_t tag) noexcept;
+  int rdmaRead(const Slice& local, const RemoteRegion& remote, uint64_t remoteOffset, uint64_t tag) noexcept;
+  // Whether sendWithImm / rdmaWriteWithImm work here (not on iWARP: they return -EOPNOTSUPP).
+  bool supportsImmediateData() const noexcept;
+  // Requests issued between the two go to the device as one linked list (one ibv_post_send).
+  void beginBatch() noexcept;
+  int endBatch() noexcept;
+  // Requests waiting behind a full send queue.
+  size_t sendBacklog() const noexcept { return sendQueue_ ? sendQueue_->backlog() : 0; }
+  const SendQueue* sendQueue() const noexcept { return sendQueue_.get(); }
+
   // With autoPostRecv off: re-posts one consumed receive buffer. Returns 0, -ENOTCONN, -ENOBUFS
   // (every buffer is already posted) or -errno.
   int postRecv() noexcept;
@@ -88,6 +118,9 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // The completion channel this connection's CQ is on (its statistics), once verbs are set up.
   const CompletionDispatcher* completions() const noexcept { return completions_; }
   rdma_cm_id* cmId() const noexcept { return id_.get(); }
+  // The connection's protection domain (once established): register the memory you use with
+  // send() / rdmaWrite() / rdmaRead() here, e.g. MemoryRegion::allocate(c.protectionDomain(), ...).
+  ibv_pd* protectionDomain() const noexcept { return pd_.get(); }
 
  protected:
   Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ConnectionOptions& options,
@@ -125,6 +158,10 @@ class Connection : private CmEventHandler, private CompletionHandler {
   void scheduleFinish() noexcept;
   void finish() noexcept;
   int postRecvSlot(uint32_t slot) noexcept;
+  int submit(SendOp op) noexcept;
+  int checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset, bool hasImm,
+                    uint32_t imm, uint64_t tag) noexcept;
+  void onSendCompletion(const ibv_wc& wc) noexcept;
   uint64_t wrIdBase() const noexcept {
     return uint64_t{completion_->serial()} << CompletionDispatcher::kSerialShift;
   }
@@ -149,16 +186,11 @@ class Connection : private CmEventHandler, private CompletionHandler {
   CompletionDispatcher* completions_ = nullptr;
   std::unique_ptr<CompletionDispatcher::Attachment> completion_;  // entries on a shared CQ
   CmQueuePair qp_;
+  std::unique_ptr<SendQueue> sendQueue_;
 
   std::vector<uint32_t> idleRecvSlots_;  // consumed, not re-posted (autoPostRecv off)
   std::vector<uint32_t> freeSendSlots_;
-  struct SendSlot {
-    uint64_t tag = 0;
-    size_t length = 0;
-  };
-  std::vector<SendSlot> sendSlots_;
   uint32_t postedRecvs_ = 0;
-  uint32_t sendsInFlight_ = 0;
   ConnectionStats stats_;
   Timer disconnectTimer_;
 };

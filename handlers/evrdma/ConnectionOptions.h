@@ -10,7 +10,10 @@ namespace evrdma {
 struct ConnectionOptions {
   size_t maxMessageSize = 4096;  // bytes per send and receive buffer: 1 B .. 1 GiB
   uint32_t recvDepth = 16;       // receive buffers, all posted while connected
-  uint32_t sendDepth = 16;       // send buffers: sends in flight at most
+  uint32_t sendDepth = 16;       // send queue depth, and send buffers for postSend()
+  // Signal every Nth send-queue request (0: sendDepth / 4); the last of each post always is.
+  uint32_t signalEvery = 0;
+  uint32_t maxInlineData = 64;   // ask the QP for this much inline data (the device may give less)
   // Re-post each receive buffer after onRecv returns. When false the application re-posts with
   // Connection::postRecv(), which is how it tells the peer's sends to wait.
   bool autoPostRecv = true;
@@ -34,6 +37,8 @@ struct ConnectionStats {
   uint64_t bytesSent = 0;
   uint64_t bytesReceived = 0;
   uint64_t flushedCompletions = 0;  // work handed back unexecuted at disconnect
+  uint64_t opsCompleted = 0;        // send / rdmaWrite / rdmaWriteWithImm / rdmaRead
+  uint64_t bytesWritten = 0, bytesRead = 0;
 };
 
 }  // namespace evrdma
