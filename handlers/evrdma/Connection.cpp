@@ -415,7 +415,7 @@ void Connection::fail(int err, const char* op) noexcept {
 void Connection::beginTeardown() noexcept {
   if (teardownStarted_ || finished_) return;
   teardownStarted_ = true;
-  if (sendQueue_) sendQueue_->dropBacklog();  // never posted: nothing to wait for
+  if (sendQueue_) stats_.requestsDropped += sendQueue_->dropBacklog();  // never posted: nothing to wait for
   const bool wasConnected = state_ == ConnectionState::Established;
   setState(ConnectionState::Disconnecting);
   if (!wasConnected || !qp_) {

@@ -38,6 +38,7 @@ struct ConnectionStats {
   uint64_t bytesReceived = 0;
   uint64_t flushedCompletions = 0;  // work handed back unexecuted at disconnect
   uint64_t opsCompleted = 0;        // send / rdmaWrite / rdmaWriteWithImm / rdmaRead
+  uint64_t requestsDropped = 0;     // queued behind a full send queue when the connection closed
   uint64_t bytesWritten = 0, bytesRead = 0;
 };
 
