@@ -1,51 +1,32 @@
 #include "evrdma/MemoryRegion.h"
 
-#include <endian.h>
-
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+
+#include "evrdma/detail/ByteOrder.h"
 
 namespace evrdma {
 namespace {
 
 constexpr uint32_t kRemoteBits = kRemoteRead | kRemoteWrite;
 
-void putU64(uint8_t* out, uint64_t v) noexcept {
-  v = htobe64(v);
-  std::memcpy(out, &v, 8);
-}
-void putU32(uint8_t* out, uint32_t v) noexcept {
-  v = htobe32(v);
-  std::memcpy(out, &v, 4);
-}
-uint64_t getU64(const uint8_t* in) noexcept {
-  uint64_t v;
-  std::memcpy(&v, in, 8);
-  return be64toh(v);
-}
-uint32_t getU32(const uint8_t* in) noexcept {
-  uint32_t v;
-  std::memcpy(&v, in, 4);
-  return be32toh(v);
-}
-
 }  // namespace
 
 void RemoteRegion::encode(uint8_t* out) const noexcept {
-  putU64(out, address);
-  putU64(out + 8, length);
-  putU32(out + 16, rkey);
-  putU32(out + 20, access);
+  detail::putBig64(out, address);
+  detail::putBig64(out + 8, length);
+  detail::putBig32(out + 16, rkey);
+  detail::putBig32(out + 20, access);
 }
 
 bool RemoteRegion::decode(const uint8_t* data, size_t size, RemoteRegion& out) noexcept {
   if (data == nullptr || size < kWireSize) return false;
   RemoteRegion r;
-  r.address = getU64(data);
-  r.length = getU64(data + 8);
-  r.rkey = getU32(data + 16);
-  r.access = getU32(data + 20);
+  r.address = detail::getBig64(data);
+  r.length = detail::getBig64(data + 8);
+  r.rkey = detail::getBig32(data + 16);
+  r.access = detail::getBig32(data + 20);
   if (r.length == 0 || r.address + r.length < r.address) return false;  // empty, or wraps around
   if ((r.access & ~kRemoteBits) != 0 || (r.access & kRemoteBits) == 0) return false;
   out = r;
