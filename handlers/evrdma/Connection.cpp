@@ -403,6 +403,11 @@ void Connection::onCompletion(const ibv_wc& wc) noexcept {
   maybeFinish();
 }
 
+void Connection::onAsyncError(ibv_event_type type) noexcept {
+  errorText_ = std::string("device async event: ") + ibv_event_type_str(type);
+  fail(-EIO, errorText_.c_str());
+}
+
 void Connection::close() noexcept { beginTeardown(); }
 
 void Connection::fail(int err, const char* op) noexcept {

@@ -153,6 +153,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
  private:
   void onCmEvent(const CmEvent& event) noexcept override;
   void onCompletion(const ibv_wc& wc) noexcept override;
+  void onAsyncError(ibv_event_type type) noexcept override;
   void beginTeardown() noexcept;
   void maybeFinish() noexcept;
   void scheduleFinish() noexcept;

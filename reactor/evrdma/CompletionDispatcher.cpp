@@ -31,6 +31,7 @@ CompletionDispatcher::~CompletionDispatcher() {
   ready_.clear();
   cqs_.clear();  // each flushes its unacked events before ibv_destroy_cq
   if (event_ != nullptr) event_free(event_);
+  if (asyncEvent_ != nullptr) event_free(asyncEvent_);
 }
 
 int CompletionDispatcher::init() noexcept {
@@ -43,7 +44,46 @@ int CompletionDispatcher::init() noexcept {
   if (int rc = setNonBlocking(channel_->fd); rc != 0) return rc;
   event_ = event_new(reactor_.base(), channel_->fd, EV_READ | EV_PERSIST, &CompletionDispatcher::onReadable, this);
   if (event_ == nullptr || event_add(event_, nullptr) != 0) return -ENOMEM;
+  // Errors that no completion reports (a QP that went fatal, e.g. an iWARP peer's TERMINATE) come
+  // as async events of the device.
+  if (int rc = setNonBlocking(context_->async_fd); rc != 0) return rc;
+  asyncEvent_ = event_new(reactor_.base(), context_->async_fd, EV_READ | EV_PERSIST,
+                          &CompletionDispatcher::onAsyncReadable, this);
+  if (asyncEvent_ == nullptr || event_add(asyncEvent_, nullptr) != 0) return -ENOMEM;
   return 0;
+}
+
+void CompletionDispatcher::onAsyncReadable(int, short, void* self) noexcept {
+  static_cast<CompletionDispatcher*>(self)->drainAsyncEvents();
+}
+
+void CompletionDispatcher::drainAsyncEvents() noexcept {
+  ibv_async_event event{};
+  while (ibv_get_async_event(context_, &event) == 0) {
+    ++stats_.asyncEvents;
+    const ibv_event_type type = event.event_type;
+    // Copy what is needed, then ack: destroying a QP or CQ waits for its events to be acked.
+    std::vector<CompletionHandler*> targets;
+    switch (type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+      case IBV_EVENT_PATH_MIG_ERR:
+        if (auto it = byQpNum_.find(event.element.qp->qp_num); it != byQpNum_.end()) targets.push_back(it->second->handler_);
+        break;
+      case IBV_EVENT_CQ_ERR:
+        for (auto& [qpNum, attachment] : byQpNum_)
+          if (attachment->cq_.cq.get() == event.element.cq) targets.push_back(attachment->handler_);
+        break;
+      case IBV_EVENT_DEVICE_FATAL:
+        for (auto& [qpNum, attachment] : byQpNum_) targets.push_back(attachment->handler_);
+        break;
+      default:
+        break;  // informational (port up/down, COMM_EST, LAST_WQE_REACHED, ...): the CM reports what matters
+    }
+    ibv_ack_async_event(&event);
+    for (CompletionHandler* handler : targets) handler->onAsyncError(type);
+  }
 }
 
 std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(uint32_t entries,

@@ -31,6 +31,9 @@ class Reactor;
 class CompletionHandler {
  public:
   virtual void onCompletion(const ibv_wc& wc) noexcept = 0;
+  // An asynchronous error event of the device about this handler's QP (QP_FATAL, QP_REQ_ERR,
+  // QP_ACCESS_ERR, PATH_MIG_ERR), its CQ (CQ_ERR) or the whole device (DEVICE_FATAL).
+  virtual void onAsyncError(ibv_event_type type) noexcept = 0;
 
  protected:
   ~CompletionHandler() = default;
@@ -45,6 +48,7 @@ struct CompletionStats {
   uint64_t completions = 0;
   uint64_t strayCompletions = 0;     // for a QP no longer attached (dropped)
   uint64_t budgetYields = 0;         // turns that stopped at the budget
+  uint64_t asyncEvents = 0;          // device async events read (errors and informational)
   std::array<uint64_t, kBatch + 1> perPoll{};  // histogram: polls that returned n completions
 };
 
@@ -113,6 +117,8 @@ class CompletionDispatcher {
   };
 
   static void onReadable(int, short, void* self) noexcept;
+  static void onAsyncReadable(int, short, void* self) noexcept;
+  void drainAsyncEvents() noexcept;
   void run() noexcept;
   void deliver(const ibv_wc& wc) noexcept;
   void detach(Attachment& attachment) noexcept;
@@ -122,6 +128,7 @@ class CompletionDispatcher {
   int maxCqe_ = 0;
   CompletionChannel channel_;
   event* event_ = nullptr;
+  event* asyncEvent_ = nullptr;  // the device's async event fd (shared by the process's users of it)
   std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
   std::deque<SharedCq*> ready_;
   std::unordered_map<uint32_t, Attachment*> byQpNum_;

@@ -23,12 +23,15 @@ uint8_t pattern(size_t i, uint32_t seed) { return static_cast<uint8_t>(i * 13 + 
 
 // The passive side: a region peers may read and write, and a record of what arrives.
 struct Target : evrdma::ConnectionHandler {
+  Connection* connection = nullptr;
   MemoryRegion region;
   int access;
-  std::vector<uint32_t> messages;  // 4-byte sequence numbers received
+  std::vector<uint32_t>& messages;  // 4-byte sequence numbers received (kept by the factory: the
+                                   // agent and this handler are freed when the connection ends)
   std::vector<std::pair<uint32_t, size_t>> immediates;
-  explicit Target(int a) : access(a) {}
+  Target(int a, std::vector<uint32_t>& m) : access(a), messages(m) {}
   void onEstablished(Connection& c) noexcept override {
+    connection = &c;
     int error = 0;
     region = MemoryRegion::allocate(c.protectionDomain(), kRegionSize, access, error);
   }
@@ -40,19 +43,26 @@ struct Target : evrdma::ConnectionHandler {
   void onRecvWithImm(Connection&, uint32_t imm, const uint8_t*, size_t length) noexcept override {
     immediates.emplace_back(imm, length);
   }
+  std::string failure;
+  bool disconnected = false;
+  void onError(Connection&, int err, const char* op) noexcept override { failure = std::string(op) + ": " + strerror(-err); }
+  void onDisconnected(Connection&) noexcept override { disconnected = true; }
 };
 
 struct TargetFactory : evrdma::AgentFactory {
   int access;
   uint32_t recvDepth = 16;
+  bool autoPostRecv = true;
   Target* target = nullptr;
+  std::vector<uint32_t> messages;
   explicit TargetFactory(int a) : access(a) {}
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
-    auto handler = std::make_unique<Target>(access);
+    auto handler = std::make_unique<Target>(access, messages);
     target = handler.get();
     evrdma::ConnectionOptions options;
     options.maxMessageSize = 64;
     options.recvDepth = recvDepth;
+    options.autoPostRecv = autoPostRecv;
     return evrdma::AcceptDecision::accept(std::move(handler), options);
   }
 };
@@ -72,9 +82,10 @@ struct Initiator : evrdma::ConnectionHandler {
 class DataPath : public PingPongBed {
  protected:
   // Connects an Initiator to a Target whose region grants `access`.
-  void connect(int access, uint32_t sendDepth = 16, uint32_t targetRecvDepth = 16) {
+  void connect(int access, uint32_t sendDepth = 16, uint32_t targetRecvDepth = 16, bool targetReposts = true) {
     factory = std::make_unique<TargetFactory>(access);
     factory->recvDepth = targetRecvDepth;
+    factory->autoPostRecv = targetReposts;
     server = evrdma::Listener::create(reactor_, *factory);
     ASSERT_EQ(server->listen(bed_.ip, 0), 0);
     auto handler = std::make_unique<Initiator>();
@@ -210,14 +221,49 @@ TEST_F(DataPath, BackloggedSendsArriveInOrder) {
   connect(evrdma::kRemoteWrite, /*sendDepth=*/2, /*targetRecvDepth=*/1024);
   for (uint32_t seq = 0; seq < kMessages; ++seq) std::memcpy(local.data() + seq * 4, &seq, 4);
   for (uint32_t seq = 0; seq < kMessages; ++seq) ASSERT_EQ(client->send({&local, seq * 4u, 4}, seq), 0);
-  ASSERT_TRUE(runUntil([&] { return completedAll(kMessages) && factory->target->messages.size() == kMessages; }, 120s))
-      << "completed " << initiator->done.size() << ", received " << factory->target->messages.size() << ", client "
+  ASSERT_TRUE(runUntil([&] { return completedAll(kMessages) && factory->messages.size() == kMessages; }, 120s))
+      << "completed " << initiator->done.size() << ", received " << factory->messages.size() << ", client "
       << evrdma::toString(client->state()) << ", error '" << initiator->error << "'";
   for (uint32_t i = 0; i < kMessages; ++i) {
     ASSERT_EQ(initiator->done[i].tag, i) << "completions out of order";
-    ASSERT_EQ(factory->target->messages[i], i) << "messages out of order";
+    ASSERT_EQ(factory->messages[i], i) << "messages out of order";
   }
   EXPECT_EQ(initiator->writable, 1);
+}
+
+TEST_F(DataPath, OutrunningThePeersReceivesIsRetriedOnRoceAndEndsTheConnectionOnIwarp) {
+  // 100 sends against 64 receives that the receiver does not re-post by itself. RoCE answers the
+  // 65th with RNR NAKs and retries until receives are posted again (here: by hand, a little later);
+  // iWARP has no such retry: the receiver terminates the connection. The sender's connection then
+  // ends (it must not hang), and what never arrived shows in its statistics. Credit-based flow
+  // control is what keeps a sender from getting there.
+  constexpr uint32_t kMessages = 100, kReceives = 64;
+  connect(evrdma::kRemoteWrite, /*sendDepth=*/16, /*targetRecvDepth=*/kReceives, /*targetReposts=*/false);
+  for (uint32_t seq = 0; seq < kMessages; ++seq) std::memcpy(local.data() + seq * 4, &seq, 4);
+  for (uint32_t seq = 0; seq < kMessages; ++seq) ASSERT_EQ(client->send({&local, seq * 4u, 4}, seq), 0);
+  bool iwarp = !client->supportsImmediateData();
+  ASSERT_TRUE(runUntil([&] { return factory->messages.size() >= kReceives || !initiator->error.empty(); }, 60s));
+  runUntil([] { return false; }, 500ms);  // the sender is now stuck on RNR (RoCE) or failed (iWARP)
+  if (iwarp) {
+    auto ended = [&] {
+      auto s = client->state();
+      return s == evrdma::ConnectionState::Failed || s == evrdma::ConnectionState::Closed;
+    };
+    ASSERT_TRUE(runUntil(ended, 30s)) << "client " << evrdma::toString(client->state());
+    EXPECT_EQ(factory->messages.size(), kReceives);
+    const evrdma::ConnectionStats& stats = client->stats();
+    EXPECT_LT(initiator->done.size(), kMessages);
+    EXPECT_GT(stats.flushedCompletions + stats.requestsDropped, 0u) << "what never arrived must show";
+  } else {
+    EXPECT_EQ(factory->messages.size(), kReceives);
+    EXPECT_EQ(initiator->error, "");
+    for (uint32_t i = 0; i < kMessages - kReceives; ++i) ASSERT_EQ(factory->target->connection->postRecv(), 0);
+    ASSERT_TRUE(runUntil([&] { return factory->messages.size() == kMessages && completedAll(kMessages); }, 60s));
+    for (uint32_t i = 0; i < kMessages; ++i) ASSERT_EQ(factory->messages[i], i);
+  }
+  std::printf("[ figures  ] %u sends into %u receives: %zu delivered, sender %s%s%s\n", kMessages, kReceives,
+              factory->messages.size(), evrdma::toString(client->state()), initiator->error.empty() ? "" : ": ",
+              initiator->error.c_str());
 }
 
 TEST_F(DataPath, ABatchGoesToTheDeviceInOnePostAndSignalsSelectively) {
