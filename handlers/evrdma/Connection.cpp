@@ -98,10 +98,7 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   completions_ = reactor_.completions(device, error);
   if (completions_ == nullptr) return error;
 
-  op = "ibv_alloc_pd";
-  errno = 0;
-  pd_.reset(ibv_alloc_pd(device));
-  if (!pd_) return errno ? -errno : -ENOMEM;
+  pd_ = completions_->protectionDomain();
 
   op = "buffer allocation";
   const size_t size = options_.maxMessageSize;
@@ -112,9 +109,9 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   // Least access: receives are written by the local HCA only; sends are only read.
   op = "ibv_reg_mr";
   errno = 0;
-  recvMr_.reset(ibv_reg_mr(pd_.get(), recvBuffers_.get(), size * options_.recvDepth, IBV_ACCESS_LOCAL_WRITE));
+  recvMr_.reset(ibv_reg_mr(pd_, recvBuffers_.get(), size * options_.recvDepth, IBV_ACCESS_LOCAL_WRITE));
   if (!recvMr_) return errno ? -errno : -ENOMEM;
-  sendMr_.reset(ibv_reg_mr(pd_.get(), sendBuffers_.get(), size * options_.sendDepth, 0));
+  sendMr_.reset(ibv_reg_mr(pd_, sendBuffers_.get(), size * options_.sendDepth, 0));
   if (!sendMr_) return errno ? -errno : -ENOMEM;
 
   op = "ibv_create_cq";
@@ -130,9 +127,9 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = options_.maxInlineData;
   attr.sq_sig_all = 0;
-  if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0) {
+  if (rdma_create_qp(id_.get(), pd_, &attr) != 0) {
     attr.cap.max_inline_data = 0;  // some devices have no inline data at all
-    if (rdma_create_qp(id_.get(), pd_.get(), &attr) != 0) return errno ? -errno : -ENOMEM;
+    if (rdma_create_qp(id_.get(), pd_, &attr) != 0) return errno ? -errno : -ENOMEM;
   }
   qp_.reset(id_.get());
   completion_->bind(id_->qp->qp_num);
@@ -456,7 +453,7 @@ void Connection::finish() noexcept {
   sendMr_.reset();
   recvBuffers_.reset();
   sendBuffers_.reset();
-  pd_.reset();
+  pd_ = nullptr;
   id_.reset();
   finished_ = true;
   setState(failed_ ? ConnectionState::Failed : ConnectionState::Closed);

@@ -118,9 +118,11 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // The completion channel this connection's CQ is on (its statistics), once verbs are set up.
   const CompletionDispatcher* completions() const noexcept { return completions_; }
   rdma_cm_id* cmId() const noexcept { return id_.get(); }
-  // The connection's protection domain (once established): register the memory you use with
-  // send() / rdmaWrite() / rdmaRead() here, e.g. MemoryRegion::allocate(c.protectionDomain(), ...).
-  ibv_pd* protectionDomain() const noexcept { return pd_.get(); }
+  // The protection domain of the connection's device (once established; shared by every
+  // connection on that device of this reactor, and freed with the Reactor): register the memory
+  // you use with send() / rdmaWrite() / rdmaRead() here, e.g.
+  // MemoryRegion::allocate(c.protectionDomain(), ...). Such regions outlive the connection.
+  ibv_pd* protectionDomain() const noexcept { return pd_; }
 
  protected:
   Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ConnectionOptions& options,
@@ -176,9 +178,10 @@ class Connection : private CmEventHandler, private CompletionHandler {
   bool finished_ = false;
   std::string errorText_;  // keeps an onError `op` alive while the callback runs
 
-  // Declared in creation order: destroyed in reverse (QP, CQ reservation, MRs, buffers, PD, id).
+  // Declared in creation order: destroyed in reverse (QP, CQ reservation, MRs, buffers, id); the
+  // protection domain is the device's (see protectionDomain()).
   CmId id_;
-  ProtectionDomain pd_;
+  ibv_pd* pd_ = nullptr;
   struct FreeDeleter {
     void operator()(uint8_t* p) const noexcept;
   };

@@ -39,6 +39,9 @@ int CompletionDispatcher::init() noexcept {
   if (int rc = ibv_query_device(context_, &attr); rc != 0) return -rc;
   maxCqe_ = attr.max_cqe;
   errno = 0;
+  pd_.reset(ibv_alloc_pd(context_));
+  if (!pd_) return errno ? -errno : -ENOMEM;
+  errno = 0;
   channel_.reset(ibv_create_comp_channel(context_));
   if (!channel_) return errno ? -errno : -ENOMEM;
   if (int rc = setNonBlocking(channel_->fd); rc != 0) return rc;

@@ -103,6 +103,10 @@ class CompletionDispatcher {
   std::unique_ptr<Attachment> attach(uint32_t entries, CompletionHandler* handler, int& error);
 
   ibv_context* context() const noexcept { return context_; }
+  // The device's protection domain, shared by every connection on it and by the memory the
+  // application registers for them: a region stays usable across connections. It is freed with
+  // the Reactor, so every MemoryRegion on it must be gone by then.
+  ibv_pd* protectionDomain() const noexcept { return pd_.get(); }
   const CompletionStats& stats() const noexcept { return stats_; }
   size_t sharedCqCount() const noexcept { return cqs_.size(); }
 
@@ -126,6 +130,7 @@ class CompletionDispatcher {
   Reactor& reactor_;
   ibv_context* context_;
   int maxCqe_ = 0;
+  ProtectionDomain pd_;  // declared first: freed after the CQs and the channel
   CompletionChannel channel_;
   event* event_ = nullptr;
   event* asyncEvent_ = nullptr;  // the device's async event fd (shared by the process's users of it)
