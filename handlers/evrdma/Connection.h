@@ -1,5 +1,6 @@
-// Connection: what an Agent (server side) and a Client share: one RC connection, its cm_id, PD, CQ,
-// QP and registered buffers (all RAII), its explicit state, and the application's handler.
+// Connection: what an Agent (server side) and a Client share: one RC connection, its cm_id, its
+// entries on a shared CQ, its QP and registered buffers (all RAII; the PD is the device's), its
+// explicit state, and the application's handler.
 //
 // The rule for every CM event in every state (one switch, in Connection::onCmEvent):
 //   ADDR_RESOLVED      ResolvingAddr  -> resolve the route               -> ResolvingRoute
@@ -23,8 +24,8 @@
 // the application hears nothing more but onClosed.
 //
 // Teardown, in order: rdma_disconnect (EINVAL: the peer went first) -> DISCONNECTED and every
-// posted work request flushed back (or disconnectTimeout) -> destroy QP, CQ (acks flushed), MRs,
-// PD, id -> onClosed -> the owner frees the object (deferred).
+// posted work request flushed back (or disconnectTimeout) -> destroy QP, CQ reservation, MRs, id
+// -> onClosed -> the owner frees the object (deferred).
 #pragma once
 
 #include <cstdint>
@@ -130,7 +131,8 @@ class Connection : private CmEventHandler, private CompletionHandler {
 
   // Makes `id` this connection's (its events come here from now on).
   void adoptId(CmId id) noexcept;
-  // PD, buffers and MRs, CQ, QP on the id's device; posts every receive. Returns 0 or -errno and
+  // Buffers and MRs (on the device's PD), CQ entries, QP on the id's device; posts every receive.
+  // Returns 0 or -errno and
   // names the failing call in `op`.
   int setUpVerbs(const char*& op) noexcept;
   // The connection parameters from the options, carrying `privateData` (which must outlive use).
