@@ -132,8 +132,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // Makes `id` this connection's (its events come here from now on).
   void adoptId(CmId id) noexcept;
   // Buffers and MRs (on the device's PD), CQ entries, QP on the id's device; posts every receive.
-  // Returns 0 or -errno and
-  // names the failing call in `op`.
+  // Returns 0 or -errno and names the failing call in `op`.
   int setUpVerbs(const char*& op) noexcept;
   // The connection parameters from the options, carrying `privateData` (which must outlive use).
   rdma_conn_param connParam(const std::vector<uint8_t>& privateData) const noexcept;
