@@ -8,6 +8,7 @@
 #include <string>
 
 #include "evrdma/CompletionDispatcher.h"
+#include "evrdma/DeviceCounters.h"
 
 namespace pingpong {
 
@@ -36,6 +37,14 @@ class CpuMeter {
   rusage start_{};
   std::chrono::steady_clock::time_point wallStart_;
 };
+
+// RNR NAKs of the device's port (device-wide; absent on devices without RNR, like siw).
+inline std::string describeRnr(const evrdma::CompletionDispatcher& device) {
+  evrdma::RnrCounters rnr = evrdma::readRnrCounters(device.context());
+  if (!rnr.available) return "RNR counters: not available on this device";
+  return "RNR NAKs (device-wide): received " + std::to_string(rnr.naksReceived) + ", sent " +
+         std::to_string(rnr.naksSent) + ", retries exceeded " + std::to_string(rnr.retriesExceeded);
+}
 
 inline std::string describeCompletions(const evrdma::CompletionStats& s) {
   std::string text = "completion events " + std::to_string(s.events) + ", polls " + std::to_string(s.polls) +

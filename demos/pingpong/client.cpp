@@ -133,7 +133,10 @@ int main(int argc, char** argv) {
               wall);
   if (figures) {
     std::printf("pingpong-client: cpu %s\n", cpu.report().c_str());
-    if (completions != nullptr) std::printf("pingpong-client: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
+    if (completions != nullptr) {
+      std::printf("pingpong-client: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
+      std::printf("pingpong-client: %s\n", pingpong::describeRnr(*completions).c_str());
+    }
   }
   clients.clear();
   return succeeded == connections ? 0 : 1;

@@ -119,7 +119,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(stats.rejected));
   if (figures) {
     std::printf("pingpong-server: cpu %s\n", cpu.report().c_str());
-    if (completions != nullptr) std::printf("pingpong-server: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
+    if (completions != nullptr) {
+      std::printf("pingpong-server: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
+      std::printf("pingpong-server: %s\n", pingpong::describeRnr(*completions).c_str());
+    }
   }
   listener.reset();
   // Clients cut short by a signal are a clean shutdown; errors, or clients that left early

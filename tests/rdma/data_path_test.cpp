@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "evrdma/DeviceCounters.h"
 #include "rdma/PingPongBed.h"
 
 namespace {
@@ -239,6 +240,8 @@ TEST_F(DataPath, OutrunningThePeersReceivesIsRetriedOnRoceAndEndsTheConnectionOn
   // control is what keeps a sender from getting there.
   constexpr uint32_t kMessages = 100, kReceives = 64;
   connect(evrdma::kRemoteWrite, /*sendDepth=*/16, /*targetRecvDepth=*/kReceives, /*targetReposts=*/false);
+  const ibv_context* device = client->cmId()->verbs;
+  evrdma::RnrCounters before = evrdma::readRnrCounters(device);
   for (uint32_t seq = 0; seq < kMessages; ++seq) std::memcpy(local.data() + seq * 4, &seq, 4);
   for (uint32_t seq = 0; seq < kMessages; ++seq) ASSERT_EQ(client->send({&local, seq * 4u, 4}, seq), 0);
   bool iwarp = !client->supportsImmediateData();
@@ -254,9 +257,15 @@ TEST_F(DataPath, OutrunningThePeersReceivesIsRetriedOnRoceAndEndsTheConnectionOn
     const evrdma::ConnectionStats& stats = client->stats();
     EXPECT_LT(initiator->done.size(), kMessages);
     EXPECT_GT(stats.flushedCompletions + stats.requestsDropped, 0u) << "what never arrived must show";
+    EXPECT_FALSE(before.available) << "iWARP has no RNR, so no RNR counters";
   } else {
     EXPECT_EQ(factory->messages.size(), kReceives);
     EXPECT_EQ(initiator->error, "");
+    evrdma::RnrCounters during = evrdma::readRnrCounters(device);
+    ASSERT_TRUE(during.available) << "RoCE devices count RNR NAKs";
+    EXPECT_GT(during.naksReceived, before.naksReceived) << "the stalled sends must show as RNR NAKs";
+    std::printf("[ figures  ] RNR NAKs received while stalled: %llu\n",
+                static_cast<unsigned long long>(during.naksReceived - before.naksReceived));
     for (uint32_t i = 0; i < kMessages - kReceives; ++i) ASSERT_EQ(factory->target->connection->postRecv(), 0);
     ASSERT_TRUE(runUntil([&] { return factory->messages.size() == kMessages && completedAll(kMessages); }, 60s));
     for (uint32_t i = 0; i < kMessages; ++i) ASSERT_EQ(factory->messages[i], i);
