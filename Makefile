@@ -23,8 +23,9 @@ test:
 demo: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -- demos/pingpong/demo.sh 16 500 4096
 
-bench:
-	@echo "bench: not yet (benchmarks come with the data path)"
+# Round-trip latency of evrdma against perftest's ib_send_lat -e, measured in the same test-bed run.
+bench: build
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -- demos/pingpong/bench.sh 5000 64
 
 clean:
 	rm -rf $(BUILD_DIR)
