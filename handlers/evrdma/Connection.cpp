@@ -23,14 +23,7 @@ namespace {
 // wr_id: bit 63 send queue or receive queue, bits 32..62 the CQ attachment's serial, bits 0..31
 // the receive buffer slot or the send queue's sequence number.
 constexpr uint64_t kSendFlag = SendQueue::kSendFlag;
-constexpr size_t kBufferAlignment = 4096;
 constexpr size_t kMaxMessageSize = size_t{1} << 30;
-
-uint8_t* allocateBuffers(size_t bytes) noexcept {
-  void* p = nullptr;
-  if (posix_memalign(&p, kBufferAlignment, bytes) != 0) return nullptr;
-  return static_cast<uint8_t*>(p);
-}
 
 }  // namespace
 
@@ -48,8 +41,6 @@ const char* toString(ConnectionState state) noexcept {
   }
   return "?";
 }
-
-void Connection::FreeDeleter::operator()(uint8_t* p) const noexcept { std::free(p); }
 
 Connection::Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ConnectionOptions& options,
                        bool isClient)
@@ -100,19 +91,13 @@ int Connection::setUpVerbs(const char*& op) noexcept {
 
   pd_ = completions_->protectionDomain();
 
-  op = "buffer allocation";
-  const size_t size = options_.maxMessageSize;
-  recvBuffers_.reset(allocateBuffers(size * options_.recvDepth));
-  sendBuffers_.reset(allocateBuffers(size * options_.sendDepth));
-  if (!recvBuffers_ || !sendBuffers_) return -ENOMEM;
-
   // Least access: receives are written by the local HCA only; sends are only read.
-  op = "ibv_reg_mr";
-  errno = 0;
-  recvMr_.reset(ibv_reg_mr(pd_, recvBuffers_.get(), size * options_.recvDepth, IBV_ACCESS_LOCAL_WRITE));
-  if (!recvMr_) return errno ? -errno : -ENOMEM;
-  sendMr_.reset(ibv_reg_mr(pd_, sendBuffers_.get(), size * options_.sendDepth, 0));
-  if (!sendMr_) return errno ? -errno : -ENOMEM;
+  op = "receive/send buffer registration";
+  const size_t size = options_.maxMessageSize;
+  recvBuffers_ = MemoryRegion::allocate(pd_, size * options_.recvDepth, kLocalWrite, error);
+  if (!recvBuffers_) return error;
+  sendBuffers_ = MemoryRegion::allocate(pd_, size * options_.sendDepth, 0, error);
+  if (!sendBuffers_) return error;
 
   op = "ibv_create_cq";
   completion_ = completions_->attach(options_.recvDepth + options_.sendDepth, static_cast<CompletionHandler*>(this), error);
@@ -148,9 +133,9 @@ int Connection::setUpVerbs(const char*& op) noexcept {
 
 int Connection::postRecvSlot(uint32_t slot) noexcept {
   ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(recvBuffers_.get() + size_t{slot} * options_.maxMessageSize);
+  sge.addr = reinterpret_cast<uintptr_t>(recvBuffers_.data() + size_t{slot} * options_.maxMessageSize);
   sge.length = static_cast<uint32_t>(options_.maxMessageSize);
-  sge.lkey = recvMr_->lkey;
+  sge.lkey = recvBuffers_.lkey();
   ibv_recv_wr wr{};
   wr.wr_id = wrIdBase() | slot;
   wr.sg_list = &sge;
@@ -175,14 +160,14 @@ int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept
   if (length > options_.maxMessageSize) return -EMSGSIZE;
   if (freeSendSlots_.empty()) return -ENOBUFS;
   uint32_t slot = freeSendSlots_.back();
-  uint8_t* buffer = sendBuffers_.get() + size_t{slot} * options_.maxMessageSize;
+  uint8_t* buffer = sendBuffers_.data() + size_t{slot} * options_.maxMessageSize;
   if (length > 0) std::memcpy(buffer, data, length);
   SendOp op;
   op.type = OpType::Send;
   op.tag = tag;
   op.sge.addr = reinterpret_cast<uintptr_t>(buffer);
   op.sge.length = static_cast<uint32_t>(length);
-  op.sge.lkey = sendMr_->lkey;
+  op.sge.lkey = sendBuffers_.lkey();
   op.copySlot = static_cast<int32_t>(slot);
   freeSendSlots_.pop_back();
   return submit(op);
@@ -381,7 +366,7 @@ void Connection::onCompletion(const ibv_wc& wc) noexcept {
     if (!teardownStarted_ && state_ == ConnectionState::Established) {
       // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
       const bool intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
-      uint8_t* data = intoBuffer ? recvBuffers_.get() + size_t{slot} * options_.maxMessageSize : nullptr;
+      uint8_t* data = intoBuffer ? recvBuffers_.data() + size_t{slot} * options_.maxMessageSize : nullptr;
       if (data != nullptr) EVRDMA_MARK_DEFINED(data, wc.byte_len);
       if (wc.wc_flags & IBV_WC_WITH_IMM)
         handler_->onRecvWithImm(*this, ntohl(wc.imm_data), data, wc.byte_len);
@@ -449,8 +434,6 @@ void Connection::finish() noexcept {
   qp_.reset();
   sendQueue_.reset();
   completion_.reset();
-  recvMr_.reset();
-  sendMr_.reset();
   recvBuffers_.reset();
   sendBuffers_.reset();
   pd_ = nullptr;

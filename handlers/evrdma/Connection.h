@@ -183,11 +183,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // protection domain is the device's (see protectionDomain()).
   CmId id_;
   ibv_pd* pd_ = nullptr;
-  struct FreeDeleter {
-    void operator()(uint8_t* p) const noexcept;
-  };
-  std::unique_ptr<uint8_t[], FreeDeleter> recvBuffers_, sendBuffers_;
-  MemoryRegionHandle recvMr_, sendMr_;
+  MemoryRegion recvBuffers_, sendBuffers_;  // the receive ring and postSend()'s buffers, registered
   CompletionDispatcher* completions_ = nullptr;
   std::unique_ptr<CompletionDispatcher::Attachment> completion_;  // entries on a shared CQ
   CmQueuePair qp_;

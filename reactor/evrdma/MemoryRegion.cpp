@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "evrdma/detail/ByteOrder.h"
 
@@ -40,6 +41,22 @@ int RemoteRegion::check(uint64_t offset, uint64_t bytes, bool write) const noexc
 }
 
 void MemoryRegion::FreeDeleter::operator()(uint8_t* p) const noexcept { std::free(p); }
+
+void MemoryRegion::reset() noexcept {
+  mr_.reset();
+  owned_.reset();
+  access_ = 0;
+}
+
+MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
+  if (this != &other) {
+    reset();
+    mr_ = std::move(other.mr_);
+    owned_ = std::move(other.owned_);
+    access_ = std::exchange(other.access_, 0);
+  }
+  return *this;
+}
 
 MemoryRegion MemoryRegion::wrap(ibv_pd* pd, void* address, size_t length, int access, int& error) {
   MemoryRegion region;

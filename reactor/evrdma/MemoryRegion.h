@@ -39,6 +39,12 @@ struct RemoteRegion {
 class MemoryRegion {
  public:
   MemoryRegion() = default;
+  MemoryRegion(MemoryRegion&&) noexcept = default;
+  // Deregisters what this region held before freeing its memory, then takes `other`'s.
+  MemoryRegion& operator=(MemoryRegion&& other) noexcept;
+  ~MemoryRegion() { reset(); }
+  // Deregisters, then frees the memory it owns (in that order: never free registered memory).
+  void reset() noexcept;
   // Registers memory the caller owns (it must outlive the region). Empty + -errno on failure.
   static MemoryRegion wrap(ibv_pd* pd, void* address, size_t length, int access, int& error);
   // Allocates page-aligned, zeroed memory of `length` bytes and registers it; the region owns it.
