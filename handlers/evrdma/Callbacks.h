@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "evrdma/ConnectionOptions.h"
+#include "evrdma/MemoryRegion.h"
 #include "evrdma/SendQueue.h"
 
 namespace evrdma {
@@ -50,8 +51,20 @@ class ConnectionHandler {
   virtual void onSendDone(Connection&, uint64_t /*tag*/) noexcept {}
   // A send(), rdmaWrite(), rdmaWriteWithImm() or rdmaRead() completed; its memory may be reused.
   virtual void onOpDone(Connection&, const OpCompletion&) noexcept {}
-  // Everything queued behind a full send queue has been posted.
+  // Everything that had to wait (behind a full send queue, or for the peer's credits on a framed
+  // connection) has been posted.
   virtual void onWritable(Connection&) noexcept {}
+  // Framed connections: memory-region exchange (see Connection::requestRegion / sendRegion).
+  // The peer granted our requestRegion(`tag`): `region` is ours to read / write until we
+  // releaseRegion() it or the connection closes.
+  virtual void onRegionGranted(Connection&, uint64_t /*tag*/, const RemoteRegion& /*region*/) noexcept {}
+  // The peer refused our requestRegion(`tag`): `err` is -errno (-ENOMEM: over its maxLentBytes).
+  virtual void onRegionRefused(Connection&, uint64_t /*tag*/, int /*err*/) noexcept {}
+  // The peer sent one of its regions with sendRegion(`tag`).
+  virtual void onRegionReceived(Connection&, const RemoteRegion& /*region*/, uint64_t /*tag*/) noexcept {}
+  // We registered `region` because the peer asked for it; it stays registered (and valid to
+  // look at) until the peer releases it or the connection closes.
+  virtual void onRegionLent(Connection&, const MemoryRegion& /*region*/) noexcept {}
   // The peer disconnected (or the connection broke); the connection now closes itself.
   virtual void onDisconnected(Connection&) noexcept {}
   // Client only: the peer refused the connection. onClosed follows.

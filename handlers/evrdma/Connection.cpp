@@ -24,6 +24,10 @@ namespace {
 // the receive buffer slot or the send queue's sequence number.
 constexpr uint64_t kSendFlag = SendQueue::kSendFlag;
 constexpr size_t kMaxMessageSize = size_t{1} << 30;
+// A frame slot holds a header, or a whole protocol frame (the largest is an offer).
+constexpr size_t kFrameSlotSize = 64;
+static_assert(Frame::kHeaderSize + RemoteRegion::kWireSize + 8 <= kFrameSlotSize);
+constexpr int kRemoteAccess = kRemoteRead | kRemoteWrite;
 
 }  // namespace
 
@@ -78,6 +82,10 @@ int Connection::checkOptions(const ConnectionOptions& options, const char*& prob
     problem = "retryCount and rnrRetryCount must be 0 .. 7";
     return -EINVAL;
   }
+  if (options.framed && options.recvDepth < CreditLedger::kMinRecvDepth) {
+    problem = "framed connections need recvDepth >= 3";
+    return -EINVAL;
+  }
   return 0;
 }
 
@@ -93,11 +101,20 @@ int Connection::setUpVerbs(const char*& op) noexcept {
 
   // Least access: receives are written by the local HCA only; sends are only read.
   op = "receive/send buffer registration";
-  const size_t size = options_.maxMessageSize;
+  // A framed message carries its header in the same buffer.
+  const size_t size = options_.maxMessageSize + (options_.framed ? Frame::kHeaderSize : 0);
   recvBuffers_ = MemoryRegion::allocate(pd_, size * options_.recvDepth, kLocalWrite, error);
   if (!recvBuffers_) return error;
   sendBuffers_ = MemoryRegion::allocate(pd_, size * options_.sendDepth, 0, error);
   if (!sendBuffers_) return error;
+  if (options_.framed) {
+    const uint32_t slots = options_.sendDepth + 1;
+    frameSlots_ = MemoryRegion::allocate(pd_, kFrameSlotSize * slots, 0, error);
+    if (!frameSlots_) return error;
+    freeFrameSlots_.clear();
+    for (uint32_t slot = slots; slot-- > 0;) freeFrameSlots_.push_back(slot);
+    ledger_ = CreditLedger(options_.recvDepth);
+  }
 
   op = "ibv_create_cq";
   completion_ = completions_->attach(options_.recvDepth + options_.sendDepth, static_cast<CompletionHandler*>(this), error);
@@ -109,7 +126,8 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_wr = options_.sendDepth;
   attr.cap.max_recv_wr = options_.recvDepth;
-  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  attr.cap.max_send_sge = options_.framed ? 2 : 1;  // framed send(): header + the application's bytes
+  attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = options_.maxInlineData;
   attr.sq_sig_all = 0;
   if (rdma_create_qp(id_.get(), pd_, &attr) != 0) {
@@ -133,8 +151,9 @@ int Connection::setUpVerbs(const char*& op) noexcept {
 
 int Connection::postRecvSlot(uint32_t slot) noexcept {
   ibv_sge sge{};
-  sge.addr = reinterpret_cast<uintptr_t>(recvBuffers_.data() + size_t{slot} * options_.maxMessageSize);
-  sge.length = static_cast<uint32_t>(options_.maxMessageSize);
+  const size_t size = options_.maxMessageSize + (options_.framed ? Frame::kHeaderSize : 0);
+  sge.addr = reinterpret_cast<uintptr_t>(recvBuffers_.data() + size_t{slot} * size);
+  sge.length = static_cast<uint32_t>(size);
   sge.lkey = recvBuffers_.lkey();
   ibv_recv_wr wr{};
   wr.wr_id = wrIdBase() | slot;
@@ -151,8 +170,13 @@ int Connection::postRecv() noexcept {
   if (idleRecvSlots_.empty()) return -ENOBUFS;
   uint32_t slot = idleRecvSlots_.back();
   int rc = postRecvSlot(slot);
-  if (rc == 0) idleRecvSlots_.pop_back();
-  return rc;
+  if (rc != 0) return rc;
+  idleRecvSlots_.pop_back();
+  if (options_.framed) {
+    ledger_.onReceiveReposted();
+    maybeSendCreditFrame();
+  }
+  return 0;
 }
 
 int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept {
@@ -160,23 +184,112 @@ int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept
   if (length > options_.maxMessageSize) return -EMSGSIZE;
   if (freeSendSlots_.empty()) return -ENOBUFS;
   uint32_t slot = freeSendSlots_.back();
-  uint8_t* buffer = sendBuffers_.data() + size_t{slot} * options_.maxMessageSize;
-  if (length > 0) std::memcpy(buffer, data, length);
-  SendOp op;
+  const size_t header = options_.framed ? Frame::kHeaderSize : 0;
+  uint8_t* buffer = sendBuffers_.data() + size_t{slot} * (options_.maxMessageSize + header);
+  if (header > 0) writeFrameHeader(buffer, FrameType::Data, 0, static_cast<uint32_t>(length), 0);
+  if (length > 0) std::memcpy(buffer + header, data, length);
+  Pending pending;
+  SendOp& op = pending.op;
   op.type = OpType::Send;
   op.tag = tag;
   op.sge.addr = reinterpret_cast<uintptr_t>(buffer);
-  op.sge.length = static_cast<uint32_t>(length);
+  op.sge.length = static_cast<uint32_t>(header + length);
   op.sge.lkey = sendBuffers_.lkey();
   op.copySlot = static_cast<int32_t>(slot);
   freeSendSlots_.pop_back();
-  return submit(op);
+  if (!options_.framed) return submit(op);
+  pending.spendsCredit = true;
+  pending.headerAt = buffer;
+  return enqueue(std::move(pending));
 }
 
 int Connection::submit(SendOp op) noexcept {
   int rc = sendQueue_->submit(op);
   if (rc != 0) fail(rc, "ibv_post_send");
+  if (sendQueue_ && sendQueue_->backlog() > 0) backlogged_ = true;
   return rc;
+}
+
+int Connection::enqueue(Pending pending) noexcept {
+  waiting_.push_back(std::move(pending));
+  int rc = pumpWaiting();
+  if (!waiting_.empty()) backlogged_ = true;
+  return rc;
+}
+
+// Sends what waits, in order, as far as credits and frame slots allow.
+int Connection::pumpWaiting() noexcept {
+  while (!waiting_.empty() && !teardownStarted_) {
+    Pending& next = waiting_.front();
+    if (next.spendsCredit && !ledger_.canSendMessage()) {
+      if (!next.countedWait) ++stats_.creditWaits;
+      next.countedWait = true;
+      break;
+    }
+    const bool needsSlot = next.zeroCopyHeader || !next.control.empty();
+    if (needsSlot && freeFrameSlots_.empty()) break;
+    SendOp op = next.op;
+    uint16_t returned = 0;
+    if (next.spendsCredit) {
+      if (op.type == OpType::WriteWithImm)
+        ledger_.spendForImmediate();  // no header to carry credits
+      else
+        returned = ledger_.spendForMessage();
+    }
+    uint8_t* header = next.headerAt;
+    if (needsSlot) {
+      const uint32_t slot = freeFrameSlots_.back();
+      freeFrameSlots_.pop_back();
+      header = frameSlots_.data() + size_t{slot} * kFrameSlotSize;
+      op.frameSlot = static_cast<int32_t>(slot);
+      ibv_sge sge{reinterpret_cast<uintptr_t>(header), 0, frameSlots_.lkey()};
+      if (!next.control.empty()) {
+        std::memcpy(header, next.control.data(), next.control.size());
+        sge.length = static_cast<uint32_t>(next.control.size());
+        op.sge = sge;
+      } else {
+        writeFrameHeader(header, FrameType::Data, 0, op.sge.length, 0);
+        sge.length = Frame::kHeaderSize;
+        op.header = sge;
+      }
+    }
+    if (header != nullptr) setFrameCredits(header, returned);
+    waiting_.pop_front();
+    if (int rc = submit(op); rc != 0) return rc;
+  }
+  maybeSendCreditFrame();
+  return 0;
+}
+
+void Connection::maybeSendCreditFrame() noexcept {
+  if (!options_.framed || teardownStarted_ || !sendQueue_) return;
+  if (!ledger_.creditFrameDue() || freeFrameSlots_.empty()) return;  // retried when a send completes
+  const uint32_t slot = freeFrameSlots_.back();
+  freeFrameSlots_.pop_back();
+  uint8_t* frame = frameSlots_.data() + size_t{slot} * kFrameSlotSize;
+  writeFrameHeader(frame, FrameType::Credit, ledger_.spendForCreditFrame(), 0, 0);
+  SendOp op;
+  op.type = OpType::Send;
+  op.internal = true;
+  op.frameSlot = static_cast<int32_t>(slot);
+  op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frame), static_cast<uint32_t>(Frame::kHeaderSize), frameSlots_.lkey()};
+  ++stats_.creditFramesSent;
+  submit(op);
+}
+
+void Connection::notifyWritableIfDrained() noexcept {
+  if (!backlogged_ || teardownStarted_ || !waiting_.empty() || (sendQueue_ && sendQueue_->backlog() > 0)) return;
+  backlogged_ = false;
+  handler_->onWritable(*this);
+}
+
+int Connection::sendControl(std::vector<uint8_t> frame) noexcept {
+  Pending pending;
+  pending.op.type = OpType::Send;
+  pending.op.internal = true;
+  pending.spendsCredit = true;
+  pending.control = std::move(frame);
+  return enqueue(std::move(pending));
 }
 
 int Connection::checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset,
@@ -189,8 +302,10 @@ int Connection::checkedSubmit(OpType type, const Slice& local, const RemoteRegio
   if (hasImm && !supportsImmediateData()) return -EOPNOTSUPP;
   if (remote != nullptr) {
     if (int rc = remote->check(remoteOffset, local.length, type != OpType::Read); rc != 0) return rc;
+    if (options_.framed && !advertisedByPeer(*remote)) return -ENOENT;
   }
-  SendOp op;
+  Pending pending;
+  SendOp& op = pending.op;
   op.type = type;
   op.tag = tag;
   op.sge.addr = reinterpret_cast<uintptr_t>(local.region->data() + local.offset);
@@ -202,7 +317,141 @@ int Connection::checkedSubmit(OpType type, const Slice& local, const RemoteRegio
   }
   op.hasImm = hasImm;
   op.imm = imm;
-  return submit(op);
+  if (!options_.framed) return submit(op);
+  pending.spendsCredit = type == OpType::Send || type == OpType::WriteWithImm;
+  pending.zeroCopyHeader = type == OpType::Send;
+  return enqueue(std::move(pending));
+}
+
+bool Connection::advertisedByPeer(const RemoteRegion& remote) const noexcept {
+  for (const RemoteRegion& r : peerRegions_) {
+    if (r.rkey != remote.rkey || remote.address < r.address) continue;
+    const uint64_t offset = remote.address - r.address;
+    if (offset <= r.length && remote.length <= r.length - offset && (remote.access & ~r.access) == 0) return true;
+  }
+  return false;
+}
+
+int Connection::requestRegion(uint64_t bytes, int access, uint64_t tag) noexcept {
+  if (!options_.framed) return -EPROTONOSUPPORT;
+  if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
+  if (bytes == 0 || (access & ~kRemoteAccess) != 0 || (access & kRemoteAccess) == 0) return -EINVAL;
+  const uint64_t id = nextRequestId_++;
+  regionRequests_.push_back({id, tag, bytes, static_cast<uint32_t>(access)});
+  return sendControl(regionRequestFrame(id, bytes, static_cast<uint32_t>(access), 0));
+}
+
+int Connection::sendRegion(const MemoryRegion& region, uint64_t tag) noexcept {
+  if (!options_.framed) return -EPROTONOSUPPORT;
+  if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
+  RemoteRegion remote;
+  if (int rc = region.remote(remote); rc != 0) return rc;
+  offered_.push_back(remote);
+  return sendControl(regionOfferFrame(remote, tag, 0));
+}
+
+int Connection::releaseRegion(const RemoteRegion& region) noexcept {
+  if (!options_.framed) return -EPROTONOSUPPORT;
+  if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
+  auto it = std::find_if(peerRegions_.begin(), peerRegions_.end(), [&](const RemoteRegion& r) {
+    return r.rkey == region.rkey && r.address == region.address;
+  });
+  if (it == peerRegions_.end()) return -ENOENT;
+  peerRegions_.erase(it);
+  return sendControl(regionReleaseFrame(region.rkey, region.address, 0));
+}
+
+void Connection::onRegionRequest(const Frame& frame) noexcept {
+  int error = 0;
+  std::unique_ptr<MemoryRegion> region;
+  if (frame.requestBytes > options_.maxLentBytes - lentBytes_) {
+    error = ENOMEM;  // over what this side agreed to lend
+  } else {
+    region = std::make_unique<MemoryRegion>(
+        MemoryRegion::allocate(pd_, frame.requestBytes, static_cast<int>(frame.requestAccess), error));
+    if (!*region) error = error < 0 ? -error : ENOMEM;
+  }
+  if (error != 0) {
+    sendControl(regionRefusedFrame(frame.requestId, static_cast<uint32_t>(error), 0));
+    return;
+  }
+  RemoteRegion remote;
+  region->remote(remote);
+  lentBytes_ += frame.requestBytes;
+  ++stats_.regionsLent;
+  lent_.push_back(std::move(region));
+  if (sendControl(regionGrantFrame(frame.requestId, remote, 0)) != 0) return;
+  handler_->onRegionLent(*this, *lent_.back());
+}
+
+void Connection::onRegionRelease(const Frame& frame) noexcept {
+  auto lent = std::find_if(lent_.begin(), lent_.end(), [&](const std::unique_ptr<MemoryRegion>& r) {
+    return r->get()->rkey == frame.releaseRkey && reinterpret_cast<uintptr_t>(r->data()) == frame.releaseAddress;
+  });
+  if (lent != lent_.end()) {
+    lentBytes_ -= (*lent)->length();
+    lent_.erase(lent);  // deregistered: the peer can no longer reach it
+    return;
+  }
+  auto offered = std::find_if(offered_.begin(), offered_.end(), [&](const RemoteRegion& r) {
+    return r.rkey == frame.releaseRkey && r.address == frame.releaseAddress;
+  });
+  if (offered != offered_.end()) {
+    offered_.erase(offered);
+    return;
+  }
+  fail(-EPROTO, "the peer released a region it was never given");
+}
+
+void Connection::onFrame(const Frame& frame, const ibv_wc& wc) noexcept {
+  switch (frame.type) {
+    case FrameType::Data:
+      ++stats_.messagesReceived;
+      stats_.bytesReceived += frame.payloadLength;
+      if (wc.wc_flags & IBV_WC_WITH_IMM)
+        handler_->onRecvWithImm(*this, ntohl(wc.imm_data), frame.payload, frame.payloadLength);
+      else
+        handler_->onRecv(*this, frame.payload, frame.payloadLength);
+      return;
+    case FrameType::Credit:
+      return;
+    case FrameType::RegionRequest:
+      onRegionRequest(frame);
+      return;
+    case FrameType::RegionGrant:
+    case FrameType::RegionRefused: {
+      auto it = std::find_if(regionRequests_.begin(), regionRequests_.end(),
+                             [&](const RegionRequest& r) { return r.id == frame.requestId; });
+      if (it == regionRequests_.end()) {
+        fail(-EPROTO, "the peer answered a region request that was never made");
+        return;
+      }
+      const RegionRequest request = *it;
+      regionRequests_.erase(it);
+      if (frame.type == FrameType::RegionRefused) {
+        if (frame.error == 0 || frame.error > 4095) {
+          fail(-EPROTO, "the peer refused a region request with an invalid error");
+          return;
+        }
+        handler_->onRegionRefused(*this, request.tag, -static_cast<int>(frame.error));
+        return;
+      }
+      if (frame.region.length != request.bytes || frame.region.access != request.access) {
+        fail(-EPROTO, "the peer granted a region other than the one requested");
+        return;
+      }
+      peerRegions_.push_back(frame.region);
+      handler_->onRegionGranted(*this, request.tag, frame.region);
+      return;
+    }
+    case FrameType::RegionOffer:
+      peerRegions_.push_back(frame.region);
+      handler_->onRegionReceived(*this, frame.region, frame.tag);
+      return;
+    case FrameType::RegionRelease:
+      onRegionRelease(frame);
+      return;
+  }
 }
 
 int Connection::send(const Slice& local, uint64_t tag) noexcept {
@@ -252,6 +501,7 @@ rdma_conn_param Connection::connParam(const std::vector<uint8_t>& privateData) c
 void Connection::markEstablished() noexcept {
   if (state_ == ConnectionState::Established) return;
   setState(ConnectionState::Established);
+  maybeSendCreditFrame();  // framed: tell the peer about our receives before anything else
   handler_->onEstablished(*this);
 }
 
@@ -305,6 +555,7 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
       wc,
       [this](const SendOp& op, ibv_wc_status status) {
         if (op.copySlot >= 0) freeSendSlots_.push_back(static_cast<uint32_t>(op.copySlot));
+        if (op.frameSlot >= 0) freeFrameSlots_.push_back(static_cast<uint32_t>(op.frameSlot));
         if (status == IBV_WC_WR_FLUSH_ERR) {
           // The QP went to the error state and handed its work back: the connection is going
           // down, and DISCONNECTED (or an earlier, real error) says why. iWARP may flush first.
@@ -313,14 +564,15 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
         }
         if (status != IBV_WC_SUCCESS) {
           if (teardownStarted_) return;
-          if (op.copySlot < 0) handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});
+          if (op.copySlot < 0 && !op.internal) handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});
           errorText_ = std::string("work completion (") + toString(op.type) + "): " + ibv_wc_status_str(status);
           fail(-EIO, errorText_.c_str());
           return;
         }
+        if (op.internal) return;  // evrdma's own frame
         if (op.copySlot >= 0 || op.type == OpType::Send) {
           ++stats_.messagesSent;
-          stats_.bytesSent += op.sge.length;
+          stats_.bytesSent += op.sge.length - (op.copySlot >= 0 && options_.framed ? Frame::kHeaderSize : 0);
         } else if (op.type == OpType::Read) {
           stats_.bytesRead += op.sge.length;
         } else {
@@ -336,7 +588,11 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
       },
       drained);
   if (rc != 0) fail(rc, "ibv_post_send");
-  if (drained && !teardownStarted_) handler_->onWritable(*this);
+  (void)drained;
+  if (!teardownStarted_) {
+    pumpWaiting();  // a frame slot may have come free
+    notifyWritableIfDrained();
+  }
   maybeFinish();
 }
 
@@ -359,27 +615,48 @@ void Connection::onCompletion(const ibv_wc& wc) noexcept {
     return;
   }
   {
-    ++stats_.messagesReceived;
-    stats_.bytesReceived += wc.byte_len;
     // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
     if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) markEstablished();
+    // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
+    const bool intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
+    const size_t size = options_.maxMessageSize + (options_.framed ? Frame::kHeaderSize : 0);
+    uint8_t* data = intoBuffer ? recvBuffers_.data() + size_t{slot} * size : nullptr;
+    if (data != nullptr) EVRDMA_MARK_DEFINED(data, wc.byte_len);
     if (!teardownStarted_ && state_ == ConnectionState::Established) {
-      // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
-      const bool intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
-      uint8_t* data = intoBuffer ? recvBuffers_.data() + size_t{slot} * options_.maxMessageSize : nullptr;
-      if (data != nullptr) EVRDMA_MARK_DEFINED(data, wc.byte_len);
-      if (wc.wc_flags & IBV_WC_WITH_IMM)
-        handler_->onRecvWithImm(*this, ntohl(wc.imm_data), data, wc.byte_len);
-      else
-        handler_->onRecv(*this, data, wc.byte_len);
+      if (options_.framed && intoBuffer) {
+        Frame frame;
+        const char* why = "";
+        if (parseFrame(data, wc.byte_len, frame, why) != 0) {
+          errorText_ = std::string("malformed frame from the peer: ") + why;
+          idleRecvSlots_.push_back(slot);
+          fail(-EPROTO, errorText_.c_str());
+          maybeFinish();
+          return;
+        }
+        ledger_.onCreditsReturned(frame.credits);
+        onFrame(frame, wc);
+      } else {
+        ++stats_.messagesReceived;
+        stats_.bytesReceived += wc.byte_len;
+        if (wc.wc_flags & IBV_WC_WITH_IMM)
+          handler_->onRecvWithImm(*this, ntohl(wc.imm_data), data, wc.byte_len);
+        else
+          handler_->onRecv(*this, data, wc.byte_len);
+      }
     }
     if (options_.autoPostRecv && !teardownStarted_ && state_ == ConnectionState::Established) {
       if (int rc = postRecvSlot(slot); rc != 0) {
         idleRecvSlots_.push_back(slot);
         fail(rc, "ibv_post_recv");
+      } else if (options_.framed) {
+        ledger_.onReceiveReposted();
       }
     } else {
       idleRecvSlots_.push_back(slot);
+    }
+    if (options_.framed && !teardownStarted_) {
+      pumpWaiting();  // credits may have come back
+      notifyWritableIfDrained();
     }
   }
   maybeFinish();
@@ -402,7 +679,10 @@ void Connection::fail(int err, const char* op) noexcept {
 void Connection::beginTeardown() noexcept {
   if (teardownStarted_ || finished_) return;
   teardownStarted_ = true;
-  if (sendQueue_) stats_.requestsDropped += sendQueue_->dropBacklog();  // never posted: nothing to wait for
+  // Never posted: nothing to wait for.
+  stats_.requestsDropped += waiting_.size();
+  waiting_.clear();
+  if (sendQueue_) stats_.requestsDropped += sendQueue_->dropBacklog();
   const bool wasConnected = state_ == ConnectionState::Established;
   setState(ConnectionState::Disconnecting);
   if (!wasConnected || !qp_) {
@@ -436,6 +716,12 @@ void Connection::finish() noexcept {
   completion_.reset();
   recvBuffers_.reset();
   sendBuffers_.reset();
+  frameSlots_.reset();
+  lent_.clear();  // regions registered for the peer go with the connection
+  lentBytes_ = 0;
+  peerRegions_.clear();
+  offered_.clear();
+  regionRequests_.clear();
   pd_ = nullptr;
   id_.reset();
   finished_ = true;

@@ -23,12 +23,20 @@
 // Once close() was called (or teardown began), events and completions only drive the teardown:
 // the application hears nothing more but onClosed.
 //
+// Framed connections (ConnectionOptions::framed, both sides): every message carries a Frame
+// header. Sends, sends with immediate, RDMA writes with immediate and the protocol's own frames
+// each spend one credit (one of the peer's posted receives, see CreditLedger); without one they
+// wait, in order, and RDMA writes and reads issued after them wait behind them, so the order of
+// everything the application issues is kept. One-sided operations must then target a region the
+// peer advertised (granted or sent) and not released.
+//
 // Teardown, in order: rdma_disconnect (EINVAL: the peer went first) -> DISCONNECTED and every
 // posted work request flushed back (or disconnectTimeout) -> destroy QP, CQ reservation, MRs, id
 // -> onClosed -> the owner frees the object (deferred).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +45,8 @@
 #include "evrdma/CmDispatcher.h"
 #include "evrdma/CompletionDispatcher.h"
 #include "evrdma/ConnectionOptions.h"
+#include "evrdma/CreditLedger.h"
+#include "evrdma/Frame.h"
 #include "evrdma/MemoryRegion.h"
 #include "evrdma/SendQueue.h"
 #include "evrdma/Verbs.h"
@@ -69,7 +79,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
   bool isClient() const noexcept { return isClient_; }
   // Sends `length` bytes (copied into a registered buffer). Returns 0, or -ENOTCONN (not
   // established, or closing), -EMSGSIZE (longer than maxMessageSize), -ENOBUFS (every send buffer
-  // is in flight: wait for onSendDone), or -errno from ibv_post_send. `tag` comes back in onSendDone.
+  // is in use: wait for onSendDone), or -errno from ibv_post_send. `tag` comes back in onSendDone.
   int postSend(const void* data, size_t length, uint64_t tag = 0) noexcept;
   // A piece of a registered region, for the zero-copy operations below.
   struct Slice {
@@ -80,7 +90,9 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // Zero-copy operations. Each is checked before anything is posted: 0, or -ENOTCONN, -EINVAL (no
   // region), -ERANGE (outside the local region or the remote one), -EACCES (the remote region does
   // not grant that access, or a read target lacks kLocalWrite), -EMSGSIZE (over 1 GiB),
-  // -EOPNOTSUPP (immediate data on a transport without it, i.e. iWARP). When the
+  // -EOPNOTSUPP (immediate data on a transport without it, i.e. iWARP), and on a framed
+  // connection -ENOENT (the remote region is not one the peer advertised, or it was released).
+  // When the
   // send queue is full the request waits, in order, and goes out as room frees (onWritable tells
   // when that backlog has drained). Completion: onOpDone(tag). The memory must stay registered
   // and untouched until then.
@@ -95,8 +107,26 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // Requests issued between the two go to the device as one linked list (one ibv_post_send).
   void beginBatch() noexcept;
   int endBatch() noexcept;
-  // Requests waiting behind a full send queue.
-  size_t sendBacklog() const noexcept { return sendQueue_ ? sendQueue_->backlog() : 0; }
+  // Memory-region exchange (framed connections; -EPROTONOSUPPORT otherwise, -ENOTCONN when not
+  // established). Asks the peer to allocate and register `bytes` with `access` (kRemoteRead and/or
+  // kRemoteWrite) for us: onRegionGranted(tag, region) or onRegionRefused(tag, err) follows.
+  // -EINVAL for 0 bytes or a bad access.
+  int requestRegion(uint64_t bytes, int access, uint64_t tag) noexcept;
+  // Advertises one of our regions (it must grant remote access: else -EACCES) to the peer, which
+  // gets onRegionReceived(region, tag). Keep it registered until the connection closes.
+  int sendRegion(const MemoryRegion& region, uint64_t tag) noexcept;
+  // Forgets a region the peer advertised and tells the peer (a region it lent is then freed).
+  // Later use of it is refused with -ENOENT. -ENOENT if it is not a region the peer advertised.
+  int releaseRegion(const RemoteRegion& region) noexcept;
+  // The peer's regions we may use now; the bytes we registered for the peer.
+  const std::vector<RemoteRegion>& peerRegions() const noexcept { return peerRegions_; }
+  uint64_t lentBytes() const noexcept { return lentBytes_; }
+  // Framed: our credits (the peer's receives we may still use) and those we owe the peer.
+  const CreditLedger& credits() const noexcept { return ledger_; }
+  bool framed() const noexcept { return options_.framed; }
+
+  // Requests waiting: behind a full send queue, or (framed) for credits.
+  size_t sendBacklog() const noexcept { return waiting_.size() + (sendQueue_ ? sendQueue_->backlog() : 0); }
   const SendQueue* sendQueue() const noexcept { return sendQueue_.get(); }
 
   // With autoPostRecv off: re-posts one consumed receive buffer. Returns 0, -ENOTCONN, -ENOBUFS
@@ -162,7 +192,26 @@ class Connection : private CmEventHandler, private CompletionHandler {
   void scheduleFinish() noexcept;
   void finish() noexcept;
   int postRecvSlot(uint32_t slot) noexcept;
+  // A request on its way out. On framed connections it may first wait for a credit or a frame
+  // slot (where its header or the whole protocol frame is written when it goes out).
+  struct Pending {
+    SendOp op;
+    bool spendsCredit = false;     // uses one of the peer's receives
+    uint8_t* headerAt = nullptr;   // a header already written (copy path): its credits are filled in
+    bool zeroCopyHeader = false;   // framed send(): the header goes in a frame slot
+    std::vector<uint8_t> control;  // a whole protocol frame, copied into a frame slot
+    bool countedWait = false;      // stats_.creditWaits counted it
+  };
   int submit(SendOp op) noexcept;
+  int enqueue(Pending pending) noexcept;
+  int pumpWaiting() noexcept;
+  void maybeSendCreditFrame() noexcept;
+  void notifyWritableIfDrained() noexcept;
+  int sendControl(std::vector<uint8_t> frame) noexcept;
+  void onFrame(const Frame& frame, const ibv_wc& wc) noexcept;
+  bool advertisedByPeer(const RemoteRegion& remote) const noexcept;
+  void onRegionRequest(const Frame& frame) noexcept;
+  void onRegionRelease(const Frame& frame) noexcept;
   int checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset, bool hasImm,
                     uint32_t imm, uint64_t tag) noexcept;
   void onSendCompletion(const ibv_wc& wc) noexcept;
@@ -188,6 +237,22 @@ class Connection : private CmEventHandler, private CompletionHandler {
   std::unique_ptr<CompletionDispatcher::Attachment> completion_;  // entries on a shared CQ
   CmQueuePair qp_;
   std::unique_ptr<SendQueue> sendQueue_;
+  MemoryRegion frameSlots_;  // framed: headers of zero-copy sends, and protocol frames
+  std::vector<uint32_t> freeFrameSlots_;
+  std::deque<Pending> waiting_;
+  bool backlogged_ = false;  // something had to wait: onWritable once it all went out
+  CreditLedger ledger_;
+  // Memory-region exchange.
+  struct RegionRequest {
+    uint64_t id, tag, bytes;
+    uint32_t access;
+  };
+  std::vector<RegionRequest> regionRequests_;  // ours, unanswered
+  uint64_t nextRequestId_ = 1;
+  std::vector<RemoteRegion> peerRegions_;      // advertised by the peer, not released
+  std::vector<std::unique_ptr<MemoryRegion>> lent_;  // registered for the peer
+  std::vector<RemoteRegion> offered_;          // ours, sent with sendRegion
+  uint64_t lentBytes_ = 0;
 
   std::vector<uint32_t> idleRecvSlots_;  // consumed, not re-posted (autoPostRecv off)
   std::vector<uint32_t> freeSendSlots_;

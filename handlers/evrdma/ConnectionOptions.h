@@ -21,6 +21,14 @@ struct ConnectionOptions {
   uint8_t rnrRetryCount = 7;      // retries when the peer has no receive posted (7 = without end)
   uint8_t responderResources = 1;  // RDMA reads the peer may have outstanding against us
   uint8_t initiatorDepth = 1;      // RDMA reads we may have outstanding
+  // evrdma's own message protocol; both sides must agree. Every message then carries a 16-byte
+  // frame header, which brings credit-based flow control (a sender never outruns the peer's posted
+  // receives: no RNR retries, and on iWARP, which has none, no broken connection) and memory-region
+  // exchange (requestRegion, sendRegion). Needs recvDepth >= 3. Off: a message is the
+  // application's bytes only, as raw peers (ping-sr, rping) expect.
+  bool framed = false;
+  // Framed: how many bytes this side registers at most, in all, for the peer's requestRegion().
+  uint64_t maxLentBytes = uint64_t{256} << 20;
   // How long close() waits for the peer's disconnect reply and the flushed work completions
   // before it releases the resources anyway.
   std::chrono::milliseconds disconnectTimeout{3000};
@@ -40,6 +48,10 @@ struct ConnectionStats {
   uint64_t opsCompleted = 0;        // send / rdmaWrite / rdmaWriteWithImm / rdmaRead
   uint64_t requestsDropped = 0;     // queued behind a full send queue when the connection closed
   uint64_t bytesWritten = 0, bytesRead = 0;
+  // Framed connections.
+  uint64_t creditFramesSent = 0;    // credit-only frames (credits otherwise ride on messages)
+  uint64_t creditWaits = 0;         // times a message had to wait for the peer's credits
+  uint64_t regionsLent = 0;         // regions registered for the peer's requestRegion()
 };
 
 }  // namespace evrdma

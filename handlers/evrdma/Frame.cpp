@@ -24,15 +24,22 @@ long payloadSizeOf(FrameType type) noexcept {
 
 std::vector<uint8_t> frame(FrameType type, uint16_t credits, uint64_t requestId, size_t payloadLength) {
   std::vector<uint8_t> out(Frame::kHeaderSize + payloadLength);
-  out[0] = Frame::kVersion;
-  out[1] = static_cast<uint8_t>(type);
-  detail::putBig16(out.data() + 2, credits);
-  detail::putBig32(out.data() + 4, static_cast<uint32_t>(payloadLength));
-  detail::putBig64(out.data() + 8, requestId);
+  writeFrameHeader(out.data(), type, credits, static_cast<uint32_t>(payloadLength), requestId);
   return out;
 }
 
 }  // namespace
+
+void writeFrameHeader(uint8_t* out, FrameType type, uint16_t credits, uint32_t payloadLength,
+                      uint64_t requestId) noexcept {
+  out[0] = Frame::kVersion;
+  out[1] = static_cast<uint8_t>(type);
+  detail::putBig16(out + 2, credits);
+  detail::putBig32(out + 4, payloadLength);
+  detail::putBig64(out + 8, requestId);
+}
+
+void setFrameCredits(uint8_t* header, uint16_t credits) noexcept { detail::putBig16(header + 2, credits); }
 
 int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) noexcept {
   auto bad = [&why](const char* what) {

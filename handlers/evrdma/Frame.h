@@ -48,6 +48,12 @@ struct Frame {
 // unknown version or type, a length that disagrees with the bytes received or with the type).
 int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) noexcept;
 
+// Writes a header at `out` (kHeaderSize bytes), for a payload written after it.
+void writeFrameHeader(uint8_t* out, FrameType type, uint16_t credits, uint32_t payloadLength,
+                      uint64_t requestId) noexcept;
+// Rewrites the credits of a header written before (they are decided when the frame goes out).
+void setFrameCredits(uint8_t* header, uint16_t credits) noexcept;
+
 // Builders: each returns the whole frame, header included.
 std::vector<uint8_t> dataFrame(const void* data, size_t length, uint16_t credits);
 std::vector<uint8_t> regionRequestFrame(uint64_t requestId, uint64_t bytes, uint32_t access, uint16_t credits);

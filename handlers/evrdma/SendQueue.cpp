@@ -45,6 +45,7 @@ int SendQueue::pump() noexcept {
   size_t count = std::min(room, backlog_.size());
   if (count == 0) return 0;
   wrs_.assign(count, ibv_send_wr{});
+  sges_.assign(2 * count, ibv_sge{});
   for (size_t i = 0; i < count; ++i) {
     SendOp& op = backlog_[i];
     op.sequence = nextSequence_++;
@@ -55,11 +56,16 @@ int SendQueue::pump() noexcept {
     if (op.signaled) sinceSignal_ = 0;
     ibv_send_wr& wr = wrs_[i];
     wr.wr_id = kSendFlag | wrIdBase_ | op.sequence;
-    wr.sg_list = &op.sge;
-    wr.num_sge = op.sge.length > 0 ? 1 : 0;
+    ibv_sge* sges = &sges_[2 * i];
+    int sgeCount = 0;
+    if (op.header.length > 0) sges[sgeCount++] = op.header;
+    if (op.sge.length > 0) sges[sgeCount++] = op.sge;
+    const uint64_t bytes = uint64_t{op.header.length} + op.sge.length;
+    wr.sg_list = sges;
+    wr.num_sge = sgeCount;
     wr.next = last ? nullptr : &wrs_[i + 1];
     wr.send_flags = op.signaled ? IBV_SEND_SIGNALED : 0;
-    if (op.type != OpType::Read && op.sge.length > 0 && op.sge.length <= maxInline_) wr.send_flags |= IBV_SEND_INLINE;
+    if (op.type != OpType::Read && bytes > 0 && bytes <= maxInline_) wr.send_flags |= IBV_SEND_INLINE;
     switch (op.type) {
       case OpType::Send:
         wr.opcode = op.hasImm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;

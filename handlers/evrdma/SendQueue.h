@@ -21,12 +21,15 @@ const char* toString(OpType type) noexcept;
 struct SendOp {
   OpType type = OpType::Send;
   uint64_t tag = 0;
+  ibv_sge header{};            // Send only: evrdma's frame header, sent before `sge` (length 0: none)
   ibv_sge sge{};               // local buffer (addr, length, lkey)
   uint64_t remoteAddress = 0;  // Write, WriteWithImm, Read
   uint32_t rkey = 0;
   bool hasImm = false;         // Send (with immediate), WriteWithImm
   uint32_t imm = 0;            // host byte order
   int32_t copySlot = -1;       // the connection's send buffer this op uses, if any
+  int32_t frameSlot = -1;      // the connection's frame-header slot this op uses, if any
+  bool internal = false;       // a frame of evrdma's own protocol: no application callback
   uint32_t sequence = 0;       // set by the queue
   bool signaled = false;       // set by the queue
 };
@@ -70,6 +73,7 @@ class SendQueue {
   std::deque<SendOp> inFlight_;
   std::deque<SendOp> backlog_;
   std::vector<ibv_send_wr> wrs_;  // reused for each post
+  std::vector<ibv_sge> sges_;     // two per request: header and body
   uint32_t nextSequence_ = 0;
   uint32_t sinceSignal_ = 0;
   bool batching_ = false;

@@ -216,8 +216,8 @@ TEST_F(DataPath, TenThousandWritesThroughASendQueueOfTwoCompleteInOrder) {
 }
 
 TEST_F(DataPath, BackloggedSendsArriveInOrder) {
-  // 1000 sends, all within the receiver's 1024 posted receives: iWARP has no RNR retry, so more
-  // than that needs flow control (credits), which is not in place yet.
+  // 1000 sends, all within the receiver's 1024 posted receives: this connection is unframed, and
+  // iWARP has no RNR retry, so more than that needs credits (Framed.TenThousandSends...).
   constexpr uint32_t kMessages = 1000;
   connect(evrdma::kRemoteWrite, /*sendDepth=*/2, /*targetRecvDepth=*/1024);
   for (uint32_t seq = 0; seq < kMessages; ++seq) std::memcpy(local.data() + seq * 4, &seq, 4);

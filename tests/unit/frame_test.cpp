@@ -106,4 +106,16 @@ TEST(Frame, MalformedFramesAreRefusedWithAReason) {
   EXPECT_NE(why.find("malformed region"), std::string::npos);
 }
 
+TEST(Frame, CreditsCanBeFilledInAfterTheHeaderWasWritten) {
+  std::vector<uint8_t> buffer(evrdma::Frame::kHeaderSize + 3, 0);
+  evrdma::writeFrameHeader(buffer.data(), evrdma::FrameType::Data, 0, 3, 0);
+  evrdma::setFrameCredits(buffer.data(), 513);
+  evrdma::Frame f;
+  std::string why;
+  ASSERT_EQ(parse(buffer, f, &why), 0) << why;
+  EXPECT_EQ(f.credits, 513);
+  EXPECT_EQ(f.payloadLength, 3u);
+  EXPECT_EQ(buffer, evrdma::dataFrame("\0\0\0", 3, 513)) << "the same bytes as the builder's";
+}
+
 }  // namespace

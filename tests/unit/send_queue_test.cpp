@@ -17,6 +17,8 @@ struct PostedWr {
   ibv_wr_opcode opcode;
   unsigned flags;
   uint64_t tagOfAddr;  // the test puts the tag in sge.addr
+  int numSge;
+  std::vector<uint64_t> sgeAddrs;
 };
 
 class SendQueueTest : public ::testing::Test {
@@ -28,8 +30,12 @@ class SendQueueTest : public ::testing::Test {
         *bad = wr;
         return EIO;
       }
-      for (; wr != nullptr; wr = wr->next)
-        posted.push_back({wr->wr_id, wr->opcode, wr->send_flags, wr->num_sge ? wr->sg_list[0].addr : 0});
+      for (; wr != nullptr; wr = wr->next) {
+        std::vector<uint64_t> addrs;
+        for (int i = 0; i < wr->num_sge; ++i) addrs.push_back(wr->sg_list[i].addr);
+        posted.push_back({wr->wr_id, wr->opcode, wr->send_flags, wr->num_sge ? wr->sg_list[0].addr : 0, wr->num_sge,
+                          addrs});
+      }
       return 0;
     });
   }
@@ -154,3 +160,19 @@ TEST_F(SendQueueTest, AFailedPostIsReportedAsMinusErrno) {
 }
 
 }  // namespace
+
+TEST_F(SendQueueTest, AFrameHeaderGoesFirstAndCountsTowardsInline) {
+  SendQueue q = make(4, 1, 64);
+  SendOp framed = op(7, OpType::Send, 40);
+  framed.header.addr = 1000;
+  framed.header.length = 16;
+  SendOp bigger = op(8, OpType::Send, 60);
+  bigger.header = framed.header;
+  ASSERT_EQ(q.submit(framed), 0);
+  ASSERT_EQ(q.submit(bigger), 0);
+  ASSERT_EQ(posted.size(), 2u);
+  EXPECT_EQ(posted[0].numSge, 2);
+  EXPECT_EQ(posted[0].sgeAddrs, (std::vector<uint64_t>{1000, 7}));
+  EXPECT_TRUE(posted[0].flags & IBV_SEND_INLINE) << "16 + 40 bytes fit in 64";
+  EXPECT_FALSE(posted[1].flags & IBV_SEND_INLINE) << "16 + 60 bytes do not";
+}

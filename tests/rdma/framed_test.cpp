@@ -1,0 +1,391 @@
+// Framed connections over real RDMA: credit-based flow control (no RNR retry, and on iWARP no
+// broken connection, however slow the receiver) and memory-region exchange over the connection's
+// own messages (request / grant / refuse, send a region, release, everything validated).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "evrdma/DeviceCounters.h"
+#include "rdma/PingPongBed.h"
+
+namespace {
+
+using namespace evrdma::test;
+using evrdma::Connection;
+using evrdma::ConnectionState;
+using evrdma::MemoryRegion;
+using evrdma::RemoteRegion;
+
+uint8_t pattern(size_t i, uint32_t seed) { return static_cast<uint8_t>(i * 7 + seed + (i >> 10)); }
+
+// What one side of a framed connection saw; kept by the test (the agent's handler dies with it).
+struct Record {
+  Connection* connection = nullptr;
+  bool established = false;
+  std::vector<uint32_t> messages;  // 4-byte sequence numbers
+  std::vector<std::pair<uint32_t, size_t>> immediates;
+  std::vector<evrdma::OpCompletion> done;
+  std::vector<std::pair<uint64_t, RemoteRegion>> granted, received;
+  std::vector<std::pair<uint64_t, int>> refused;
+  std::vector<const MemoryRegion*> lent;
+  std::vector<uint32_t> heldReceives;  // autoPostRecv off: receives not re-posted yet
+  int writable = 0;
+  std::string error;
+  bool closed = false;
+};
+
+struct Peer : evrdma::ConnectionHandler {
+  Record& r;
+  explicit Peer(Record& record) : r(record) {}
+  void onEstablished(Connection& c) noexcept override {
+    r.connection = &c;
+    r.established = true;
+  }
+  void onRecv(Connection&, const uint8_t* data, size_t length) noexcept override {
+    uint32_t seq = UINT32_MAX;
+    if (length == sizeof seq) std::memcpy(&seq, data, sizeof seq);
+    r.messages.push_back(seq);
+  }
+  void onRecvWithImm(Connection&, uint32_t imm, const uint8_t*, size_t length) noexcept override {
+    r.immediates.emplace_back(imm, length);
+  }
+  void onOpDone(Connection&, const evrdma::OpCompletion& op) noexcept override { r.done.push_back(op); }
+  void onSendDone(Connection&, uint64_t tag) noexcept override { r.done.push_back({tag, evrdma::OpType::Send}); }
+  void onWritable(Connection&) noexcept override { ++r.writable; }
+  void onRegionGranted(Connection&, uint64_t tag, const RemoteRegion& region) noexcept override {
+    r.granted.emplace_back(tag, region);
+  }
+  void onRegionRefused(Connection&, uint64_t tag, int err) noexcept override { r.refused.emplace_back(tag, err); }
+  void onRegionReceived(Connection&, const RemoteRegion& region, uint64_t tag) noexcept override {
+    r.received.emplace_back(tag, region);
+  }
+  void onRegionLent(Connection&, const MemoryRegion& region) noexcept override { r.lent.push_back(&region); }
+  void onError(Connection&, int err, const char* op) noexcept override {
+    r.error = std::string(op) + ": " + strerror(-err);
+  }
+  void onClosed(Connection& c) noexcept override {
+    r.closed = true;
+    if (r.connection == &c) r.connection = nullptr;
+  }
+};
+
+struct PeerFactory : evrdma::AgentFactory {
+  evrdma::ConnectionOptions options;
+  Record record;
+  evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
+    record = Record{};
+    return evrdma::AcceptDecision::accept(std::make_unique<Peer>(record), options);
+  }
+};
+
+class Framed : public PingPongBed {
+ protected:
+  void SetUp() override {
+    PingPongBed::SetUp();
+    factory.options.framed = true;
+    factory.options.maxMessageSize = 64;
+  }
+  void connect(evrdma::ClientOptions options = framedOptions()) {
+    server = evrdma::Listener::create(reactor_, factory);
+    ASSERT_EQ(server->listen(bed_.ip, 0), 0);
+    reconnect(options);
+  }
+  void reconnect(evrdma::ClientOptions options = framedOptions()) {
+    mine = Record{};
+    client = evrdma::Client::create(reactor_, std::make_unique<Peer>(mine), options);
+    ASSERT_EQ(client->connect(bed_.ip, server->port()), 0);
+    ASSERT_TRUE(runUntil([&] { return mine.established && factory.record.established; }, 30s)) << mine.error;
+    int error = 0;
+    local = MemoryRegion::allocate(client->protectionDomain(), 4 << 20, evrdma::kLocalWrite, error);
+    ASSERT_TRUE(local) << strerror(-error);
+  }
+  static evrdma::ClientOptions framedOptions() {
+    evrdma::ClientOptions options;
+    options.framed = true;
+    options.maxMessageSize = 64;
+    return options;
+  }
+  void TearDown() override {
+    client.reset();
+    server.reset();
+    PingPongBed::TearDown();
+  }
+  Record& theirs() { return factory.record; }
+  RemoteRegion grant(uint64_t bytes, int access, uint64_t tag) {
+    size_t before = mine.granted.size();
+    EXPECT_EQ(client->requestRegion(bytes, access, tag), 0);
+    EXPECT_TRUE(runUntil([&] { return mine.granted.size() > before || !mine.refused.empty(); }, 30s));
+    return mine.granted.size() > before ? mine.granted.back().second : RemoteRegion{};
+  }
+  void rnrBaseline() { rnrBefore = evrdma::readRnrCounters(client->cmId()->verbs); }
+  // RoCE counts RNR NAKs; iWARP has none, and would have ended the connection instead.
+  void expectNoRnr() {
+    evrdma::RnrCounters after = evrdma::readRnrCounters(client->cmId()->verbs);
+    if (after.available) {
+      EXPECT_EQ(after.naksReceived, rnrBefore.naksReceived) << "a sender with credits never meets RNR";
+      EXPECT_EQ(after.retriesExceeded, rnrBefore.retriesExceeded);
+    }
+    EXPECT_EQ(client->state(), ConnectionState::Established);
+    EXPECT_EQ(mine.error, "");
+    EXPECT_EQ(theirs().error, "");
+  }
+
+  PeerFactory factory;
+  evrdma::Listener::Ptr server;
+  evrdma::Client::Ptr client;
+  Record mine;
+  MemoryRegion local;
+  evrdma::RnrCounters rnrBefore;
+};
+
+TEST_F(Framed, TenThousandSendsThroughASendQueueOfTwoIntoFourReceivesArriveInOrderWithoutRnr) {
+  constexpr uint32_t kMessages = 10000;
+  factory.options.recvDepth = 4;
+  auto options = framedOptions();
+  options.sendDepth = 2;
+  connect(options);
+  rnrBaseline();
+  for (uint32_t seq = 0; seq < kMessages; ++seq) std::memcpy(local.data() + seq * 4, &seq, 4);
+  for (uint32_t seq = 0; seq < kMessages; ++seq) ASSERT_EQ(client->send({&local, seq * 4u, 4}, seq), 0);
+  EXPECT_GT(client->sendBacklog(), 9900u) << "without credits from the peer, nearly all must wait";
+  ASSERT_TRUE(runUntil([&] { return theirs().messages.size() == kMessages && mine.done.size() == kMessages; }, 300s))
+      << "received " << theirs().messages.size() << ", completed " << mine.done.size() << ", error '" << mine.error
+      << "' / '" << theirs().error << "'";
+  for (uint32_t i = 0; i < kMessages; ++i) {
+    ASSERT_EQ(theirs().messages[i], i) << "messages out of order";
+    ASSERT_EQ(mine.done[i].tag, i) << "completions out of order";
+  }
+  EXPECT_EQ(mine.writable, 1) << "onWritable once, when everything waiting went out";
+  EXPECT_GT(client->stats().creditWaits, 0u);
+  expectNoRnr();
+  std::printf("[ figures  ] 10000 sends, queue 2, 4 receives: %llu credit waits, %llu credit-only frames from the peer\n",
+              static_cast<unsigned long long>(client->stats().creditWaits),
+              static_cast<unsigned long long>(theirs().connection->stats().creditFramesSent));
+}
+
+TEST_F(Framed, ASlowReceiverNeverCausesAnRnrRetryOrABrokenConnection) {
+  // The receiver keeps every message's buffer and gives them back only now and then. Without
+  // credits this is what ends in RNR NAKs (RoCE) or a terminated connection (iWARP): see
+  // DataPath.OutrunningThePeersReceives...
+  constexpr uint32_t kMessages = 300;
+  factory.options.recvDepth = 8;
+  factory.options.autoPostRecv = false;
+  connect();
+  rnrBaseline();
+  for (uint32_t seq = 0; seq < kMessages; ++seq) std::memcpy(local.data() + seq * 4, &seq, 4);
+  for (uint32_t seq = 0; seq < kMessages; ++seq) ASSERT_EQ(client->send({&local, seq * 4u, 4}, seq), 0);
+  size_t stalls = 0;
+  evrdma::Timer slowConsumer(reactor_, [&] {
+    Connection* c = theirs().connection;
+    if (c == nullptr) return;
+    // Every receive held but the one kept for a credit-only frame, and the sender waiting.
+    if (c->postedRecvs() <= 1 && client->sendBacklog() > 0) ++stalls;
+    while (c->postRecv() == 0) {
+    }
+  });
+  slowConsumer.startPeriodic(20ms);
+  ASSERT_TRUE(runUntil([&] { return theirs().messages.size() == kMessages || !mine.error.empty(); }, 120s))
+      << "received " << theirs().messages.size();
+  for (uint32_t i = 0; i < kMessages; ++i) ASSERT_EQ(theirs().messages[i], i);
+  EXPECT_GT(stalls, 0u) << "the receiver must really have run out of receives for the sender";
+  expectNoRnr();
+}
+
+TEST_F(Framed, CopiedSendsAndSendsWithImmediateCarryCredits) {
+  factory.options.recvDepth = 3;  // the smallest depth credits work with
+  connect();
+  for (uint32_t seq = 0; seq < 200; ++seq) {
+    while (client->freeSendBuffers() == 0) ASSERT_TRUE(runUntil([&] { return client->freeSendBuffers() > 0; }, 30s));
+    ASSERT_EQ(client->postSend(&seq, sizeof seq, seq), 0);
+  }
+  ASSERT_TRUE(runUntil([&] { return theirs().messages.size() == 200; }, 60s)) << theirs().messages.size();
+  for (uint32_t i = 0; i < 200; ++i) ASSERT_EQ(theirs().messages[i], i);
+  EXPECT_EQ(client->stats().bytesSent, 200u * 4) << "header bytes are not the application's";
+  EXPECT_EQ(theirs().connection->stats().bytesReceived, 200u * 4);
+  uint32_t seq = 5;
+  std::memcpy(local.data(), &seq, 4);
+  if (!client->supportsImmediateData()) {
+    EXPECT_EQ(client->sendWithImm({&local, 0, 4}, 0xABCD, 1), -EOPNOTSUPP);
+    return;
+  }
+  ASSERT_EQ(client->sendWithImm({&local, 0, 4}, 0xABCD, 1), 0);
+  ASSERT_TRUE(runUntil([&] { return !theirs().immediates.empty(); }, 30s));
+  EXPECT_EQ(theirs().immediates[0], (std::pair<uint32_t, size_t>{0xABCD, 4}));
+}
+
+TEST_F(Framed, WritesWithImmediateSpendCreditsAndNeverOutrunTheReceiver) {
+  factory.options.recvDepth = 4;
+  connect();
+  RemoteRegion region = grant(4096, evrdma::kRemoteWrite, 1);
+  ASSERT_NE(region.rkey, 0u);
+  if (!client->supportsImmediateData()) {  // iWARP
+    EXPECT_EQ(client->rdmaWriteWithImm({&local, 0, 8}, region, 0, 1, 1), -EOPNOTSUPP);
+    return;
+  }
+  rnrBaseline();
+  for (uint32_t i = 0; i < 1000; ++i) ASSERT_EQ(client->rdmaWriteWithImm({&local, 0, 8}, region, 0, i, i), 0);
+  ASSERT_TRUE(runUntil([&] { return theirs().immediates.size() == 1000; }, 120s)) << theirs().immediates.size();
+  for (uint32_t i = 0; i < 1000; ++i) ASSERT_EQ(theirs().immediates[i].first, i);
+  expectNoRnr();
+}
+
+TEST_F(Framed, ARequestedRegionIsWrittenAndReadBackByTheRequester) {
+  connect();
+  constexpr size_t kBytes = 4 << 20;
+  RemoteRegion region = grant(kBytes, evrdma::kRemoteWrite | evrdma::kRemoteRead, 42);
+  ASSERT_EQ(mine.granted.size(), 1u);
+  EXPECT_EQ(mine.granted[0].first, 42u);
+  EXPECT_EQ(region.length, kBytes);
+  ASSERT_EQ(theirs().lent.size(), 1u) << "the granting side sees what it lent";
+  const MemoryRegion& lent = *theirs().lent[0];
+  EXPECT_EQ(theirs().connection->lentBytes(), kBytes);
+
+  for (size_t i = 0; i < kBytes; ++i) local.data()[i] = pattern(i, 1);
+  ASSERT_EQ(client->rdmaWrite({&local, 0, kBytes}, region, 0, 1), 0);
+  ASSERT_TRUE(runUntil([&] { return mine.done.size() == 1; }, 60s));
+  for (size_t i = 0; i < kBytes; ++i) ASSERT_EQ(lent.data()[i], pattern(i, 1)) << "byte " << i;
+
+  for (size_t i = 0; i < kBytes; ++i) lent.data()[i] = pattern(i, 2);
+  std::memset(local.data(), 0, kBytes);
+  ASSERT_EQ(client->rdmaRead({&local, 0, kBytes}, region, 0, 2), 0);
+  ASSERT_TRUE(runUntil([&] { return mine.done.size() == 2; }, 60s));
+  for (size_t i = 0; i < kBytes; ++i) ASSERT_EQ(local.data()[i], pattern(i, 2)) << "byte " << i;
+  EXPECT_EQ(mine.error, "");
+}
+
+TEST_F(Framed, ASentRegionIsReadByThePeer) {
+  connect();
+  int error = 0;
+  MemoryRegion offered = MemoryRegion::allocate(theirs().connection->protectionDomain(), 1 << 20, evrdma::kRemoteRead, error);
+  ASSERT_TRUE(offered);
+  for (size_t i = 0; i < offered.length(); ++i) offered.data()[i] = pattern(i, 3);
+  ASSERT_EQ(theirs().connection->sendRegion(offered, 7), 0);
+  ASSERT_TRUE(runUntil([&] { return !mine.received.empty(); }, 30s));
+  EXPECT_EQ(mine.received[0].first, 7u);
+  const RemoteRegion region = mine.received[0].second;
+  EXPECT_EQ(region.access, static_cast<uint32_t>(evrdma::kRemoteRead));
+  EXPECT_EQ(client->rdmaWrite({&local, 0, 8}, region, 0, 1), -EACCES) << "only reads were granted";
+  ASSERT_EQ(client->rdmaRead({&local, 0, offered.length()}, region, 0, 1), 0);
+  ASSERT_TRUE(runUntil([&] { return mine.done.size() == 1; }, 30s));
+  for (size_t i = 0; i < offered.length(); ++i) ASSERT_EQ(local.data()[i], pattern(i, 3)) << "byte " << i;
+  int noRemoteAccess = 0;
+  MemoryRegion privateRegion = MemoryRegion::allocate(client->protectionDomain(), 4096, noRemoteAccess, error);
+  EXPECT_EQ(client->sendRegion(privateRegion, 1), -EACCES) << "a region without remote access is not sent";
+  client.reset();  // before `offered` goes: the peer may use it while connected
+  runUntil([&] { return theirs().closed; }, 10s);
+}
+
+TEST_F(Framed, AnAccessOutsideAnAdvertisedRegionIsRefusedBeforeItIsPosted) {
+  connect();
+  RemoteRegion region = grant(4096, evrdma::kRemoteWrite, 1);
+  const uint64_t before = client->sendQueue()->requests();
+  EXPECT_EQ(client->rdmaWrite({&local, 0, 16}, region, 4090, 1), -ERANGE) << "past the end";
+  RemoteRegion forgedKey = region;
+  forgedKey.rkey ^= 0x100;
+  EXPECT_EQ(client->rdmaWrite({&local, 0, 16}, forgedKey, 0, 1), -ENOENT) << "an rkey the peer never sent";
+  RemoteRegion stretched = region;
+  stretched.length = 8192;
+  EXPECT_EQ(client->rdmaWrite({&local, 0, 16}, stretched, 4096, 1), -ENOENT) << "longer than advertised";
+  RemoteRegion moreAccess = region;
+  moreAccess.access |= evrdma::kRemoteRead;
+  EXPECT_EQ(client->rdmaRead({&local, 0, 16}, moreAccess, 0, 1), -ENOENT) << "an access never granted";
+  RemoteRegion inside = region;  // a part of an advertised region is fine
+  inside.address += 1024;
+  inside.length = 1024;
+  EXPECT_EQ(client->sendQueue()->requests(), before) << "nothing refused reaches the device";
+  ASSERT_EQ(client->rdmaWrite({&local, 0, 16}, inside, 1000, 2), 0);
+  ASSERT_TRUE(runUntil([&] { return mine.done.size() == 1; }, 30s));
+  EXPECT_EQ(mine.error, "");
+  EXPECT_EQ(client->requestRegion(0, evrdma::kRemoteWrite, 1), -EINVAL);
+  EXPECT_EQ(client->requestRegion(16, evrdma::kLocalWrite, 1), -EINVAL);
+}
+
+TEST_F(Framed, ARequestOverThePeersLimitIsRefusedAndTheConnectionStays) {
+  factory.options.maxLentBytes = 1 << 20;
+  connect();
+  grant(1 << 20, evrdma::kRemoteWrite, 1);
+  ASSERT_EQ(mine.granted.size(), 1u);
+  ASSERT_EQ(client->requestRegion(1, evrdma::kRemoteWrite, 2), 0);
+  ASSERT_TRUE(runUntil([&] { return !mine.refused.empty(); }, 30s));
+  EXPECT_EQ(mine.refused[0], (std::pair<uint64_t, int>{2, -ENOMEM}));
+  EXPECT_EQ(client->state(), ConnectionState::Established);
+  // Releasing the first gives the room back.
+  ASSERT_EQ(client->releaseRegion(mine.granted[0].second), 0);
+  ASSERT_TRUE(runUntil([&] { return theirs().connection->lentBytes() == 0; }, 30s));
+  grant(1 << 20, evrdma::kRemoteWrite, 3);
+  EXPECT_EQ(mine.granted.size(), 2u);
+}
+
+TEST_F(Framed, AReleasedRegionCanNoLongerBeUsed) {
+  connect();
+  RemoteRegion region = grant(4096, evrdma::kRemoteWrite, 1);
+  ASSERT_EQ(client->releaseRegion(region), 0);
+  EXPECT_EQ(client->rdmaWrite({&local, 0, 16}, region, 0, 1), -ENOENT);
+  EXPECT_EQ(client->releaseRegion(region), -ENOENT) << "released twice";
+  ASSERT_TRUE(runUntil([&] { return theirs().connection->lentBytes() == 0; }, 30s)) << "the peer frees it";
+  EXPECT_TRUE(client->peerRegions().empty());
+}
+
+TEST_F(Framed, RegionsAreReleasedWhenTheConnectionCloses) {
+  connect();
+  RemoteRegion region = grant(4096, evrdma::kRemoteWrite, 1);
+  ASSERT_NE(region.rkey, 0u);
+  client->close();
+  ASSERT_TRUE(runUntil([&] { return mine.closed && theirs().closed; }, 30s));
+
+  // A new framed connection does not know the old region.
+  reconnect();
+  EXPECT_EQ(client->rdmaWrite({&local, 0, 16}, region, 0, 1), -ENOENT);
+
+  // And the device agrees: the region was deregistered. An unframed connection does not check
+  // regions locally, so its write reaches the peer's device, which must refuse it.
+  client.reset();
+  ASSERT_TRUE(runUntil([&] { return theirs().closed; }, 30s));
+  factory.options.framed = false;
+  auto raw = framedOptions();
+  raw.framed = false;
+  reconnect(raw);
+  ASSERT_EQ(client->rdmaWrite({&local, 0, 16}, region, 0, 1), 0);
+  // RoCE: the write completes with a remote access error. iWARP: a write completes locally once
+  // sent, and the peer then terminates the connection, which arrives as a disconnect.
+  const bool iwarp = !client->supportsImmediateData();
+  ASSERT_TRUE(runUntil([&] { return !mine.error.empty() || mine.closed; }, 30s))
+      << "a write into a released region must fail";
+  if (!iwarp) {
+    EXPECT_NE(mine.error.find("remote access error"), std::string::npos) << mine.error;
+    for (const auto& op : mine.done) EXPECT_NE(op.status, IBV_WC_SUCCESS) << "the write went through";
+  }
+  std::printf("[ figures  ] write into the released region: %s\n",
+              mine.error.empty() ? "connection terminated by the peer" : mine.error.c_str());
+}
+
+TEST_F(Framed, AMalformedFrameEndsTheConnectionWithAProtocolError) {
+  // An unframed client talks to a framed server: its bytes are not frames.
+  auto raw = framedOptions();
+  raw.framed = false;
+  connect(raw);
+  const char garbage[] = "not a frame at all";
+  ASSERT_EQ(client->postSend(garbage, sizeof garbage), 0);
+  ASSERT_TRUE(runUntil([&] { return !theirs().error.empty(); }, 30s));
+  EXPECT_NE(theirs().error.find("malformed frame"), std::string::npos) << theirs().error;
+  EXPECT_NE(theirs().error.find(strerror(EPROTO)), std::string::npos) << theirs().error;
+  EXPECT_TRUE(runUntil([&] { return theirs().closed && mine.closed; }, 30s));
+}
+
+TEST_F(Framed, RegionExchangeNeedsAFramedConnectionAndTooSmallAReceiveDepthIsRefused) {
+  auto raw = framedOptions();
+  raw.framed = false;
+  factory.options.framed = false;
+  connect(raw);
+  EXPECT_EQ(client->requestRegion(4096, evrdma::kRemoteWrite, 1), -EPROTONOSUPPORT);
+  evrdma::ConnectionOptions tooShallow;
+  tooShallow.framed = true;
+  tooShallow.recvDepth = 2;
+  const char* problem = "";
+  EXPECT_EQ(Connection::checkOptions(tooShallow, problem), -EINVAL);
+  EXPECT_NE(std::string(problem).find("recvDepth"), std::string::npos);
+}
+
+}  // namespace
