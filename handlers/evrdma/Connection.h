@@ -81,12 +81,8 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // established, or closing), -EMSGSIZE (longer than maxMessageSize), -ENOBUFS (every send buffer
   // is in use: wait for onSendDone), or -errno from ibv_post_send. `tag` comes back in onSendDone.
   int postSend(const void* data, size_t length, uint64_t tag = 0) noexcept;
-  // A piece of a registered region, for the zero-copy operations below.
-  struct Slice {
-    const MemoryRegion* region = nullptr;
-    size_t offset = 0;
-    size_t length = 0;
-  };
+  // A piece of a registered region, for the zero-copy operations below (see also BufferPool).
+  using Slice = evrdma::Slice;
   // Zero-copy operations. Each is checked before anything is posted: 0, or -ENOTCONN, -EINVAL (no
   // region), -ERANGE (outside the local region or the remote one), -EACCES (the remote region does
   // not grant that access, or a read target lacks kLocalWrite), -EMSGSIZE (over 1 GiB),

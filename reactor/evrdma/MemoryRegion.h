@@ -71,4 +71,11 @@ class MemoryRegion {
   int access_ = 0;
 };
 
+// A piece of a registered region, for the zero-copy operations of a connection.
+struct Slice {
+  const MemoryRegion* region = nullptr;
+  size_t offset = 0;
+  size_t length = 0;
+};
+
 }  // namespace evrdma

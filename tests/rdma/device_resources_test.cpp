@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
+#include "evrdma/BufferPool.h"
 #include "evrdma/MemoryRegion.h"
 #include "evrdma/Verbs.h"
 #include "rdma/TestBed.h"
@@ -133,6 +135,42 @@ TEST_F(DeviceResources, WrappingCallerMemoryRejectsEmptyOrNullBuffers) {
   evrdma::MemoryRegion wrapped = evrdma::MemoryRegion::wrap(pd.get(), buffer.data(), buffer.size(), 0, error);
   ASSERT_TRUE(wrapped) << strerror(-error);
   EXPECT_EQ(wrapped.data(), reinterpret_cast<uint8_t*>(buffer.data()));
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(DeviceResources, ABufferPoolHandsOutEachRegisteredBufferOnceUntilItComesBack) {
+  ProtectionDomain pd(ibv_alloc_pd(context_.get()));
+  ASSERT_TRUE(pd);
+  int error = 0;
+  evrdma::BufferPool pool = evrdma::BufferPool::allocate(pd.get(), 4, 4096, evrdma::kLocalWrite, error);
+  ASSERT_TRUE(pool) << strerror(-error);
+  EXPECT_EQ(pool.region().length(), 4u * 4096);
+  std::vector<int> taken;
+  for (int i = 0; i < 4; ++i) taken.push_back(pool.acquire());
+  EXPECT_EQ(pool.acquire(), -ENOBUFS);
+  std::sort(taken.begin(), taken.end());
+  EXPECT_EQ(taken, (std::vector<int>{0, 1, 2, 3}));
+  evrdma::Slice slice = pool.slice(2, 100);
+  EXPECT_EQ(slice.region, &pool.region());
+  EXPECT_EQ(slice.offset, 2u * 4096);
+  EXPECT_EQ(slice.length, 100u);
+  EXPECT_EQ(pool.slice(3).length, 4096u) << "the whole buffer by default";
+  EXPECT_EQ(pool.indexOf(slice), 2);
+  EXPECT_EQ(pool.data(2), pool.region().data() + 2 * 4096);
+  EXPECT_EQ(pool.release(2), 0);
+  EXPECT_EQ(pool.release(2), -EINVAL) << "released twice";
+  EXPECT_EQ(pool.release(4), -EINVAL) << "not a buffer of the pool";
+  EXPECT_EQ(pool.available(), 1u);
+  EXPECT_EQ(pool.acquire(), 2);
+  EXPECT_FALSE(evrdma::BufferPool::allocate(pd.get(), 0, 4096, 0, error));
+  EXPECT_EQ(error, -EINVAL);
+  EXPECT_FALSE(evrdma::BufferPool::allocate(pd.get(), 2, SIZE_MAX / 2 + 1, 0, error));
+  EXPECT_EQ(error, -EOVERFLOW);
+  pool = evrdma::BufferPool{};  // deregistered: the PD can go
+  EXPECT_EQ(pd.reset(), 0);
 }
 
 }  // namespace
