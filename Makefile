@@ -23,9 +23,10 @@ test:
 demo: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -- demos/pingpong/demo.sh 16 500 4096
 
-# Round-trip latency of evrdma against perftest's ib_send_lat -e, measured in the same test-bed run.
+# evrdma against perftest, measured in the same test-bed run: round-trip latency (pingpong vs
+# ib_send_lat -e), then one-way throughput per mode (blast vs ib_send_bw / ib_write_bw / ib_read_bw).
 bench: build
-	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -- demos/pingpong/bench.sh 5000 64
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 1800 -- sh -c 'demos/pingpong/bench.sh 5000 64 && echo && demos/blast/bench.sh 65536 2000 16'
 
 clean:
 	rm -rf $(BUILD_DIR)

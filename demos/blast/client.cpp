@@ -1,0 +1,143 @@
+// blast-client: one-way throughput to a blast-server. Each of -n connections (all from this one
+// thread) keeps -b operations of -s bytes in flight until -c of them completed.
+#include <getopt.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "Blast.h"
+#include "CommandLine.h"
+#include "Figures.h"
+#include "evrdma/Client.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/Watch.h"
+
+namespace {
+
+void usage(FILE* out, const char* prog) {
+  std::fprintf(out,
+               "usage: %s -a ADDR [options]\n"
+               "Blasts data one way at a blast-server, keeping several operations in flight.\n"
+               "  -a ADDR   server address (numeric IPv4/IPv6; default: $EVRDMA_RDMA_IP)\n"
+               "  -p PORT   server port (default %u)\n"
+               "  -m MODE   send       sends into the server's receives (flow-controlled by credits)\n"
+               "            write      RDMA writes into a region the server lends\n"
+               "            write_imm  RDMA writes with immediate data (not on iWARP)\n"
+               "            read       RDMA reads of a region the server sends\n"
+               "            (default send)\n"
+               "  -b N      buffers: operations in flight per connection (default 8, at most 1024)\n"
+               "  -s BYTES  bytes per operation (default 65536)\n"
+               "  -c N      operations per connection (default 10000)\n"
+               "  -n N      connections at once, all from this one thread (default 1)\n"
+               "  -v        verify: every byte carries a pattern the other side checks\n"
+               "  -t        trace connections\n"
+               "  -x        print figures: per connection and in all (MB/s, ops/s), CPU use,\n"
+               "            completion-poll histogram, RNR counters\n"
+               "  -h        this help\n"
+               "Exit status: 0 when every connection completed its count, else 1 (2: bad usage).\n",
+               prog, blast::kDefaultPort);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* envAddress = std::getenv("EVRDMA_RDMA_IP");
+  std::string address = envAddress != nullptr ? envAddress : "";
+  unsigned long long port = blast::kDefaultPort, buffers = 8, size = 65536, count = 10000, connections = 1;
+  blast::Mode mode = blast::Mode::Send;
+  bool verify = false, trace = false, figures = false;
+  int opt;
+  while ((opt = getopt(argc, argv, "a:p:m:b:s:c:n:vtxh")) != -1) {
+    bool ok = true;
+    switch (opt) {
+      case 'a': address = optarg; break;
+      case 'p': ok = pingpong::parseNumber(optarg, 65535, port) && port > 0; break;
+      case 'm': ok = blast::parseMode(optarg, mode); break;
+      case 'b': ok = pingpong::parseNumber(optarg, 1024, buffers) && buffers > 0; break;
+      case 's': ok = pingpong::parseNumber(optarg, 1u << 30, size) && size > 0; break;
+      case 'c': ok = pingpong::parseNumber(optarg, ~0ull >> 16, count) && count > 0; break;
+      case 'n': ok = pingpong::parseNumber(optarg, 100000, connections) && connections > 0; break;
+      case 'v': verify = true; break;
+      case 't': trace = true; break;
+      case 'x': figures = true; break;
+      case 'h': usage(stdout, argv[0]); return 0;
+      default: usage(stderr, argv[0]); return 2;
+    }
+    if (!pingpong::optionsAreGood("blast-client", ok, opt, optarg)) return 2;
+  }
+  if (!pingpong::noStrayArguments("blast-client", optind, argc, argv)) return 2;
+  if (address.empty()) {
+    std::fprintf(stderr, "blast-client: no server address: give -a ADDR\n");
+    return 2;
+  }
+
+  evrdma::Reactor reactor;
+  if (!reactor.valid()) {
+    std::fprintf(stderr, "blast-client: cannot create an event loop\n");
+    return 1;
+  }
+  blast::Request request;
+  request.mode = mode;
+  request.buffers = static_cast<uint32_t>(buffers);
+  request.size = static_cast<uint32_t>(size);
+  request.count = count;
+  request.patterned = verify;
+  std::vector<blast::Result> results;
+  std::vector<evrdma::Client::Ptr> clients;
+  size_t open = 0;
+  pingpong::CpuMeter cpu;
+  for (unsigned long long i = 0; i < connections; ++i) {
+    auto handler = std::make_unique<blast::BlastClient>(static_cast<uint32_t>(i), request, trace,
+                                                        [&](const blast::Result& r) {
+                                                          results.push_back(r);
+                                                          if (--open == 0) reactor.stop();
+                                                        });
+    clients.push_back(evrdma::Client::create(reactor, std::move(handler), blast::BlastClient::options(request)));
+    if (int rc = clients.back()->connect(address, static_cast<uint16_t>(port), blast::encode(request)); rc != 0) {
+      std::fprintf(stderr, "blast-client: cannot connect to %s port %llu: %s%s\n", address.c_str(), port,
+                   std::strerror(-rc), rc == -EINVAL ? " (not a numeric address)" : rc == -ENODEV ? " (no RDMA device: run under tools/rdma-run)" : "");
+      return 1;
+    }
+    ++open;
+  }
+  evrdma::SignalWatch onInt(reactor, SIGINT, [&](int) {
+    for (auto& c : clients) c->close();
+  });
+  reactor.run();
+  const evrdma::CompletionDispatcher* completions = nullptr;
+  for (auto& c : clients)
+    if (c->completions() != nullptr) completions = c->completions();
+
+  std::sort(results.begin(), results.end(), [](auto& a, auto& b) { return a.index < b.index; });
+  uint64_t succeeded = 0, operations = 0;
+  blast::Clock::time_point first{}, last{};
+  for (const auto& r : results) {
+    if (r.succeeded) ++succeeded;
+    operations += r.operations;
+    if (!r.error.empty()) std::printf("connection %u: %s\n", r.index, r.error.c_str());
+    if (r.operations > 0) {
+      if (first == blast::Clock::time_point{} || r.started < first) first = r.started;
+      if (r.finished > last) last = r.finished;
+      if (figures) std::printf("connection %u: %s\n", r.index, blast::describe(mode, r.operations, size, r.seconds()).c_str());
+    }
+  }
+  const double seconds = std::chrono::duration<double>(last - first).count();
+  std::printf("blast-client: %llu of %llu connections completed; all connections: %s%s\n",
+              static_cast<unsigned long long>(succeeded), connections,
+              blast::describe(mode, operations, size, operations > 0 ? seconds : 0.0).c_str(),
+              verify ? ", every byte verified" : "");
+  if (figures) {
+    std::printf("blast-client: cpu %s\n", cpu.report().c_str());
+    if (completions != nullptr) {
+      std::printf("blast-client: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
+      std::printf("blast-client: %s\n", pingpong::describeRnr(*completions).c_str());
+    }
+  }
+  clients.clear();
+  return succeeded == connections ? 0 : 1;
+}

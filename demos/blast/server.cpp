@@ -1,0 +1,126 @@
+// blast-server: the receiving end of blast, persistent, many clients at once from one thread. It
+// checks each client's request, lends or sends the region its mode needs, and counts and checks
+// what arrives. SIGINT/SIGTERM stop it cleanly.
+#include <getopt.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "Blast.h"
+#include "CommandLine.h"
+#include "Figures.h"
+#include "evrdma/Listener.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/Watch.h"
+
+namespace {
+
+void usage(FILE* out, const char* prog) {
+  std::fprintf(out,
+               "usage: %s [options]\n"
+               "Serves blast clients (one-way throughput: send, write, write_imm, read), many at once,\n"
+               "until SIGINT or SIGTERM.\n"
+               "  -a ADDR   address to listen on (numeric IPv4/IPv6; default 0.0.0.0)\n"
+               "  -p PORT   port (default %u)\n"
+               "  -b N      most buffers in flight a client may ask for (default 1024)\n"
+               "  -s BYTES  largest size a client may ask for (default 16777216)\n"
+               "  -c N      largest count a client may ask for (default 1000000000)\n"
+               "  -e N      exit after serving N clients (default 0: never)\n"
+               "  -t        trace connections\n"
+               "  -x        print figures: per client, and CPU use, poll histogram, RNR counters\n"
+               "  -h        this help\n"
+               "Every message's sequence number is checked; with a client's -v, every byte too.\n"
+               "Exit status: 0 when every client finished and checked out, else 1 (2: bad usage).\n",
+               prog, blast::kDefaultPort);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string address = "0.0.0.0";
+  unsigned long long port = blast::kDefaultPort, maxBuffers = 1024, maxSize = 16u << 20, maxCount = 1000000000,
+                     exitAfter = 0;
+  bool trace = false, figures = false;
+  int opt;
+  while ((opt = getopt(argc, argv, "a:p:b:s:c:e:txh")) != -1) {
+    bool ok = true;
+    switch (opt) {
+      case 'a': address = optarg; break;
+      case 'p': ok = pingpong::parseNumber(optarg, 65535, port); break;
+      case 'b': ok = pingpong::parseNumber(optarg, 4096, maxBuffers) && maxBuffers > 0; break;
+      case 's': ok = pingpong::parseNumber(optarg, 1u << 30, maxSize) && maxSize > 0; break;
+      case 'c': ok = pingpong::parseNumber(optarg, ~0ull, maxCount) && maxCount > 0; break;
+      case 'e': ok = pingpong::parseNumber(optarg, ~0ull, exitAfter); break;
+      case 't': trace = true; break;
+      case 'x': figures = true; break;
+      case 'h': usage(stdout, argv[0]); return 0;
+      default: usage(stderr, argv[0]); return 2;
+    }
+    if (!pingpong::optionsAreGood("blast-server", ok, opt, optarg)) return 2;
+  }
+  if (!pingpong::noStrayArguments("blast-server", optind, argc, argv)) return 2;
+
+  evrdma::Reactor reactor;
+  if (!reactor.valid()) {
+    std::fprintf(stderr, "blast-server: cannot create an event loop\n");
+    return 1;
+  }
+  blast::Limits limits{static_cast<uint32_t>(maxBuffers), static_cast<uint32_t>(maxSize), maxCount};
+  blast::BlastFactory factory(limits, trace);
+  evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory);
+  pingpong::CpuMeter cpu;
+  const evrdma::CompletionDispatcher* completions = nullptr;
+  bool stopping = false;
+  auto shutdown = [&] {
+    if (stopping) return;
+    stopping = true;
+    listener->close();
+    if (factory.activeAgents == 0) reactor.stop();
+  };
+  factory.agentClosedHook = [&](const blast::BlastAgent& agent, const evrdma::Connection& c) {
+    if (completions == nullptr) completions = c.completions();
+    if (figures || !agent.error.empty()) {
+      const double seconds = std::chrono::duration<double>(agent.finished - agent.established).count();
+      const blast::Request& r = agent.request();
+      std::printf("agent %s: %s%s%s\n", c.peerAddress().c_str(),
+                  blast::describe(r.mode, agent.complete ? r.count : agent.received(), r.size, seconds).c_str(),
+                  agent.error.empty() ? "" : ", error: ", agent.error.c_str());
+    }
+    if (stopping && factory.activeAgents == 0) reactor.stop();
+    if (exitAfter != 0 && factory.agentsServed >= exitAfter) shutdown();
+  };
+
+  if (int rc = listener->listen(address, static_cast<uint16_t>(port)); rc != 0) {
+    const char* hint = rc == -EADDRINUSE ? " (port in use)" : rc == -EINVAL ? " (not a numeric address)" : rc == -ENODEV ? " (no RDMA device: run under tools/rdma-run)" : "";
+    std::fprintf(stderr, "blast-server: cannot listen on %s port %llu: %s%s\n", address.c_str(), port,
+                 std::strerror(-rc), hint);
+    return 1;
+  }
+  bool stoppedBySignal = false;
+  auto onSignal = [&](int signo) {
+    std::printf("blast-server: %s: closing %zu connections\n", strsignal(signo), factory.activeAgents);
+    std::fflush(stdout);
+    stoppedBySignal = true;
+    shutdown();
+  };
+  evrdma::SignalWatch onInt(reactor, SIGINT, onSignal);
+  evrdma::SignalWatch onTerm(reactor, SIGTERM, onSignal);
+  std::printf("blast-server: listening on %s port %u\n", address.c_str(), listener->port());
+  std::fflush(stdout);
+
+  reactor.run();
+  std::printf("blast-server: served %llu clients (%llu failed, %llu left early), rejected %llu requests\n",
+              static_cast<unsigned long long>(factory.agentsServed), static_cast<unsigned long long>(factory.agentsFailed),
+              static_cast<unsigned long long>(factory.agentsIncomplete), static_cast<unsigned long long>(factory.rejections));
+  if (figures) {
+    std::printf("blast-server: cpu %s\n", cpu.report().c_str());
+    if (completions != nullptr) {
+      std::printf("blast-server: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
+      std::printf("blast-server: %s\n", pingpong::describeRnr(*completions).c_str());
+    }
+  }
+  listener.reset();
+  return factory.agentsFailed == 0 && (factory.agentsIncomplete == 0 || stoppedBySignal) ? 0 : 1;
+}

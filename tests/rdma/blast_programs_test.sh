@@ -1,0 +1,72 @@
+#!/bin/bash
+# blast-server and blast-client over real RDMA (run under tools/rdma-run): every mode with every
+# byte verified and several connections at once, 1 B to 4 MiB operations, the server's checks of a
+# request (rejected with a reason the client prints), write_imm refused clearly on iWARP, usage.
+#   blast_programs_test.sh <build dir>
+set -u
+build=$1 failures=0
+address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1 (status $2)"; failures=$((failures + 1)); fi; }
+iwarp=0
+ibv_devinfo -d "${EVRDMA_RDMA_DEV:-?}" 2>/dev/null | grep -q "transport:.*iWARP" && iwarp=1
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+start_server() {  # options...
+    "$build/demos/blast-server" -a "$address" -p 0 "$@" >"$log/server" 2>&1 &
+    server=$!
+    for _ in $(seq 200); do grep -q listening "$log/server" && break; sleep 0.05; done
+    port=$(sed -n 's/.* port \([0-9]*\)$/\1/p' "$log/server" | head -n 1)
+}
+client() { "$build/demos/blast-client" -a "$address" -p "$port" "$@" >"$log/client" 2>&1; }
+
+modes="send write write_imm read"
+[ "$iwarp" = 1 ] && modes="send write read"
+runs=$(( $(echo $modes | wc -w) * 3 + 2 ))
+start_server -x -e "$runs"
+for mode in $modes; do
+    client -m "$mode" -v -n 3 -b 8 -s 65536 -c 300 -x
+    check "blast -m $mode -v, 3 connections x 300 x 64 KiB: $(grep 'all connections' "$log/client")" $?
+done
+client -m send -v -b 4 -s 1 -c 1000
+check "blast -m send -s 1 (1 B messages) verified: $(tail -n 1 "$log/client")" $?
+client -m read -v -b 2 -s 4194304 -c 8
+check "blast -m read -s 4 MiB verified: $(tail -n 1 "$log/client")" $?
+wait "$server"
+check "blast-server served all $runs clients, every one checked, and exited 0" $?
+cat "$log/server"
+
+if [ "$iwarp" = 1 ]; then
+    start_server -e 1
+    client -m write_imm -c 10
+    status=$?
+    check "write_imm on iWARP fails clearly: $(head -n 1 "$log/client")" \
+        $([ $status = 1 ] && grep -q "iWARP.*does not have" "$log/client"; echo $?)
+    wait "$server"
+fi
+
+start_server -s 1024 -b 4
+client -m write -b 2 -s 4096 -c 10
+status=$?
+check "a request over the server's size limit is rejected with its reason: $(head -n 1 "$log/client")" \
+    $([ $status = 1 ] && grep -q "rejected: size 4096 not in 1..1024" "$log/client"; echo $?)
+client -m send -b 5 -s 64 -c 10
+check "too many buffers are rejected with the reason: $(head -n 1 "$log/client")" \
+    $(grep -q "rejected: buffers 5 not in 1..4" "$log/client"; echo $?)
+kill -TERM "$server"
+wait "$server"
+check "blast-server stops cleanly on SIGTERM" $?
+grep -q "rejected 2 requests" "$log/server"
+check "blast-server counted both rejections: $(tail -n 1 "$log/server")" $?
+
+for program in blast-server blast-client; do
+    "$build/demos/$program" --help >/dev/null 2>&1 || "$build/demos/$program" -h >/dev/null 2>&1
+    check "$program has --help/-h" $?
+done
+"$build/demos/blast-client" -a "$address" -m bogus >/dev/null 2>"$log/client"
+status=$?
+check "blast-client refuses an unknown mode with usage status 2: $(cat "$log/client")" \
+    $([ $status = 2 ] && grep -q "bad value 'bogus' for -m" "$log/client"; echo $?)
+"$build/demos/blast-client" -a 10.255.255.1.7 >/dev/null 2>"$log/client"
+check "blast-client rejects a bad address clearly: $(cat "$log/client")" $(grep -q "not a numeric address" "$log/client"; echo $?)
+exit $((failures > 0))
