@@ -3,6 +3,7 @@
 # byte verified and several connections at once, 1 B to 4 MiB operations, the server's checks of a
 # request (rejected with a reason the client prints), write_imm refused clearly on iWARP, usage.
 #   blast_programs_test.sh <build dir>
+# A status is saved before `check`: a $(...) in check's message would overwrite $?.
 set -u
 build=$1 failures=0
 address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
@@ -26,12 +27,15 @@ runs=$(( $(echo $modes | wc -w) * 3 + 2 ))
 start_server -x -e "$runs"
 for mode in $modes; do
     client -m "$mode" -v -n 3 -b 8 -s 65536 -c 300 -x
-    check "blast -m $mode -v, 3 connections x 300 x 64 KiB: $(grep 'all connections' "$log/client")" $?
+    status=$?
+    check "blast -m $mode -v, 3 connections x 300 x 64 KiB: $(grep 'all connections' "$log/client")" $status
 done
 client -m send -v -b 4 -s 1 -c 1000
-check "blast -m send -s 1 (1 B messages) verified: $(tail -n 1 "$log/client")" $?
+status=$?
+check "blast -m send -s 1 (1 B messages) verified: $(tail -n 1 "$log/client")" $status
 client -m read -v -b 2 -s 4194304 -c 8
-check "blast -m read -s 4 MiB verified: $(tail -n 1 "$log/client")" $?
+status=$?
+check "blast -m read -s 4 MiB verified: $(tail -n 1 "$log/client")" $status
 wait "$server"
 check "blast-server served all $runs clients, every one checked, and exited 0" $?
 cat "$log/server"
@@ -57,7 +61,8 @@ kill -TERM "$server"
 wait "$server"
 check "blast-server stops cleanly on SIGTERM" $?
 grep -q "rejected 2 requests" "$log/server"
-check "blast-server counted both rejections: $(tail -n 1 "$log/server")" $?
+status=$?
+check "blast-server counted both rejections: $(tail -n 1 "$log/server")" $status
 
 for program in blast-server blast-client; do
     "$build/demos/$program" --help >/dev/null 2>&1 || "$build/demos/$program" -h >/dev/null 2>&1
