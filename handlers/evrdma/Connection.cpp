@@ -484,6 +484,7 @@ int Connection::endBatch() noexcept {
   if (!sendQueue_) return -ENOTCONN;
   int rc = sendQueue_->endBatch();
   if (rc != 0) fail(rc, "ibv_post_send");
+  if (sendQueue_ && sendQueue_->backlog() > 0) backlogged_ = true;  // onWritable once it drains
   return rc;
 }
 
