@@ -180,8 +180,17 @@ int Connection::postRecv() noexcept {
 }
 
 int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept {
+  return copyAndSend(data, length, false, 0, tag);
+}
+
+int Connection::postSendWithImm(const void* data, size_t length, uint32_t imm, uint64_t tag) noexcept {
+  return copyAndSend(data, length, true, imm, tag);
+}
+
+int Connection::copyAndSend(const void* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept {
   if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
   if (length > options_.maxMessageSize) return -EMSGSIZE;
+  if (hasImm && !supportsImmediateData()) return -EOPNOTSUPP;
   if (freeSendSlots_.empty()) return -ENOBUFS;
   uint32_t slot = freeSendSlots_.back();
   const size_t header = options_.framed ? Frame::kHeaderSize : 0;
@@ -196,6 +205,8 @@ int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept
   op.sge.length = static_cast<uint32_t>(header + length);
   op.sge.lkey = sendBuffers_.lkey();
   op.copySlot = static_cast<int32_t>(slot);
+  op.hasImm = hasImm;
+  op.imm = imm;
   freeSendSlots_.pop_back();
   if (!options_.framed) return submit(op);
   pending.spendsCredit = true;

@@ -81,6 +81,9 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // established, or closing), -EMSGSIZE (longer than maxMessageSize), -ENOBUFS (every send buffer
   // is in use: wait for onSendDone), or -errno from ibv_post_send. `tag` comes back in onSendDone.
   int postSend(const void* data, size_t length, uint64_t tag = 0) noexcept;
+  // The same with immediate data: the peer gets onRecvWithImm(imm, data, length). Also
+  // -EOPNOTSUPP on a transport without immediate data (iWARP).
+  int postSendWithImm(const void* data, size_t length, uint32_t imm, uint64_t tag = 0) noexcept;
   // A piece of a registered region, for the zero-copy operations below (see also BufferPool).
   using Slice = evrdma::Slice;
   // Zero-copy operations. Each is checked before anything is posted: 0, or -ENOTCONN, -EINVAL (no
@@ -198,6 +201,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
     std::vector<uint8_t> control;  // a whole protocol frame, copied into a frame slot
     bool countedWait = false;      // stats_.creditWaits counted it
   };
+  int copyAndSend(const void* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
   int submit(SendOp op) noexcept;
   int enqueue(Pending pending) noexcept;
   int pumpWaiting() noexcept;

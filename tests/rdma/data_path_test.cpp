@@ -170,12 +170,15 @@ TEST_F(DataPath, SendWithImmDeliversTheImmediateAndTheBytes) {
   std::memcpy(local.data(), &seq, sizeof seq);
   if (!client->supportsImmediateData()) {  // iWARP
     EXPECT_EQ(client->sendWithImm({&local, 0, sizeof seq}, 0x1234, 9), -EOPNOTSUPP);
+    EXPECT_EQ(client->postSendWithImm(&seq, sizeof seq, 0x5678, 10), -EOPNOTSUPP);
     return;
   }
   ASSERT_EQ(client->sendWithImm({&local, 0, sizeof seq}, 0x1234, 9), 0);
-  ASSERT_TRUE(runUntil([&] { return !factory->target->immediates.empty(); }, 30s));
+  ASSERT_EQ(client->postSendWithImm(&seq, sizeof seq, 0x5678, 10), 0) << "the copying variant";
+  ASSERT_TRUE(runUntil([&] { return factory->target->immediates.size() == 2; }, 30s));
   EXPECT_EQ(factory->target->immediates[0].first, 0x1234u);
   EXPECT_EQ(factory->target->immediates[0].second, sizeof seq);
+  EXPECT_EQ(factory->target->immediates[1].first, 0x5678u);
 }
 
 TEST_F(DataPath, AccessOutsideTheRegionOrNotGrantedIsRefusedBeforeItIsPosted) {

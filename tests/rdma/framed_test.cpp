@@ -193,7 +193,7 @@ TEST_F(Framed, ASlowReceiverNeverCausesAnRnrRetryOrABrokenConnection) {
   expectNoRnr();
 }
 
-TEST_F(Framed, CopiedSendsAndSendsWithImmediateCarryCredits) {
+TEST_F(Framed, CopiedSendsAndBothKindsOfSendWithImmediateCarryCredits) {
   factory.options.recvDepth = 3;  // the smallest depth credits work with
   connect();
   for (uint32_t seq = 0; seq < 200; ++seq) {
@@ -208,11 +208,14 @@ TEST_F(Framed, CopiedSendsAndSendsWithImmediateCarryCredits) {
   std::memcpy(local.data(), &seq, 4);
   if (!client->supportsImmediateData()) {
     EXPECT_EQ(client->sendWithImm({&local, 0, 4}, 0xABCD, 1), -EOPNOTSUPP);
+    EXPECT_EQ(client->postSendWithImm(&seq, 4, 0xABCE, 2), -EOPNOTSUPP);
     return;
   }
   ASSERT_EQ(client->sendWithImm({&local, 0, 4}, 0xABCD, 1), 0);
-  ASSERT_TRUE(runUntil([&] { return !theirs().immediates.empty(); }, 30s));
+  ASSERT_EQ(client->postSendWithImm(&seq, 4, 0xABCE, 2), 0);
+  ASSERT_TRUE(runUntil([&] { return theirs().immediates.size() == 2; }, 30s));
   EXPECT_EQ(theirs().immediates[0], (std::pair<uint32_t, size_t>{0xABCD, 4}));
+  EXPECT_EQ(theirs().immediates[1], (std::pair<uint32_t, size_t>{0xABCE, 4}));
 }
 
 TEST_F(Framed, WritesWithImmediateSpendCreditsAndNeverOutrunTheReceiver) {
