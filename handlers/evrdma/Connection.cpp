@@ -347,6 +347,7 @@ int Connection::requestRegion(uint64_t bytes, int access, uint64_t tag) noexcept
   if (!options_.framed) return -EPROTONOSUPPORT;
   if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
   if (bytes == 0 || (access & ~kRemoteAccess) != 0 || (access & kRemoteAccess) == 0) return -EINVAL;
+  if (peerRegions_.size() + regionRequests_.size() >= options_.maxPeerRegions) return -ENOSPC;
   const uint64_t id = nextRequestId_++;
   regionRequests_.push_back({id, tag, bytes, static_cast<uint32_t>(access)});
   return sendControl(regionRequestFrame(id, bytes, static_cast<uint32_t>(access), 0));
@@ -456,6 +457,10 @@ void Connection::onFrame(const Frame& frame, const ibv_wc& wc) noexcept {
       return;
     }
     case FrameType::RegionOffer:
+      if (peerRegions_.size() + regionRequests_.size() >= options_.maxPeerRegions) {
+        fail(-EPROTO, "the peer sent more regions than maxPeerRegions");
+        return;
+      }
       peerRegions_.push_back(frame.region);
       handler_->onRegionReceived(*this, frame.region, frame.tag);
       return;

@@ -109,7 +109,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // Memory-region exchange (framed connections; -EPROTONOSUPPORT otherwise, -ENOTCONN when not
   // established). Asks the peer to allocate and register `bytes` with `access` (kRemoteRead and/or
   // kRemoteWrite) for us: onRegionGranted(tag, region) or onRegionRefused(tag, err) follows.
-  // -EINVAL for 0 bytes or a bad access.
+  // -EINVAL for 0 bytes or a bad access, -ENOSPC when maxPeerRegions are held or asked for.
   int requestRegion(uint64_t bytes, int access, uint64_t tag) noexcept;
   // Advertises one of our regions (it must grant remote access: else -EACCES) to the peer, which
   // gets onRegionReceived(region, tag). Keep it registered until the connection closes.

@@ -29,6 +29,9 @@ struct ConnectionOptions {
   bool framed = false;
   // Framed: how many bytes this side registers at most, in all, for the peer's requestRegion().
   uint64_t maxLentBytes = uint64_t{256} << 20;
+  // Framed: how many of the peer's regions this side keeps track of at once (granted and sent);
+  // a peer that sends more breaks the protocol, and requestRegion() beyond it gives -ENOSPC.
+  uint32_t maxPeerRegions = 1024;
   // How long close() waits for the peer's disconnect reply and the flushed work completions
   // before it releases the resources anyway.
   std::chrono::milliseconds disconnectTimeout{3000};

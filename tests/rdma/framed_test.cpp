@@ -364,6 +364,24 @@ TEST_F(Framed, RegionsAreReleasedWhenTheConnectionCloses) {
               mine.error.empty() ? "connection terminated by the peer" : mine.error.c_str());
 }
 
+TEST_F(Framed, APeerCannotMakeUsTrackMoreRegionsThanMaxPeerRegions) {
+  auto options = framedOptions();
+  options.maxPeerRegions = 2;
+  connect(options);
+  grant(4096, evrdma::kRemoteWrite, 1);
+  grant(4096, evrdma::kRemoteWrite, 2);
+  EXPECT_EQ(client->requestRegion(4096, evrdma::kRemoteWrite, 3), -ENOSPC) << "we asked for enough";
+  ASSERT_EQ(client->releaseRegion(mine.granted[0].second), 0);
+  EXPECT_NE(grant(4096, evrdma::kRemoteWrite, 3).rkey, 0u) << "a release makes room";
+  // The peer keeps sending regions nobody asked for: that breaks the protocol.
+  int error = 0;
+  MemoryRegion offered = MemoryRegion::allocate(theirs().connection->protectionDomain(), 4096, evrdma::kRemoteRead, error);
+  ASSERT_EQ(theirs().connection->sendRegion(offered, 9), 0);
+  ASSERT_TRUE(runUntil([&] { return !mine.error.empty(); }, 30s));
+  EXPECT_NE(mine.error.find("more regions than maxPeerRegions"), std::string::npos) << mine.error;
+  ASSERT_TRUE(runUntil([&] { return theirs().closed; }, 30s));
+}
+
 TEST_F(Framed, AMalformedFrameEndsTheConnectionWithAProtocolError) {
   // An unframed client talks to a framed server: its bytes are not frames.
   auto raw = framedOptions();
