@@ -103,7 +103,8 @@ class Connection : private CmEventHandler, private CompletionHandler {
   int rdmaRead(const Slice& local, const RemoteRegion& remote, uint64_t remoteOffset, uint64_t tag) noexcept;
   // Whether sendWithImm / rdmaWriteWithImm work here (not on iWARP: they return -EOPNOTSUPP).
   bool supportsImmediateData() const noexcept;
-  // Requests issued between the two go to the device as one linked list (one ibv_post_send).
+  // Requests issued between the two go to the device as one linked list (one ibv_post_send);
+  // batches nest, and go out when the outermost ends.
   void beginBatch() noexcept;
   int endBatch() noexcept;
   // Memory-region exchange (framed connections; -EPROTONOSUPPORT otherwise, -ENOTCONN when not

@@ -26,12 +26,12 @@ SendQueue::SendQueue(uint32_t depth, uint32_t signalEvery, uint32_t maxInline, u
 
 int SendQueue::submit(SendOp op) noexcept {
   backlog_.push_back(op);
-  return batching_ ? 0 : pump();
+  return batchDepth_ > 0 ? 0 : pump();
 }
 
 int SendQueue::endBatch() noexcept {
-  batching_ = false;
-  return pump();
+  if (batchDepth_ > 0) --batchDepth_;
+  return batchDepth_ > 0 ? 0 : pump();
 }
 
 size_t SendQueue::dropBacklog() noexcept {

@@ -47,7 +47,8 @@ class SendQueue {
   // Queues `op` and posts what fits. Returns 0, or the -errno of a failed ibv_post_send (the QP is
   // then unusable: the connection fails).
   int submit(SendOp op) noexcept;
-  void beginBatch() noexcept { batching_ = true; }
+  // Batches nest: requests go out when the outermost batch ends.
+  void beginBatch() noexcept { ++batchDepth_; }
   int endBatch() noexcept;
 
   // A send-side completion: hands every request it completes to `done`, in posting order
@@ -76,7 +77,7 @@ class SendQueue {
   std::vector<ibv_sge> sges_;     // two per request: header and body
   uint32_t nextSequence_ = 0;
   uint32_t sinceSignal_ = 0;
-  bool batching_ = false;
+  uint32_t batchDepth_ = 0;
   uint64_t posts_ = 0, signaledCount_ = 0, requests_ = 0;
 };
 

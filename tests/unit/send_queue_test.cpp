@@ -159,8 +159,6 @@ TEST_F(SendQueueTest, AFailedPostIsReportedAsMinusErrno) {
   EXPECT_EQ(q.inFlight(), 0u);
 }
 
-}  // namespace
-
 TEST_F(SendQueueTest, AFrameHeaderGoesFirstAndCountsTowardsInline) {
   SendQueue q = make(4, 1, 64);
   SendOp framed = op(7, OpType::Send, 40);
@@ -176,3 +174,22 @@ TEST_F(SendQueueTest, AFrameHeaderGoesFirstAndCountsTowardsInline) {
   EXPECT_TRUE(posted[0].flags & IBV_SEND_INLINE) << "16 + 40 bytes fit in 64";
   EXPECT_FALSE(posted[1].flags & IBV_SEND_INLINE) << "16 + 60 bytes do not";
 }
+
+TEST_F(SendQueueTest, NestedBatchesGoOutWhenTheOutermostEnds) {
+  SendQueue q = make(16, 4);
+  q.beginBatch();
+  ASSERT_EQ(q.submit(op(1)), 0);
+  q.beginBatch();  // e.g. the application's batch inside the library's
+  ASSERT_EQ(q.submit(op(2)), 0);
+  ASSERT_EQ(q.endBatch(), 0);
+  EXPECT_TRUE(posted.empty()) << "the outer batch is still open";
+  ASSERT_EQ(q.submit(op(3)), 0);
+  ASSERT_EQ(q.endBatch(), 0);
+  EXPECT_EQ(posts, 1);
+  EXPECT_EQ(posted.size(), 3u);
+  ASSERT_EQ(q.endBatch(), 0) << "an unmatched end is harmless";
+  ASSERT_EQ(q.submit(op(4)), 0);
+  EXPECT_EQ(posted.size(), 4u) << "and does not leave a batch open";
+}
+
+}  // namespace
