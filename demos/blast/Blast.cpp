@@ -173,8 +173,9 @@ void BlastClient::onError(evrdma::Connection&, int err, const char* op) noexcept
   if (result_.error.empty()) result_.error = std::string(op) + ": " + errnoText(err);
 }
 
-void BlastClient::onClosed(evrdma::Connection&) noexcept {
+void BlastClient::onClosed(evrdma::Connection& c) noexcept {
   if (!result_.error.empty()) result_.succeeded = false;
+  result_.creditWaits = c.stats().creditWaits;
   if (result_.finished == Clock::time_point{}) result_.finished = Clock::now();
   if (done_) done_(result_);
 }

@@ -35,6 +35,7 @@ struct Result {
   bool established = false, succeeded = false;
   std::string error;
   Clock::time_point started, finished;  // first operation posted, last one completed
+  uint64_t creditWaits = 0;  // times an operation waited for the server's credits (send, write_imm)
   double seconds() const { return std::chrono::duration<double>(finished - started).count(); }
 };
 

@@ -123,7 +123,10 @@ int main(int argc, char** argv) {
     if (r.operations > 0) {
       if (first == blast::Clock::time_point{} || r.started < first) first = r.started;
       if (r.finished > last) last = r.finished;
-      if (figures) std::printf("connection %u: %s\n", r.index, blast::describe(mode, r.operations, size, r.seconds()).c_str());
+      if (figures)
+        std::printf("connection %u: %s, %llu credit waits\n", r.index,
+                    blast::describe(mode, r.operations, size, r.seconds()).c_str(),
+                    static_cast<unsigned long long>(r.creditWaits));
     }
   }
   const double seconds = std::chrono::duration<double>(last - first).count();

@@ -84,9 +84,10 @@ int main(int argc, char** argv) {
     if (figures || !agent.error.empty()) {
       const double seconds = std::chrono::duration<double>(agent.finished - agent.established).count();
       const blast::Request& r = agent.request();
-      std::printf("agent %s: %s%s%s\n", c.peerAddress().c_str(),
+      std::printf("agent %s: %s, %llu credit-only frames sent%s%s\n", c.peerAddress().c_str(),
                   blast::describe(r.mode, agent.complete ? r.count : agent.received(), r.size, seconds).c_str(),
-                  agent.error.empty() ? "" : ", error: ", agent.error.c_str());
+                  static_cast<unsigned long long>(c.stats().creditFramesSent), agent.error.empty() ? "" : ", error: ",
+                  agent.error.c_str());
     }
     if (stopping && factory.activeAgents == 0) reactor.stop();
     if (exitAfter != 0 && factory.agentsServed >= exitAfter) shutdown();
