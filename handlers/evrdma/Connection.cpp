@@ -101,18 +101,13 @@ int Connection::setUpVerbs(const char*& op) noexcept {
 
   // Least access: receives are written by the local HCA only; sends are only read.
   op = "receive/send buffer registration";
-  // A framed message carries its header in the same buffer.
-  const size_t size = options_.maxMessageSize + (options_.framed ? Frame::kHeaderSize : 0);
-  recvBuffers_ = MemoryRegion::allocate(pd_, size * options_.recvDepth, kLocalWrite, error);
+  recvBuffers_ = MemoryRegion::allocate(pd_, bufferSize() * options_.recvDepth, kLocalWrite, error);
   if (!recvBuffers_) return error;
-  sendBuffers_ = MemoryRegion::allocate(pd_, size * options_.sendDepth, 0, error);
+  sendBuffers_ = BufferPool::allocate(pd_, options_.sendDepth, bufferSize(), 0, error);
   if (!sendBuffers_) return error;
   if (options_.framed) {
-    const uint32_t slots = options_.sendDepth + 1;
-    frameSlots_ = MemoryRegion::allocate(pd_, kFrameSlotSize * slots, 0, error);
+    frameSlots_ = BufferPool::allocate(pd_, options_.sendDepth + 1, kFrameSlotSize, 0, error);
     if (!frameSlots_) return error;
-    freeFrameSlots_.clear();
-    for (uint32_t slot = slots; slot-- > 0;) freeFrameSlots_.push_back(slot);
     ledger_ = CreditLedger(options_.recvDepth);
   }
 
@@ -141,8 +136,6 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   uint32_t signalEvery = options_.signalEvery != 0 ? options_.signalEvery : std::max<uint32_t>(1, options_.sendDepth / 4);
   sendQueue_ = std::make_unique<SendQueue>(options_.sendDepth, signalEvery, attr.cap.max_inline_data, wrIdBase(),
                                            [qp](ibv_send_wr* wr, ibv_send_wr** bad) { return ibv_post_send(qp, wr, bad); });
-  freeSendSlots_.clear();
-  for (uint32_t slot = options_.sendDepth; slot-- > 0;) freeSendSlots_.push_back(slot);
   op = "ibv_post_recv";
   for (uint32_t slot = 0; slot < options_.recvDepth; ++slot)
     if (int rc = postRecvSlot(slot); rc != 0) return rc;
@@ -151,9 +144,8 @@ int Connection::setUpVerbs(const char*& op) noexcept {
 
 int Connection::postRecvSlot(uint32_t slot) noexcept {
   ibv_sge sge{};
-  const size_t size = options_.maxMessageSize + (options_.framed ? Frame::kHeaderSize : 0);
-  sge.addr = reinterpret_cast<uintptr_t>(recvBuffers_.data() + size_t{slot} * size);
-  sge.length = static_cast<uint32_t>(size);
+  sge.addr = reinterpret_cast<uintptr_t>(recvBuffers_.data() + size_t{slot} * bufferSize());
+  sge.length = static_cast<uint32_t>(bufferSize());
   sge.lkey = recvBuffers_.lkey();
   ibv_recv_wr wr{};
   wr.wr_id = wrIdBase() | slot;
@@ -168,15 +160,16 @@ int Connection::postRecvSlot(uint32_t slot) noexcept {
 int Connection::postRecv() noexcept {
   if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
   if (idleRecvSlots_.empty()) return -ENOBUFS;
-  uint32_t slot = idleRecvSlots_.back();
-  int rc = postRecvSlot(slot);
-  if (rc != 0) return rc;
+  if (int rc = repostRecv(idleRecvSlots_.back()); rc != 0) return rc;
   idleRecvSlots_.pop_back();
-  if (options_.framed) {
-    ledger_.onReceiveReposted();
-    maybeSendCreditFrame();
-  }
+  maybeSendCreditFrame();
   return 0;
+}
+
+int Connection::repostRecv(uint32_t slot) noexcept {
+  int rc = postRecvSlot(slot);
+  if (rc == 0 && options_.framed) ledger_.onReceiveReposted();  // a credit we owe the peer
+  return rc;
 }
 
 int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept {
@@ -191,10 +184,10 @@ int Connection::copyAndSend(const void* data, size_t length, bool hasImm, uint32
   if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
   if (length > options_.maxMessageSize) return -EMSGSIZE;
   if (hasImm && !supportsImmediateData()) return -EOPNOTSUPP;
-  if (freeSendSlots_.empty()) return -ENOBUFS;
-  uint32_t slot = freeSendSlots_.back();
+  const int slot = sendBuffers_.acquire();
+  if (slot < 0) return -ENOBUFS;
   const size_t header = options_.framed ? Frame::kHeaderSize : 0;
-  uint8_t* buffer = sendBuffers_.data() + size_t{slot} * (options_.maxMessageSize + header);
+  uint8_t* buffer = sendBuffers_.data(static_cast<uint32_t>(slot));
   if (header > 0) writeFrameHeader(buffer, FrameType::Data, 0, static_cast<uint32_t>(length), 0);
   if (length > 0) std::memcpy(buffer + header, data, length);
   Pending pending;
@@ -203,11 +196,10 @@ int Connection::copyAndSend(const void* data, size_t length, bool hasImm, uint32
   op.tag = tag;
   op.sge.addr = reinterpret_cast<uintptr_t>(buffer);
   op.sge.length = static_cast<uint32_t>(header + length);
-  op.sge.lkey = sendBuffers_.lkey();
-  op.copySlot = static_cast<int32_t>(slot);
+  op.sge.lkey = sendBuffers_.region().lkey();
+  op.copySlot = slot;
   op.hasImm = hasImm;
   op.imm = imm;
-  freeSendSlots_.pop_back();
   if (!options_.framed) return submit(op);
   pending.spendsCredit = true;
   pending.headerAt = buffer;
@@ -238,7 +230,7 @@ int Connection::pumpWaiting() noexcept {
       break;
     }
     const bool needsSlot = next.zeroCopyHeader || !next.control.empty();
-    if (needsSlot && freeFrameSlots_.empty()) break;
+    if (needsSlot && frameSlots_.available() == 0) break;
     SendOp op = next.op;
     uint16_t returned = 0;
     if (next.spendsCredit) {
@@ -249,11 +241,8 @@ int Connection::pumpWaiting() noexcept {
     }
     uint8_t* header = next.headerAt;
     if (needsSlot) {
-      const uint32_t slot = freeFrameSlots_.back();
-      freeFrameSlots_.pop_back();
-      header = frameSlots_.data() + size_t{slot} * kFrameSlotSize;
-      op.frameSlot = static_cast<int32_t>(slot);
-      ibv_sge sge{reinterpret_cast<uintptr_t>(header), 0, frameSlots_.lkey()};
+      header = takeFrameSlot(op);
+      ibv_sge sge{reinterpret_cast<uintptr_t>(header), 0, frameSlots_.region().lkey()};
       if (!next.control.empty()) {
         std::memcpy(header, next.control.data(), next.control.size());
         sge.length = static_cast<uint32_t>(next.control.size());
@@ -274,18 +263,22 @@ int Connection::pumpWaiting() noexcept {
 
 void Connection::maybeSendCreditFrame() noexcept {
   if (!options_.framed || teardownStarted_ || !sendQueue_) return;
-  if (!ledger_.creditFrameDue() || freeFrameSlots_.empty()) return;  // retried when a send completes
-  const uint32_t slot = freeFrameSlots_.back();
-  freeFrameSlots_.pop_back();
-  uint8_t* frame = frameSlots_.data() + size_t{slot} * kFrameSlotSize;
-  writeFrameHeader(frame, FrameType::Credit, ledger_.spendForCreditFrame(), 0, 0);
+  if (!ledger_.creditFrameDue() || frameSlots_.available() == 0) return;  // retried when a send completes
   SendOp op;
   op.type = OpType::Send;
   op.internal = true;
-  op.frameSlot = static_cast<int32_t>(slot);
-  op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frame), static_cast<uint32_t>(Frame::kHeaderSize), frameSlots_.lkey()};
+  uint8_t* frame = takeFrameSlot(op);
+  writeFrameHeader(frame, FrameType::Credit, ledger_.spendForCreditFrame(), 0, 0);
+  op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frame), static_cast<uint32_t>(Frame::kHeaderSize),
+                   frameSlots_.region().lkey()};
   ++stats_.creditFramesSent;
   submit(op);
+}
+
+uint8_t* Connection::takeFrameSlot(SendOp& op) noexcept {
+  const int slot = frameSlots_.acquire();  // callers checked that one is free
+  op.frameSlot = slot;
+  return frameSlots_.data(static_cast<uint32_t>(slot));
 }
 
 void Connection::notifyWritableIfDrained() noexcept {
@@ -571,8 +564,8 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
   int rc = sendQueue_->complete(
       wc,
       [this](const SendOp& op, ibv_wc_status status) {
-        if (op.copySlot >= 0) freeSendSlots_.push_back(static_cast<uint32_t>(op.copySlot));
-        if (op.frameSlot >= 0) freeFrameSlots_.push_back(static_cast<uint32_t>(op.frameSlot));
+        if (op.copySlot >= 0) sendBuffers_.release(static_cast<uint32_t>(op.copySlot));
+        if (op.frameSlot >= 0) frameSlots_.release(static_cast<uint32_t>(op.frameSlot));
         if (status == IBV_WC_WR_FLUSH_ERR) {
           // The QP went to the error state and handed its work back: the connection is going
           // down, and DISCONNECTED (or an earlier, real error) says why. iWARP may flush first.
@@ -631,50 +624,45 @@ void Connection::onCompletion(const ibv_wc& wc) noexcept {
     maybeFinish();
     return;
   }
-  {
-    // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
-    if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) markEstablished();
-    // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
-    const bool intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
-    const size_t size = options_.maxMessageSize + (options_.framed ? Frame::kHeaderSize : 0);
-    uint8_t* data = intoBuffer ? recvBuffers_.data() + size_t{slot} * size : nullptr;
-    if (data != nullptr) EVRDMA_MARK_DEFINED(data, wc.byte_len);
-    if (!teardownStarted_ && state_ == ConnectionState::Established) {
-      if (options_.framed && intoBuffer) {
-        Frame frame;
-        const char* why = "";
-        if (parseFrame(data, wc.byte_len, frame, why) != 0) {
-          errorText_ = std::string("malformed frame from the peer: ") + why;
-          idleRecvSlots_.push_back(slot);
-          fail(-EPROTO, errorText_.c_str());
-          maybeFinish();
-          return;
-        }
-        ledger_.onCreditsReturned(frame.credits);
-        onFrame(frame, wc);
-      } else {
-        ++stats_.messagesReceived;
-        stats_.bytesReceived += wc.byte_len;
-        if (wc.wc_flags & IBV_WC_WITH_IMM)
-          handler_->onRecvWithImm(*this, ntohl(wc.imm_data), data, wc.byte_len);
-        else
-          handler_->onRecv(*this, data, wc.byte_len);
-      }
-    }
-    if (options_.autoPostRecv && !teardownStarted_ && state_ == ConnectionState::Established) {
-      if (int rc = postRecvSlot(slot); rc != 0) {
+  // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
+  if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) markEstablished();
+  // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
+  const bool intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
+  uint8_t* data = intoBuffer ? recvBuffers_.data() + size_t{slot} * bufferSize() : nullptr;
+  if (data != nullptr) EVRDMA_MARK_DEFINED(data, wc.byte_len);
+  if (!teardownStarted_ && state_ == ConnectionState::Established) {
+    if (options_.framed && intoBuffer) {
+      Frame frame;
+      const char* why = "";
+      if (parseFrame(data, wc.byte_len, frame, why) != 0) {
+        errorText_ = std::string("malformed frame from the peer: ") + why;
         idleRecvSlots_.push_back(slot);
-        fail(rc, "ibv_post_recv");
-      } else if (options_.framed) {
-        ledger_.onReceiveReposted();
+        fail(-EPROTO, errorText_.c_str());
+        maybeFinish();
+        return;
       }
+      ledger_.onCreditsReturned(frame.credits);
+      onFrame(frame, wc);
     } else {
+      ++stats_.messagesReceived;
+      stats_.bytesReceived += wc.byte_len;
+      if (wc.wc_flags & IBV_WC_WITH_IMM)
+        handler_->onRecvWithImm(*this, ntohl(wc.imm_data), data, wc.byte_len);
+      else
+        handler_->onRecv(*this, data, wc.byte_len);
+    }
+  }
+  if (options_.autoPostRecv && !teardownStarted_ && state_ == ConnectionState::Established) {
+    if (int rc = repostRecv(slot); rc != 0) {
       idleRecvSlots_.push_back(slot);
+      fail(rc, "ibv_post_recv");
     }
-    if (options_.framed && !teardownStarted_) {
-      pumpWaiting();  // credits may have come back
-      notifyWritableIfDrained();
-    }
+  } else {
+    idleRecvSlots_.push_back(slot);
+  }
+  if (options_.framed && !teardownStarted_) {
+    pumpWaiting();  // credits may have come back
+    notifyWritableIfDrained();
   }
   maybeFinish();
 }
@@ -732,8 +720,8 @@ void Connection::finish() noexcept {
   sendQueue_.reset();
   completion_.reset();
   recvBuffers_.reset();
-  sendBuffers_.reset();
-  frameSlots_.reset();
+  sendBuffers_ = BufferPool{};
+  frameSlots_ = BufferPool{};
   lent_.clear();  // regions registered for the peer go with the connection
   lentBytes_ = 0;
   peerRegions_.clear();

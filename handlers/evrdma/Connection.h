@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "evrdma/BufferPool.h"
 #include "evrdma/Callbacks.h"
 #include "evrdma/CmDispatcher.h"
 #include "evrdma/CompletionDispatcher.h"
@@ -140,7 +141,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
   static int checkOptions(const ConnectionOptions& options, const char*& problem) noexcept;
 
   size_t maxMessageSize() const noexcept { return options_.maxMessageSize; }
-  uint32_t freeSendBuffers() const noexcept { return static_cast<uint32_t>(freeSendSlots_.size()); }
+  uint32_t freeSendBuffers() const noexcept { return sendBuffers_.available(); }
   uint32_t postedRecvs() const noexcept { return postedRecvs_; }
   const std::string& peerAddress() const noexcept { return peerAddress_; }
   const ConnectionStats& stats() const noexcept { return stats_; }
@@ -192,6 +193,10 @@ class Connection : private CmEventHandler, private CompletionHandler {
   void scheduleFinish() noexcept;
   void finish() noexcept;
   int postRecvSlot(uint32_t slot) noexcept;
+  // Posts a consumed receive again (and, framed, owes the peer a credit for it).
+  int repostRecv(uint32_t slot) noexcept;
+  // Bytes per send / receive buffer: a framed message carries its header in the same buffer.
+  size_t bufferSize() const noexcept { return options_.maxMessageSize + (options_.framed ? Frame::kHeaderSize : 0); }
   // A request on its way out. On framed connections it may first wait for a credit or a frame
   // slot (where its header or the whole protocol frame is written when it goes out).
   struct Pending {
@@ -207,6 +212,8 @@ class Connection : private CmEventHandler, private CompletionHandler {
   int enqueue(Pending pending) noexcept;
   int pumpWaiting() noexcept;
   void maybeSendCreditFrame() noexcept;
+  // Takes a free frame slot for `op` (the caller checked there is one); returns its memory.
+  uint8_t* takeFrameSlot(SendOp& op) noexcept;
   void notifyWritableIfDrained() noexcept;
   int sendControl(std::vector<uint8_t> frame) noexcept;
   void onFrame(const Frame& frame, const ibv_wc& wc) noexcept;
@@ -233,13 +240,13 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // protection domain is the device's (see protectionDomain()).
   CmId id_;
   ibv_pd* pd_ = nullptr;
-  MemoryRegion recvBuffers_, sendBuffers_;  // the receive ring and postSend()'s buffers, registered
+  MemoryRegion recvBuffers_;  // the receive ring, bufferSize() per slot
+  BufferPool sendBuffers_;    // postSend()'s buffers
   CompletionDispatcher* completions_ = nullptr;
   std::unique_ptr<CompletionDispatcher::Attachment> completion_;  // entries on a shared CQ
   CmQueuePair qp_;
   std::unique_ptr<SendQueue> sendQueue_;
-  MemoryRegion frameSlots_;  // framed: headers of zero-copy sends, and protocol frames
-  std::vector<uint32_t> freeFrameSlots_;
+  BufferPool frameSlots_;  // framed: headers of zero-copy sends, and protocol frames
   std::deque<Pending> waiting_;
   bool backlogged_ = false;  // something had to wait: onWritable once it all went out
   CreditLedger ledger_;
@@ -256,7 +263,6 @@ class Connection : private CmEventHandler, private CompletionHandler {
   uint64_t lentBytes_ = 0;
 
   std::vector<uint32_t> idleRecvSlots_;  // consumed, not re-posted (autoPostRecv off)
-  std::vector<uint32_t> freeSendSlots_;
   uint32_t postedRecvs_ = 0;
   ConnectionStats stats_;
   Timer disconnectTimer_;
