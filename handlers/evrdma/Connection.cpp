@@ -560,7 +560,6 @@ void Connection::onCmEvent(const CmEvent& event) noexcept {
 }
 
 void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
-  bool drained = false;
   int rc = sendQueue_->complete(
       wc,
       [this](const SendOp& op, ibv_wc_status status) {
@@ -595,10 +594,8 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
           ++stats_.opsCompleted;
           handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});
         }
-      },
-      drained);
+      });
   if (rc != 0) fail(rc, "ibv_post_send");
-  (void)drained;
   if (!teardownStarted_) {
     pumpWaiting();  // a frame slot may have come free
     notifyWritableIfDrained();

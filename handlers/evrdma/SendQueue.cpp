@@ -99,8 +99,7 @@ int SendQueue::pump() noexcept {
   return 0;
 }
 
-int SendQueue::complete(const ibv_wc& wc, const Done& done, bool& drained) noexcept {
-  drained = false;
+int SendQueue::complete(const ibv_wc& wc, const Done& done) noexcept {
   const auto sequence = static_cast<uint32_t>(wc.wr_id & 0xffffffffu);
   bool known = std::any_of(inFlight_.begin(), inFlight_.end(), [&](const SendOp& op) { return op.sequence == sequence; });
   if (!known) return 0;  // already completed (a flush of a request counted before)
@@ -111,10 +110,7 @@ int SendQueue::complete(const ibv_wc& wc, const Done& done, bool& drained) noexc
     done(op, isThis ? wc.status : IBV_WC_SUCCESS);
     if (isThis) break;
   }
-  bool hadBacklog = !backlog_.empty();
-  int rc = pump();
-  drained = hadBacklog && backlog_.empty();
-  return rc;
+  return pump();
 }
 
 }  // namespace evrdma

@@ -53,8 +53,8 @@ class SendQueue {
 
   // A send-side completion: hands every request it completes to `done`, in posting order
   // (unsignaled ones before it succeeded: RC completes in order), then posts from the backlog.
-  // Returns the -errno of a failed post, else 0. `drained` is set when the backlog just emptied.
-  int complete(const ibv_wc& wc, const Done& done, bool& drained) noexcept;
+  // Returns the -errno of a failed post, else 0.
+  int complete(const ibv_wc& wc, const Done& done) noexcept;
 
   size_t inFlight() const noexcept { return inFlight_.size(); }
   size_t backlog() const noexcept { return backlog_.size(); }
