@@ -281,7 +281,6 @@ evrdma::AcceptDecision BlastFactory::onConnectRequest(const evrdma::ConnectReque
   Request request;
   std::string refused = decode(connect.privateData.data(), connect.privateData.size(), limits_, request);
   if (!refused.empty()) {
-    ++rejections;
     if (trace_) std::printf("rejecting %s: %s\n", connect.peerAddress.c_str(), refused.c_str());
     return evrdma::AcceptDecision::reject(refused);
   }

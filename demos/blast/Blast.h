@@ -109,7 +109,7 @@ class BlastFactory : public evrdma::AgentFactory {
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest& request) noexcept override;
 
   size_t activeAgents = 0;
-  uint64_t agentsServed = 0, agentsFailed = 0, agentsIncomplete = 0, rejections = 0;
+  uint64_t agentsServed = 0, agentsFailed = 0, agentsIncomplete = 0;  // rejections: Listener::stats()
   std::function<void(const BlastAgent&, const evrdma::Connection&)> agentClosedHook;
 
  private:

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     clients.push_back(evrdma::Client::create(reactor, std::move(handler), blast::BlastClient::options(request)));
     if (int rc = clients.back()->connect(address, static_cast<uint16_t>(port), blast::encode(request)); rc != 0) {
       std::fprintf(stderr, "blast-client: cannot connect to %s port %llu: %s%s\n", address.c_str(), port,
-                   std::strerror(-rc), rc == -EINVAL ? " (not a numeric address)" : rc == -ENODEV ? " (no RDMA device: run under tools/rdma-run)" : "");
+                   std::strerror(-rc), pingpong::setupErrorHint(rc));
       return 1;
     }
     ++open;
@@ -134,13 +134,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(succeeded), connections,
               blast::describe(mode, operations, size, operations > 0 ? seconds : 0.0).c_str(),
               verify ? ", every byte verified" : "");
-  if (figures) {
-    std::printf("blast-client: cpu %s\n", cpu.report().c_str());
-    if (completions != nullptr) {
-      std::printf("blast-client: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
-      std::printf("blast-client: %s\n", pingpong::describeRnr(*completions).c_str());
-    }
-  }
+  if (figures) pingpong::printProcessFigures("blast-client", cpu, completions);
   clients.clear();
   return succeeded == connections ? 0 : 1;
 }

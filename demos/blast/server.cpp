@@ -94,9 +94,8 @@ int main(int argc, char** argv) {
   };
 
   if (int rc = listener->listen(address, static_cast<uint16_t>(port)); rc != 0) {
-    const char* hint = rc == -EADDRINUSE ? " (port in use)" : rc == -EINVAL ? " (not a numeric address)" : rc == -ENODEV ? " (no RDMA device: run under tools/rdma-run)" : "";
     std::fprintf(stderr, "blast-server: cannot listen on %s port %llu: %s%s\n", address.c_str(), port,
-                 std::strerror(-rc), hint);
+                 std::strerror(-rc), pingpong::setupErrorHint(rc));
     return 1;
   }
   bool stoppedBySignal = false;
@@ -114,14 +113,8 @@ int main(int argc, char** argv) {
   reactor.run();
   std::printf("blast-server: served %llu clients (%llu failed, %llu left early), rejected %llu requests\n",
               static_cast<unsigned long long>(factory.agentsServed), static_cast<unsigned long long>(factory.agentsFailed),
-              static_cast<unsigned long long>(factory.agentsIncomplete), static_cast<unsigned long long>(factory.rejections));
-  if (figures) {
-    std::printf("blast-server: cpu %s\n", cpu.report().c_str());
-    if (completions != nullptr) {
-      std::printf("blast-server: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
-      std::printf("blast-server: %s\n", pingpong::describeRnr(*completions).c_str());
-    }
-  }
+              static_cast<unsigned long long>(factory.agentsIncomplete), static_cast<unsigned long long>(listener->stats().rejected));
+  if (figures) pingpong::printProcessFigures("blast-server", cpu, completions);
   listener.reset();
   return factory.agentsFailed == 0 && (factory.agentsIncomplete == 0 || stoppedBySignal) ? 0 : 1;
 }

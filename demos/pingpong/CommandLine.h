@@ -20,6 +20,15 @@ inline bool optionsAreGood(const char* prog, bool valueOk, int opt, const char* 
   if (!valueOk) std::fprintf(stderr, "%s: bad value '%s' for -%c\n", prog, value, opt);
   return valueOk;
 }
+// What to add to the strerror of a failed listen() or connect(), if anything helps.
+inline const char* setupErrorHint(int rc) {
+  switch (rc) {
+    case -EADDRINUSE: return " (port in use)";
+    case -EINVAL: return " (not a numeric address)";
+    case -ENODEV: return " (no RDMA device: run under tools/rdma-run)";
+    default: return "";
+  }
+}
 inline bool noStrayArguments(const char* prog, int optind, int argc, char** argv) {
   if (optind == argc) return true;
   std::fprintf(stderr, "%s: unexpected argument '%s' (see -h)\n", prog, argv[optind]);

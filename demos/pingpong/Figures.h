@@ -54,4 +54,13 @@ inline std::string describeCompletions(const evrdma::CompletionStats& s) {
   return text;
 }
 
+// What every program prints last with -x: its CPU use, and the completion statistics and RNR
+// counters of the device it used (if it got as far as using one).
+inline void printProcessFigures(const char* program, const CpuMeter& cpu, const evrdma::CompletionDispatcher* completions) {
+  std::printf("%s: cpu %s\n", program, cpu.report().c_str());
+  if (completions == nullptr) return;
+  std::printf("%s: %s\n", program, describeCompletions(completions->stats()).c_str());
+  std::printf("%s: %s\n", program, describeRnr(*completions).c_str());
+}
+
 }  // namespace pingpong

@@ -77,7 +77,6 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
   if (why.empty() && maxAgents_ != 0 && activeAgents >= maxAgents_)
     why = "server busy: " + std::to_string(activeAgents) + " connections already";
   if (!why.empty()) {
-    ++rejections;
     if (trace_ != Trace::Off) std::printf("[listener] rejected %s: %s\n", request.peerAddress.c_str(), why.c_str());
     return evrdma::AcceptDecision::reject(why);
   }

@@ -60,7 +60,7 @@ class EchoFactory : public evrdma::AgentFactory {
   uint64_t agentsServed = 0;
   uint64_t agentsFailed = 0;      // ended with an error
   uint64_t agentsIncomplete = 0;  // no error, but disconnected before `count` echoes
-  uint64_t rejections = 0, totalEchoes = 0;
+  uint64_t totalEchoes = 0;  // rejections: Listener::stats()
   std::function<void(const EchoAgent&, const evrdma::Connection&)> agentClosedHook;
 
  private:

@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     clients.push_back(evrdma::Client::create(reactor, std::move(handler), options));
     if (int rc = clients.back()->connect(address, static_cast<uint16_t>(port), pingsr::encode(info)); rc != 0) {
       std::fprintf(stderr, "pingpong-client: cannot connect to %s port %llu: %s%s\n", address.c_str(), port,
-                   std::strerror(-rc), rc == -EINVAL ? " (not a numeric address)" : rc == -ENODEV ? " (no RDMA device: run under tools/rdma-run)" : "");
+                   std::strerror(-rc), pingpong::setupErrorHint(rc));
       return 1;
     }
     ++open;
@@ -131,13 +131,7 @@ int main(int argc, char** argv) {
   std::printf("pingpong-client: %llu of %llu connections completed %llu round trips of %llu B%s (%.3f s in all)\n",
               static_cast<unsigned long long>(succeeded), connections, count, size, verify ? ", every byte verified" : "",
               wall);
-  if (figures) {
-    std::printf("pingpong-client: cpu %s\n", cpu.report().c_str());
-    if (completions != nullptr) {
-      std::printf("pingpong-client: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
-      std::printf("pingpong-client: %s\n", pingpong::describeRnr(*completions).c_str());
-    }
-  }
+  if (figures) pingpong::printProcessFigures("pingpong-client", cpu, completions);
   clients.clear();
   return succeeded == connections ? 0 : 1;
 }

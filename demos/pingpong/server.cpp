@@ -94,9 +94,8 @@ int main(int argc, char** argv) {
   };
 
   if (int rc = listener->listen(address, static_cast<uint16_t>(port)); rc != 0) {
-    const char* hint = rc == -EADDRINUSE ? " (port in use)" : rc == -EINVAL ? " (not a numeric address)" : rc == -ENODEV ? " (no RDMA device: run under tools/rdma-run)" : "";
     std::fprintf(stderr, "pingpong-server: cannot listen on %s port %llu: %s%s\n", address.c_str(), port,
-                 std::strerror(-rc), hint);
+                 std::strerror(-rc), pingpong::setupErrorHint(rc));
     return 1;
   }
   bool stoppedBySignal = false;
@@ -117,13 +116,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(factory.agentsServed), static_cast<unsigned long long>(factory.agentsFailed),
               static_cast<unsigned long long>(factory.agentsIncomplete), static_cast<unsigned long long>(factory.totalEchoes),
               static_cast<unsigned long long>(stats.rejected));
-  if (figures) {
-    std::printf("pingpong-server: cpu %s\n", cpu.report().c_str());
-    if (completions != nullptr) {
-      std::printf("pingpong-server: %s\n", pingpong::describeCompletions(completions->stats()).c_str());
-      std::printf("pingpong-server: %s\n", pingpong::describeRnr(*completions).c_str());
-    }
-  }
+  if (figures) pingpong::printProcessFigures("pingpong-server", cpu, completions);
   listener.reset();
   // Clients cut short by a signal are a clean shutdown; errors, or clients that left early
   // otherwise, are not.

@@ -40,9 +40,7 @@ void fillPing(char* buffer, size_t size, uint64_t ping) {
 
 evrdma::ClientOptions RpingClient::options() {
   evrdma::ClientOptions o;
-  o.maxMessageSize = kInfoSize;
-  o.recvDepth = 2;
-  o.sendDepth = 4;
+  static_cast<evrdma::ConnectionOptions&>(o) = RpingAgent::options();  // both sides alike
   return o;
 }
 
@@ -115,6 +113,7 @@ void RpingClient::onClosed(evrdma::Connection&) noexcept {
 // ---- server side ----
 
 evrdma::ConnectionOptions RpingAgent::options() {
+  // One 16-byte message at a time each way; a spare receive and room for the reads and writes.
   evrdma::ConnectionOptions o;
   o.maxMessageSize = kInfoSize;
   o.recvDepth = 2;

@@ -83,8 +83,8 @@ int runServer(evrdma::Reactor& reactor, const std::string& address, uint16_t por
   });
   listener = evrdma::Listener::create(reactor, factory);
   if (int rc = listener->listen(address, port); rc != 0) {
-    const char* hint = rc == -EADDRINUSE ? " (port in use)" : rc == -EINVAL ? " (not a numeric address)" : rc == -ENODEV ? " (no RDMA device: run under tools/rdma-run)" : "";
-    std::fprintf(stderr, "rping server: cannot listen on %s port %u: %s%s\n", address.c_str(), port, std::strerror(-rc), hint);
+    std::fprintf(stderr, "rping server: cannot listen on %s port %u: %s%s\n", address.c_str(), port, std::strerror(-rc),
+                 pingpong::setupErrorHint(rc));
     return 1;
   }
   auto onSignal = [&](int) {
@@ -110,7 +110,7 @@ int runClient(evrdma::Reactor& reactor, const std::string& address, uint16_t por
                                        rping::RpingClient::options());
   if (int rc = client->connect(address, port); rc != 0) {
     std::fprintf(stderr, "rping client: cannot connect to %s port %u: %s%s\n", address.c_str(), port, std::strerror(-rc),
-                 rc == -EINVAL ? " (not a numeric address)" : rc == -ENODEV ? " (no RDMA device: run under tools/rdma-run)" : "");
+                 pingpong::setupErrorHint(rc));
     return 1;
   }
   evrdma::SignalWatch onInt(reactor, SIGINT, [&](int) { client->close(); });
