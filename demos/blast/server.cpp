@@ -2,7 +2,6 @@
 // checks each client's request, lends or sends the region its mode needs, and counts and checks
 // what arrives. SIGINT/SIGTERM stop it cleanly.
 #include <getopt.h>
-#include <signal.h>
 
 #include <cstdio>
 #include <cstring>
@@ -11,9 +10,9 @@
 #include "Blast.h"
 #include "CommandLine.h"
 #include "Figures.h"
+#include "ServerLifetime.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
-#include "evrdma/Watch.h"
 
 namespace {
 
@@ -72,13 +71,7 @@ int main(int argc, char** argv) {
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory);
   pingpong::CpuMeter cpu;
   const evrdma::CompletionDispatcher* completions = nullptr;
-  bool stopping = false;
-  auto shutdown = [&] {
-    if (stopping) return;
-    stopping = true;
-    listener->close();
-    if (factory.activeAgents == 0) reactor.stop();
-  };
+  pingpong::ServerLifetime lifetime("blast-server", reactor, *listener, factory.activeAgents);
   factory.agentClosedHook = [&](const blast::BlastAgent& agent, const evrdma::Connection& c) {
     if (completions == nullptr) completions = c.completions();
     if (figures || !agent.error.empty()) {
@@ -89,8 +82,7 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(c.stats().creditFramesSent), agent.error.empty() ? "" : ", error: ",
                   agent.error.c_str());
     }
-    if (stopping && factory.activeAgents == 0) reactor.stop();
-    if (exitAfter != 0 && factory.agentsServed >= exitAfter) shutdown();
+    lifetime.agentClosed(factory.agentsServed, exitAfter);
   };
 
   if (int rc = listener->listen(address, static_cast<uint16_t>(port)); rc != 0) {
@@ -98,15 +90,6 @@ int main(int argc, char** argv) {
                  std::strerror(-rc), pingpong::setupErrorHint(rc));
     return 1;
   }
-  bool stoppedBySignal = false;
-  auto onSignal = [&](int signo) {
-    std::printf("blast-server: %s: closing %zu connections\n", strsignal(signo), factory.activeAgents);
-    std::fflush(stdout);
-    stoppedBySignal = true;
-    shutdown();
-  };
-  evrdma::SignalWatch onInt(reactor, SIGINT, onSignal);
-  evrdma::SignalWatch onTerm(reactor, SIGTERM, onSignal);
   std::printf("blast-server: listening on %s port %u\n", address.c_str(), listener->port());
   std::fflush(stdout);
 
@@ -116,5 +99,5 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(factory.agentsIncomplete), static_cast<unsigned long long>(listener->stats().rejected));
   if (figures) pingpong::printProcessFigures("blast-server", cpu, completions);
   listener.reset();
-  return factory.agentsFailed == 0 && (factory.agentsIncomplete == 0 || stoppedBySignal) ? 0 : 1;
+  return factory.agentsFailed == 0 && (factory.agentsIncomplete == 0 || lifetime.stoppedBySignal()) ? 0 : 1;
 }

@@ -1,7 +1,6 @@
 // pingpong-server: a persistent ping-sr server (OFA ping-sr-4 design on evrdma): it serves any
 // number of clients at once, echoing each message, from one thread. SIGINT/SIGTERM stop it cleanly.
 #include <getopt.h>
-#include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -10,10 +9,10 @@
 
 #include "CommandLine.h"
 #include "Figures.h"
+#include "ServerLifetime.h"
 #include "PingPong.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
-#include "evrdma/Watch.h"
 
 namespace {
 
@@ -73,13 +72,7 @@ int main(int argc, char** argv) {
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory);
   pingpong::CpuMeter cpu;
   const evrdma::CompletionDispatcher* completions = nullptr;
-  bool stopping = false;
-  auto shutdown = [&] {
-    if (stopping) return;
-    stopping = true;
-    listener->close();  // closes every agent; stop once the last one reported onClosed
-    if (factory.activeAgents == 0) reactor.stop();
-  };
+  pingpong::ServerLifetime lifetime("pingpong-server", reactor, *listener, factory.activeAgents);
   factory.agentClosedHook = [&](const pingpong::EchoAgent& agent, const evrdma::Connection& c) {
     if (completions == nullptr) completions = c.completions();
     if (figures) {
@@ -89,8 +82,7 @@ int main(int argc, char** argv) {
                   agent.established == pingpong::Clock::time_point{} ? 0.0 : seconds, agent.error.empty() ? "" : ", error: ",
                   agent.error.c_str());
     }
-    if (stopping && factory.activeAgents == 0) reactor.stop();
-    if (exitAfter != 0 && factory.agentsServed >= exitAfter) shutdown();
+    lifetime.agentClosed(factory.agentsServed, exitAfter);
   };
 
   if (int rc = listener->listen(address, static_cast<uint16_t>(port)); rc != 0) {
@@ -98,15 +90,6 @@ int main(int argc, char** argv) {
                  std::strerror(-rc), pingpong::setupErrorHint(rc));
     return 1;
   }
-  bool stoppedBySignal = false;
-  auto onSignal = [&](int signo) {
-    std::printf("pingpong-server: %s: closing %zu connections\n", strsignal(signo), factory.activeAgents);
-    std::fflush(stdout);
-    stoppedBySignal = true;
-    shutdown();
-  };
-  evrdma::SignalWatch onInt(reactor, SIGINT, onSignal);
-  evrdma::SignalWatch onTerm(reactor, SIGTERM, onSignal);
   std::printf("pingpong-server: listening on %s port %u\n", address.c_str(), listener->port());
   std::fflush(stdout);
 
@@ -120,5 +103,5 @@ int main(int argc, char** argv) {
   listener.reset();
   // Clients cut short by a signal are a clean shutdown; errors, or clients that left early
   // otherwise, are not.
-  return factory.agentsFailed == 0 && (factory.agentsIncomplete == 0 || stoppedBySignal) ? 0 : 1;
+  return factory.agentsFailed == 0 && (factory.agentsIncomplete == 0 || lifetime.stoppedBySignal()) ? 0 : 1;
 }
