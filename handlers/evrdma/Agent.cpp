@@ -29,8 +29,6 @@ int Agent::accept(CmId id, const std::vector<uint8_t>& privateData, const char*&
 
 bool Agent::onRoleCmEvent(const CmEvent& event) noexcept {
   switch (event.type) {
-    case RDMA_CM_EVENT_ESTABLISHED:
-      return true;
     case RDMA_CM_EVENT_REJECTED:  // the client refused our accept (e.g. it timed out meanwhile)
     case RDMA_CM_EVENT_UNREACHABLE:
     case RDMA_CM_EVENT_CONNECT_ERROR:

@@ -13,6 +13,14 @@ constexpr int kIbRejectConsumer = 28;         // IB CM: the peer application rej
 }  // namespace
 
 void Client::Release::operator()(Client* client) const noexcept {
+  if (client->orphaned()) {  // the Reactor is gone: nothing left to close or to defer onto
+    delete client;
+    return;
+  }
+  if (client->state() == ConnectionState::Idle && !client->closing()) {
+    delete client;  // never started (or connect() failed): no callback is owed, none fires
+    return;
+  }
   if (client->done_) {
     Reactor& reactor = client->reactor();
     reactor.defer([client] { delete client; });  // maybe called from one of its callbacks
@@ -32,6 +40,7 @@ Client::Ptr Client::create(Reactor& reactor, std::unique_ptr<ConnectionHandler> 
 }
 
 int Client::connect(const std::string& address, uint16_t port, std::vector<uint8_t> privateData) noexcept {
+  if (orphaned()) return -ESHUTDOWN;
   if (state() != ConnectionState::Idle || closing()) return -EALREADY;
   if (privateData.size() > kMaxPrivateDataAnyTransport) return -EMSGSIZE;
   const char* problem = nullptr;
@@ -72,9 +81,6 @@ bool Client::onRoleCmEvent(const CmEvent& event) noexcept {
     case RDMA_CM_EVENT_ROUTE_ERROR:
       if (state() != ConnectionState::ResolvingRoute) return false;
       fail(event.status < 0 ? event.status : -EHOSTUNREACH, "rdma_resolve_route");
-      return true;
-    case RDMA_CM_EVENT_ESTABLISHED:  // Connection made it Established already
-      connectTimer_.cancel();
       return true;
     case RDMA_CM_EVENT_REJECTED:
       if (state() != ConnectionState::Connecting) return false;
@@ -132,6 +138,13 @@ void Client::onRejectedEvent(const CmEvent& event) noexcept {
   }
   handler_->onRejected(*this, info);
   close();
+}
+
+void Client::onEstablishedByRole() noexcept { connectTimer_.cancel(); }
+
+void Client::onOrphaned() noexcept {
+  done_ = true;
+  if (released_) delete this;  // the application dropped its Ptr already
 }
 
 void Client::onFinished() noexcept {

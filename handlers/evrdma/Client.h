@@ -27,13 +27,15 @@ class Client : public Connection {
   // Or returns -errno at once, and no callback fires: -EINVAL (not a numeric address), -EMSGSIZE
   // (private data longer than any transport carries), -EINVAL (unusable options, see
   // Connection::checkOptions), -EALREADY (not Idle), -ENODEV (no RDMA CM on
-  // this machine), or what rdma_resolve_addr said.
+  // this machine), -ESHUTDOWN (its Reactor is gone), or what rdma_resolve_addr said.
   int connect(const std::string& address, uint16_t port, std::vector<uint8_t> privateData = {}) noexcept;
 
  private:
   Client(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options);
   bool onRoleCmEvent(const CmEvent& event) noexcept override;
+  void onEstablishedByRole() noexcept override;
   void onFinished() noexcept override;
+  void onOrphaned() noexcept override;
   void onRouteResolved() noexcept;
   void onRejectedEvent(const CmEvent& event) noexcept;
 

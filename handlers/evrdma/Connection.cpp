@@ -55,12 +55,25 @@ Connection::Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> hand
       disconnectTimer_(reactor, [this] {
         disconnectDone_ = true;  // waited long enough for the peer and the flushes
         scheduleFinish();
-      }) {}
+      }) {
+  reactor.join(static_cast<detail::ReactorMember*>(this));
+}
 
 Connection::~Connection() {
-  // Normally finish() already released everything; this covers a Reactor torn down mid-close.
-  qp_.reset();
-  completion_.reset();
+  if (!orphaned_) reactor_.leave(static_cast<detail::ReactorMember*>(this));
+  releaseResources();  // normally finish() did already
+}
+
+void Connection::onReactorGone() noexcept {
+  // Silent: the application hears nothing (see Reactor), and nothing here touches the Reactor.
+  orphaned_ = true;
+  if (!finished_) {
+    teardownStarted_ = true;
+    finished_ = true;
+    releaseResources();
+    setState(failed_ ? ConnectionState::Failed : ConnectionState::Closed);
+  }
+  onOrphaned();  // may free this object
 }
 
 void Connection::adoptId(CmId id) noexcept {
@@ -182,6 +195,7 @@ int Connection::postSendWithImm(const void* data, size_t length, uint32_t imm, u
 
 int Connection::copyAndSend(const void* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept {
   if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
+  if (data == nullptr && length > 0) return -EINVAL;
   if (length > options_.maxMessageSize) return -EMSGSIZE;
   if (hasImm && !supportsImmediateData()) return -EOPNOTSUPP;
   const int slot = sendBuffers_.acquire();
@@ -208,7 +222,7 @@ int Connection::copyAndSend(const void* data, size_t length, bool hasImm, uint32
 
 int Connection::submit(SendOp op) noexcept {
   int rc = sendQueue_->submit(op);
-  if (rc != 0) fail(rc, "ibv_post_send");
+  if (rc != 0) failLater(rc, "ibv_post_send");
   if (sendQueue_ && sendQueue_->backlog() > 0) backlogged_ = true;
   return rc;
 }
@@ -492,7 +506,7 @@ void Connection::beginBatch() noexcept {
 int Connection::endBatch() noexcept {
   if (!sendQueue_) return -ENOTCONN;
   int rc = sendQueue_->endBatch();
-  if (rc != 0) fail(rc, "ibv_post_send");
+  if (rc != 0) failLater(rc, "ibv_post_send");
   if (sendQueue_ && sendQueue_->backlog() > 0) backlogged_ = true;  // onWritable once it drains
   return rc;
 }
@@ -511,6 +525,7 @@ rdma_conn_param Connection::connParam(const std::vector<uint8_t>& privateData) c
 void Connection::markEstablished() noexcept {
   if (state_ == ConnectionState::Established) return;
   setState(ConnectionState::Established);
+  onEstablishedByRole();  // e.g. the client's connect timer stops, whoever announced it
   maybeSendCreditFrame();  // framed: tell the peer about our receives before anything else
   handler_->onEstablished(*this);
 }
@@ -529,13 +544,20 @@ void Connection::onCmEvent(const CmEvent& event) noexcept {
     case RDMA_CM_EVENT_ESTABLISHED:
       if (state_ == ConnectionState::Connecting || state_ == ConnectionState::Accepting) {
         markEstablished();
-        onRoleCmEvent(event);  // lets the role stop its timers
         return;
       }
       if (state_ == ConnectionState::Established) return;  // a receive announced it already
       break;
     case RDMA_CM_EVENT_DISCONNECTED:
       if (state_ == ConnectionState::Established) {
+        // The CM channel may be read before the completion channel: what the peer sent before
+        // it left is in the CQ already, and reaches onRecv before onDisconnected.
+        if (completion_) completion_->deliverPending();
+        if (teardownStarted_ || finished_) {  // the application closed (or it failed) meanwhile
+          disconnectDone_ = true;
+          maybeFinish();
+          return;
+        }
         handler_->onDisconnected(*this);
         disconnectDone_ = true;  // the peer's side is gone; ours follows in beginTeardown
         beginTeardown();
@@ -569,11 +591,12 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
           // The QP went to the error state and handed its work back: the connection is going
           // down, and DISCONNECTED (or an earlier, real error) says why. iWARP may flush first.
           ++stats_.flushedCompletions;
+          reportUnfinished(op, status);
           return;
         }
         if (status != IBV_WC_SUCCESS) {
+          reportUnfinished(op, status);
           if (teardownStarted_) return;
-          if (op.copySlot < 0 && !op.internal) handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});
           errorText_ = std::string("work completion (") + toString(op.type) + "): " + ibv_wc_status_str(status);
           fail(-EIO, errorText_.c_str());
           return;
@@ -587,12 +610,11 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
         } else {
           stats_.bytesWritten += op.sge.length;
         }
-        if (teardownStarted_) return;
         if (op.copySlot >= 0) {
-          handler_->onSendDone(*this, op.tag);
+          if (!teardownStarted_) handler_->onSendDone(*this, op.tag);
         } else {
           ++stats_.opsCompleted;
-          handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});
+          handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});  // even closing: see the header
         }
       });
   if (rc != 0) fail(rc, "ibv_post_send");
@@ -669,6 +691,28 @@ void Connection::onAsyncError(ibv_event_type type) noexcept {
   fail(-EIO, errorText_.c_str());
 }
 
+void Connection::onCompletionQueueError(int err, const char* op) noexcept {
+  errorText_ = std::string(op) + " failed on the connection's completion queue";
+  fail(err, errorText_.c_str());
+}
+
+void Connection::reportUnfinished(const SendOp& op, ibv_wc_status status) noexcept {
+  // Copied sends used evrdma's own buffers, and internal frames are evrdma's: nothing to give back.
+  if (orphaned_ || op.internal || op.copySlot >= 0) return;
+  handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});
+}
+
+void Connection::failLater(int err, const char* op) noexcept {
+  if (teardownStarted_ || finished_) return;
+  failed_ = true;
+  // The caller is inside one of our calls (postSend, endBatch...): it gets the error as the
+  // return value, and onError comes after it returned (deferred before finish(), so it precedes
+  // onClosed).
+  laterErrorText_ = op;
+  reactor_.defer([this, err] { handler_->onError(*this, err, laterErrorText_.c_str()); });
+  beginTeardown();
+}
+
 void Connection::close() noexcept { beginTeardown(); }
 
 void Connection::fail(int err, const char* op) noexcept {
@@ -681,10 +725,18 @@ void Connection::fail(int err, const char* op) noexcept {
 void Connection::beginTeardown() noexcept {
   if (teardownStarted_ || finished_) return;
   teardownStarted_ = true;
-  // Never posted: nothing to wait for.
-  stats_.requestsDropped += waiting_.size();
+  // Never posted: nothing to wait for. Reported as flushed just before onClosed, in the order
+  // issued (the send queue's backlog is older than what waits for credits).
+  if (sendQueue_)
+    for (const SendOp& op : sendQueue_->takeBacklog()) {
+      ++stats_.requestsDropped;
+      dropped_.push_back(op);
+    }
+  for (const Pending& pending : waiting_) {
+    ++stats_.requestsDropped;
+    dropped_.push_back(pending.op);
+  }
   waiting_.clear();
-  if (sendQueue_) stats_.requestsDropped += sendQueue_->dropBacklog();
   const bool wasConnected = state_ == ConnectionState::Established;
   setState(ConnectionState::Disconnecting);
   if (!wasConnected || !qp_) {
@@ -713,6 +765,20 @@ void Connection::scheduleFinish() noexcept {
 
 void Connection::finish() noexcept {
   disconnectTimer_.cancel();
+  qp_.reset();  // the device touches no memory of ours from here on
+  // What the flush did not hand back (disconnectTimeout ran out first), then what never went out.
+  if (sendQueue_)
+    for (const SendOp& op : sendQueue_->takeInFlight()) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
+  for (const SendOp& op : dropped_) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
+  dropped_.clear();
+  releaseResources();
+  finished_ = true;
+  setState(failed_ ? ConnectionState::Failed : ConnectionState::Closed);
+  handler_->onClosed(*this);
+  onFinished();
+}
+
+void Connection::releaseResources() noexcept {
   qp_.reset();
   sendQueue_.reset();
   completion_.reset();
@@ -724,12 +790,10 @@ void Connection::finish() noexcept {
   peerRegions_.clear();
   offered_.clear();
   regionRequests_.clear();
+  waiting_.clear();
+  dropped_.clear();
   pd_ = nullptr;
   id_.reset();
-  finished_ = true;
-  setState(failed_ ? ConnectionState::Failed : ConnectionState::Closed);
-  handler_->onClosed(*this);
-  onFinished();
 }
 
 }  // namespace evrdma

@@ -13,7 +13,9 @@
 //                                        listens there                   -> Closed / Failed
 //   UNREACHABLE,
 //   CONNECT_ERROR      Connecting / Accepting -> onError(...)           -> Failed
-//   DISCONNECTED       Established    -> onDisconnected, disconnect our side, drain -> Closed
+//   DISCONNECTED       Established    -> deliver the completions already in the CQ (a message
+//                                        the peer sent before it left reaches onRecv first),
+//                                        then onDisconnected, disconnect our side, drain -> Closed
 //                      Disconnecting  -> the disconnect finished, drain  -> Closed
 //                      Connecting / Accepting -> onError(-ECONNRESET)   -> Failed
 //   TIMEWAIT_EXIT,
@@ -21,7 +23,10 @@
 //   DEVICE_REMOVAL     any            -> onError(-ENODEV, "device removal") -> Failed
 //   anything else      any            -> onError(-EPROTO, "unexpected CM event ...") -> Failed
 // Once close() was called (or teardown began), events and completions only drive the teardown:
-// the application hears nothing more but onClosed.
+// the application hears nothing more but onOpDone for each operation still outstanding (with
+// status IBV_WC_WR_FLUSH_ERR when the teardown flushed it or it was never posted: every send(),
+// rdmaWrite(), rdmaRead()... that returned 0 gets exactly one onOpDone, so the memory it used
+// can always be given back), then onClosed.
 //
 // Framed connections (ConnectionOptions::framed, both sides): every message carries a Frame
 // header. Sends, sends with immediate, RDMA writes with immediate and the protocol's own frames
@@ -49,13 +54,12 @@
 #include "evrdma/CreditLedger.h"
 #include "evrdma/Frame.h"
 #include "evrdma/MemoryRegion.h"
+#include "evrdma/Reactor.h"
 #include "evrdma/SendQueue.h"
 #include "evrdma/Verbs.h"
 #include "evrdma/Watch.h"
 
 namespace evrdma {
-
-class Reactor;
 
 enum class ConnectionState {
   Idle,            // created, nothing started
@@ -70,7 +74,7 @@ enum class ConnectionState {
 };
 const char* toString(ConnectionState state) noexcept;
 
-class Connection : private CmEventHandler, private CompletionHandler {
+class Connection : private CmEventHandler, private CompletionHandler, private detail::ReactorMember {
  public:
   virtual ~Connection();
   Connection(const Connection&) = delete;
@@ -173,11 +177,18 @@ class Connection : private CmEventHandler, private CompletionHandler {
   // Called once the connection is up (from ESTABLISHED, or the first receive that beats it).
   void markEstablished() noexcept;
   bool closing() const noexcept { return teardownStarted_; }
+  // The Reactor was destroyed first: the connection is a closed shell (see Reactor).
+  bool orphaned() const noexcept { return orphaned_; }
 
   // The role's CM events (those not handled in common); return false if unexpected.
   virtual bool onRoleCmEvent(const CmEvent& event) noexcept = 0;
+  // The connection is up, whichever announced it first (ESTABLISHED or a receive).
+  virtual void onEstablishedByRole() noexcept {}
   // After onClosed: the owner frees the object (deferred).
   virtual void onFinished() noexcept = 0;
+  // The Reactor is gone and every resource with it; no callback may fire. The owner may free the
+  // object now (a Client whose Ptr was dropped does).
+  virtual void onOrphaned() noexcept {}
 
   Reactor& reactor_;
   std::unique_ptr<ConnectionHandler> handler_;
@@ -188,6 +199,13 @@ class Connection : private CmEventHandler, private CompletionHandler {
   void onCmEvent(const CmEvent& event) noexcept override;
   void onCompletion(const ibv_wc& wc) noexcept override;
   void onAsyncError(ibv_event_type type) noexcept override;
+  void onCompletionQueueError(int err, const char* op) noexcept override;
+  void onReactorGone() noexcept override;
+  void releaseResources() noexcept;
+  // fail() for an error met inside a call of the application's: onError comes on a later turn.
+  void failLater(int err, const char* op) noexcept;
+  // Reports an operation that will never complete normally (flushed, or dropped unposted).
+  void reportUnfinished(const SendOp& op, ibv_wc_status status) noexcept;
   void beginTeardown() noexcept;
   void maybeFinish() noexcept;
   void scheduleFinish() noexcept;
@@ -228,6 +246,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
   }
 
   const bool isClient_;
+  bool orphaned_ = false;
   ConnectionState state_ = ConnectionState::Idle;
   bool teardownStarted_ = false;
   bool failed_ = false;
@@ -235,6 +254,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
   bool finishScheduled_ = false;
   bool finished_ = false;
   std::string errorText_;  // keeps an onError `op` alive while the callback runs
+  std::string laterErrorText_;  // the same for failLater's deferred onError
 
   // Declared in creation order: destroyed in reverse (QP, CQ reservation, MRs, buffers, id); the
   // protection domain is the device's (see protectionDomain()).
@@ -248,6 +268,7 @@ class Connection : private CmEventHandler, private CompletionHandler {
   std::unique_ptr<SendQueue> sendQueue_;
   BufferPool frameSlots_;  // framed: headers of zero-copy sends, and protocol frames
   std::deque<Pending> waiting_;
+  std::vector<SendOp> dropped_;  // never posted (teardown): reported as flushed before onClosed
   bool backlogged_ = false;  // something had to wait: onWritable once it all went out
   CreditLedger ledger_;
   // Memory-region exchange.

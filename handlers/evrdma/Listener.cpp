@@ -12,6 +12,10 @@
 namespace evrdma {
 
 void Listener::Release::operator()(Listener* listener) const noexcept {
+  if (listener->orphaned_) {  // the Reactor is gone, and the agents with it
+    delete listener;
+    return;
+  }
   listener->released_ = true;
   listener->close();
   listener->maybeDelete();
@@ -19,9 +23,20 @@ void Listener::Release::operator()(Listener* listener) const noexcept {
 
 Listener::Ptr Listener::create(Reactor& reactor, AgentFactory& factory) { return Ptr(new Listener(reactor, factory)); }
 
-Listener::~Listener() = default;
+Listener::~Listener() {
+  if (!orphaned_) reactor_.leave(static_cast<detail::ReactorMember*>(this));
+}
+
+void Listener::onReactorGone() noexcept {
+  // Silent, like the Reactor's other members: the agents close without callbacks.
+  orphaned_ = true;
+  id_.reset();
+  agents_.clear();
+  if (released_) delete this;
+}
 
 int Listener::listen(const std::string& address, uint16_t port, int backlog) noexcept {
+  if (orphaned_) return -ESHUTDOWN;
   if (id_) return -EALREADY;
   sockaddr_storage local{};
   if (int rc = parseAddress(address, port, local); rc != 0) return rc;
@@ -67,6 +82,10 @@ void Listener::onConnectRequest(const CmEvent& event) noexcept {
   ConnectRequest request{formatAddress(rdma_get_peer_addr(event.id)), event.privateData, event.initiatorDepth,
                          event.responderResources};
   AcceptDecision decision = factory_.onConnectRequest(request);
+  if (!id_) {  // the factory closed the listener (or dropped its Ptr) while deciding
+    reject(event.id, "the server is shutting down");
+    return;
+  }
   if (!decision.handler) {
     reject(event.id, decision.rejectReason.empty() ? "rejected" : decision.rejectReason);
     return;
@@ -106,7 +125,13 @@ void Listener::agentFinished(Agent* agent) noexcept {
 void Listener::maybeDelete() noexcept {
   if (!released_ || !agents_.empty() || deleteScheduled_) return;
   deleteScheduled_ = true;
-  reactor_.defer([this] { delete this; });
+  reactor_.defer([this] {
+    if (agents_.empty()) {
+      delete this;
+    } else {
+      deleteScheduled_ = false;  // an agent arrived meanwhile: its end deletes the listener
+    }
+  });
 }
 
 }  // namespace evrdma

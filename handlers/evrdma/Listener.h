@@ -10,11 +10,10 @@
 #include "evrdma/Agent.h"
 #include "evrdma/Callbacks.h"
 #include "evrdma/CmDispatcher.h"
+#include "evrdma/Reactor.h"
 #include "evrdma/Verbs.h"
 
 namespace evrdma {
-
-class Reactor;
 
 struct ListenerStats {
   uint64_t requests = 0;
@@ -23,7 +22,7 @@ struct ListenerStats {
   uint64_t agentsClosed = 0;
 };
 
-class Listener final : private CmEventHandler {
+class Listener final : private CmEventHandler, private detail::ReactorMember {
  public:
   // Dropping a Ptr stops listening, closes every agent, and frees the Listener once the last agent
   // has closed; safe from inside callbacks.
@@ -37,7 +36,8 @@ class Listener final : private CmEventHandler {
 
   // Binds to a numeric IPv4/IPv6 address ("0.0.0.0" or "::" for all) and port (0: any free one)
   // and listens. Returns 0 or -errno: -EINVAL (not a numeric address), -EADDRINUSE (port taken),
-  // -EADDRNOTAVAIL (not an address of this machine), -ENODEV (no RDMA CM), -EALREADY.
+  // -EADDRNOTAVAIL (not an address of this machine), -ENODEV (no RDMA CM), -EALREADY,
+  // -ESHUTDOWN (its Reactor is gone).
   int listen(const std::string& address, uint16_t port, int backlog = 128) noexcept;
   // The port bound (useful after listening on port 0).
   uint16_t port() const noexcept;
@@ -51,8 +51,11 @@ class Listener final : private CmEventHandler {
 
  private:
   friend class Agent;
-  Listener(Reactor& reactor, AgentFactory& factory) : reactor_(reactor), factory_(factory) {}
+  Listener(Reactor& reactor, AgentFactory& factory) : reactor_(reactor), factory_(factory) {
+    reactor.join(static_cast<detail::ReactorMember*>(this));
+  }
   ~Listener();
+  void onReactorGone() noexcept override;
   void onCmEvent(const CmEvent& event) noexcept override;
   void onConnectRequest(const CmEvent& event) noexcept;
   void reject(rdma_cm_id* id, const std::string& reason) noexcept;
@@ -66,6 +69,7 @@ class Listener final : private CmEventHandler {
   ListenerStats stats_;
   bool released_ = false;
   bool deleteScheduled_ = false;
+  bool orphaned_ = false;  // the Reactor was destroyed first
 };
 
 }  // namespace evrdma

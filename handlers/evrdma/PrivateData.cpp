@@ -12,7 +12,8 @@ constexpr char kRejectMagic[4] = {'E', 'V', 'R', 'J'};
 }
 
 size_t maxPrivateData(int transport, PrivateDataUse use) noexcept {
-  if (transport == IBV_TRANSPORT_IWARP) return 512;  // MPA_MAX_PRIVATE_DATA
+  // MPA carries 512, but rdma_conn_param::private_data_len is a uint8_t: librdmacm passes 255.
+  if (transport == IBV_TRANSPORT_IWARP) return kMaxPrivateDataAnyTransport;
   switch (use) {  // IB CM message sizes less the rdma_cm header (36 bytes on REQ)
     case PrivateDataUse::Connect: return 56;
     case PrivateDataUse::Accept: return 196;

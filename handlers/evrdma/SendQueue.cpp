@@ -34,10 +34,16 @@ int SendQueue::endBatch() noexcept {
   return batchDepth_ > 0 ? 0 : pump();
 }
 
-size_t SendQueue::dropBacklog() noexcept {
-  size_t dropped = backlog_.size();
-  backlog_.clear();
-  return dropped;
+std::deque<SendOp> SendQueue::takeBacklog() noexcept {
+  std::deque<SendOp> taken;
+  taken.swap(backlog_);
+  return taken;
+}
+
+std::deque<SendOp> SendQueue::takeInFlight() noexcept {
+  std::deque<SendOp> taken;
+  taken.swap(inFlight_);
+  return taken;
 }
 
 int SendQueue::pump() noexcept {

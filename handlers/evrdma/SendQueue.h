@@ -62,8 +62,10 @@ class SendQueue {
   uint64_t posts() const noexcept { return posts_; }          // ibv_post_send calls
   uint64_t signaled() const noexcept { return signaledCount_; }
   uint64_t requests() const noexcept { return requests_; }
-  // Drops what was never posted (the connection is closing). Returns how many.
-  size_t dropBacklog() noexcept;
+  // Takes what was never posted (the connection is closing).
+  std::deque<SendOp> takeBacklog() noexcept;
+  // Takes what was posted but never completed (the QP is gone), in posting order.
+  std::deque<SendOp> takeInFlight() noexcept;
 
  private:
   int pump() noexcept;

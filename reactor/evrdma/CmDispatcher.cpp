@@ -19,7 +19,7 @@ int CmDispatcher::init() noexcept {
   if (int rc = setNonBlocking(channel_->fd); rc != 0) return rc;
   event_ = event_new(reactor_.base(), channel_->fd, EV_READ | EV_PERSIST, &CmDispatcher::onReadable, this);
   if (event_ == nullptr || event_add(event_, nullptr) != 0) return -ENOMEM;
-  return 0;
+  return resume_.init(reactor_.base(), &CmDispatcher::onReadable, this);
 }
 
 int CmDispatcher::createId(CmEventHandler* handler, rdma_port_space space, CmId& id) noexcept {
@@ -60,7 +60,8 @@ void CmDispatcher::drain() noexcept {
     ++dispatched_;
     handler->onCmEvent(event);
   }
-  event_active(event_, EV_READ, 0);  // budget spent: come back after the other ready events
+  ++budgetYields_;
+  resume_.schedule();  // budget spent: the rest after the loop's other sources and timers
 }
 
 }  // namespace evrdma

@@ -1,6 +1,6 @@
 // CmDispatcher: a non-blocking RDMA CM event channel watched by the reactor. On readiness it takes
-// events with rdma_get_cm_event until EAGAIN (at most kBudget per turn, then it lets other events
-// run and comes back), copies each into a CmEvent, acks it, then hands it to the CmEventHandler in
+// events with rdma_get_cm_event until EAGAIN (at most kBudget per turn; the rest on a later turn,
+// after the loop has polled its other sources and timers), copies each into a CmEvent, acks it, then hands it to the CmEventHandler in
 // the id's context. No call here blocks and none spins on EAGAIN.
 #pragma once
 
@@ -8,6 +8,7 @@
 
 #include "evrdma/CmEvent.h"
 #include "evrdma/Verbs.h"
+#include "evrdma/detail/NextTurn.h"
 
 struct event;
 
@@ -35,6 +36,8 @@ class CmDispatcher {
   uint64_t eventsDispatched() const noexcept { return dispatched_; }
   // Events whose id had no handler (dropped, counted).
   uint64_t eventsWithoutHandler() const noexcept { return orphans_; }
+  // Turns that stopped at the budget and left the rest for a later turn.
+  uint64_t budgetYields() const noexcept { return budgetYields_; }
 
  private:
   static void onReadable(int, short, void* self) noexcept;
@@ -43,8 +46,10 @@ class CmDispatcher {
   Reactor& reactor_;
   CmEventChannel channel_;
   event* event_ = nullptr;
+  detail::NextTurn resume_;  // budget spent: drain again on a later turn
   uint64_t dispatched_ = 0;
   uint64_t orphans_ = 0;
+  uint64_t budgetYields_ = 0;
 };
 
 }  // namespace evrdma

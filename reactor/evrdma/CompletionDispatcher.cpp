@@ -19,6 +19,14 @@ void CompletionDispatcher::Attachment::bind(uint32_t qpNum) noexcept {
 
 CompletionDispatcher::Attachment::~Attachment() { owner_.detach(*this); }
 
+void CompletionDispatcher::Attachment::deliverPending() noexcept {
+  if (owner_.delivering_) return;  // keeps the order: earlier completions are still being handed out
+  int handled = 0;
+  owner_.delivering_ = true;
+  owner_.serve(cq_, static_cast<int>(cq_.capacity), handled);
+  owner_.delivering_ = false;
+}
+
 void CompletionDispatcher::detach(Attachment& attachment) noexcept {
   if (attachment.bound_) {
     auto it = byQpNum_.find(attachment.qpNum_);
@@ -47,6 +55,7 @@ int CompletionDispatcher::init() noexcept {
   if (int rc = setNonBlocking(channel_->fd); rc != 0) return rc;
   event_ = event_new(reactor_.base(), channel_->fd, EV_READ | EV_PERSIST, &CompletionDispatcher::onReadable, this);
   if (event_ == nullptr || event_add(event_, nullptr) != 0) return -ENOMEM;
+  if (resume_.init(reactor_.base(), &CompletionDispatcher::onReadable, this) != 0) return -ENOMEM;
   // Errors that no completion reports (a QP that went fatal, e.g. an iWARP peer's TERMINATE) come
   // as async events of the device.
   if (int rc = setNonBlocking(context_->async_fd); rc != 0) return rc;
@@ -134,7 +143,36 @@ void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
   it->second->handler_->onCompletion(wc);
 }
 
+void CompletionDispatcher::reportCqError(SharedCq& cq, int err, const char* op) noexcept {
+  std::vector<CompletionHandler*> targets;
+  for (auto& [qpNum, attachment] : byQpNum_)
+    if (&attachment->cq_ == &cq) targets.push_back(attachment->handler_);
+  for (CompletionHandler* handler : targets) handler->onCompletionQueueError(err, op);
+}
+
+bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcept {
+  ibv_wc wcs[CompletionStats::kBatch];
+  for (;;) {
+    if (handled >= budget) return false;
+    int n = ibv_poll_cq(cq.cq.get(), CompletionStats::kBatch, wcs);
+    ++stats_.polls;
+    if (n < 0) {
+      ++stats_.pollFailures;
+      reportCqError(cq, n, "ibv_poll_cq");
+      return true;  // nothing more to hand out from it
+    }
+    ++stats_.perPoll[n];
+    if (n == 0 && cq.firstPoll) ++stats_.emptyFirstPolls;
+    cq.firstPoll = false;
+    if (n == 0) return true;
+    stats_.completions += n;
+    handled += n;
+    for (int i = 0; i < n; ++i) deliver(wcs[i]);
+  }
+}
+
 void CompletionDispatcher::run() noexcept {
+  if (delivering_) return;  // an application callback ran a nested loop: the outer pass goes on
   ibv_cq* eventCq = nullptr;
   void* eventContext = nullptr;
   while (ibv_get_cq_event(channel_.get(), &eventCq, &eventContext) == 0) {
@@ -150,33 +188,28 @@ void CompletionDispatcher::run() noexcept {
   }
 
   int handled = 0;
-  ibv_wc wcs[CompletionStats::kBatch];
+  delivering_ = true;
   while (!ready_.empty()) {
     SharedCq* cq = ready_.front();
     if (cq->needsArm) {
       cq->needsArm = false;
-      ibv_req_notify_cq(cq->cq.get(), 0);  // arm before polling: the notify race
-    }
-    for (;;) {
-      if (handled >= kBudget) {
-        ++stats_.budgetYields;
-        event_active(event_, EV_READ, 0);  // the rest next turn; this CQ stays at the front
-        return;
+      if (int rc = ibv_req_notify_cq(cq->cq.get(), 0); rc != 0) {  // arm before polling: the notify race
+        ++stats_.notifyFailures;
+        reportCqError(*cq, -rc, "ibv_req_notify_cq");
       }
-      int n = ibv_poll_cq(cq->cq.get(), CompletionStats::kBatch, wcs);
-      if (n < 0) n = 0;  // a provider error: nothing to hand out; the next event retries
-      ++stats_.polls;
-      ++stats_.perPoll[n];
-      if (n == 0 && cq->firstPoll) ++stats_.emptyFirstPolls;
-      cq->firstPoll = false;
-      if (n == 0) break;
-      stats_.completions += n;
-      handled += n;
-      for (int i = 0; i < n; ++i) deliver(wcs[i]);
+    }
+    if (!serve(*cq, kBudget, handled)) {
+      // Budget spent: this CQ goes to the back, and the rest waits for a later turn.
+      ++stats_.budgetYields;
+      ready_.pop_front();
+      ready_.push_back(cq);
+      resume_.schedule();
+      break;
     }
     cq->queued = false;
     ready_.pop_front();
   }
+  delivering_ = false;
 }
 
 }  // namespace evrdma

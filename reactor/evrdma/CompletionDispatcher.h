@@ -10,7 +10,9 @@
 // On readiness: every completion event is taken (ibv_get_cq_event until EAGAIN; acks batched per
 // CQ and flushed before the CQ is destroyed), each CQ that had an event is re-armed, and only then
 // polled until empty: a completion landing between the last poll and the arm still raises an
-// event. At most kBudget completions are handled per turn; the rest wait one turn.
+// event. At most kBudget completions are handled per turn; the rest wait for a later turn, after
+// the loop has polled its other sources and timers, and a CQ that spent the budget goes to the
+// back of the ready list, so one busy CQ cannot starve the others.
 #pragma once
 
 #include <array>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "evrdma/Verbs.h"
+#include "evrdma/detail/NextTurn.h"
 
 struct event;
 
@@ -34,6 +37,9 @@ class CompletionHandler {
   // An asynchronous error event of the device about this handler's QP (QP_FATAL, QP_REQ_ERR,
   // QP_ACCESS_ERR, PATH_MIG_ERR), its CQ (CQ_ERR) or the whole device (DEVICE_FATAL).
   virtual void onAsyncError(ibv_event_type type) noexcept = 0;
+  // The shared CQ itself failed (ibv_req_notify_cq or ibv_poll_cq returned an error): its
+  // completions can no longer be trusted to arrive. `err` is -errno, `op` the call.
+  virtual void onCompletionQueueError(int err, const char* op) noexcept = 0;
 
  protected:
   ~CompletionHandler() = default;
@@ -48,6 +54,8 @@ struct CompletionStats {
   uint64_t completions = 0;
   uint64_t strayCompletions = 0;     // for a QP no longer attached (dropped)
   uint64_t budgetYields = 0;         // turns that stopped at the budget
+  uint64_t notifyFailures = 0;       // ibv_req_notify_cq failed (reported to the CQ's connections)
+  uint64_t pollFailures = 0;         // ibv_poll_cq returned an error (reported likewise)
   uint64_t asyncEvents = 0;          // device async events read (errors and informational)
   std::array<uint64_t, kBatch + 1> perPoll{};  // histogram: polls that returned n completions
 };
@@ -76,6 +84,10 @@ class CompletionDispatcher {
     uint32_t serial() const noexcept { return serial_; }
     // Routes the completions of `qpNum` to the handler; call once the QP exists.
     void bind(uint32_t qpNum) noexcept;
+    // Delivers every completion already in the CQ now (for every QP on it, in order), without
+    // waiting for the channel: a CM event such as DISCONNECTED may be read before the
+    // completions that preceded it. Does nothing while the dispatcher is delivering already.
+    void deliverPending() noexcept;
 
    private:
     friend class CompletionDispatcher;
@@ -124,6 +136,10 @@ class CompletionDispatcher {
   static void onAsyncReadable(int, short, void* self) noexcept;
   void drainAsyncEvents() noexcept;
   void run() noexcept;
+  // Polls one CQ until it is empty or `budget` completions were handled; adds them to `handled`.
+  // Returns false if the CQ may hold more (budget spent) or failed.
+  bool serve(SharedCq& cq, int budget, int& handled) noexcept;
+  void reportCqError(SharedCq& cq, int err, const char* op) noexcept;
   void deliver(const ibv_wc& wc) noexcept;
   void detach(Attachment& attachment) noexcept;
 
@@ -133,9 +149,11 @@ class CompletionDispatcher {
   ProtectionDomain pd_;  // declared first: freed after the CQs and the channel
   CompletionChannel channel_;
   event* event_ = nullptr;
+  detail::NextTurn resume_;  // budget spent: serve the ready CQs again on a later turn
   event* asyncEvent_ = nullptr;  // the device's async event fd (shared by the process's users of it)
   std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
   std::deque<SharedCq*> ready_;
+  bool delivering_ = false;
   std::unordered_map<uint32_t, Attachment*> byQpNum_;
   uint32_t nextSerial_ = 1;
   CompletionStats stats_;

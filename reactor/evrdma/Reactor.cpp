@@ -12,15 +12,31 @@ namespace evrdma {
 
 Reactor::Reactor() : base_(event_base_new()), ownsBase_(true) {
   if (base_ != nullptr) deferEvent_ = event_new(base_, -1, 0, &Reactor::onDeferEvent, this);
+  if (deferEvent_ != nullptr && deferLater_.init(base_, &Reactor::onDeferEvent, this) != 0) {
+    event_free(deferEvent_);
+    deferEvent_ = nullptr;
+  }
 }
 
 Reactor::Reactor(event_base* borrowed) : base_(borrowed), ownsBase_(false) {
   if (base_ != nullptr) deferEvent_ = event_new(base_, -1, 0, &Reactor::onDeferEvent, this);
+  if (deferEvent_ != nullptr && deferLater_.init(base_, &Reactor::onDeferEvent, this) != 0) {
+    event_free(deferEvent_);
+    deferEvent_ = nullptr;
+  }
 }
 
 Reactor::~Reactor() {
-  // Whatever was deferred still runs (it may free connections), including what it defers in turn.
-  for (int rounds = 0; !deferred_.empty() && rounds < 1000; ++rounds) runDeferred();
+  dying_ = true;
+  deferred_.clear();  // destroyed unrun: nothing of the application's is called from here
+  // Each member lets go of the Reactor; one may free others (a Listener its Agents) meanwhile.
+  while (!members_.empty()) {
+    detail::ReactorMember* member = *members_.begin();
+    members_.erase(members_.begin());
+    member->onReactorGone();
+  }
+  deferred_.clear();
+  deferLater_.cancel();
   completions_.clear();
   cm_.reset();
   if (deferEvent_ != nullptr) event_free(deferEvent_);
@@ -32,18 +48,25 @@ int Reactor::run() noexcept { return event_base_loop(base_, EVLOOP_NO_EXIT_ON_EM
 void Reactor::stop() noexcept { event_base_loopbreak(base_); }
 
 void Reactor::defer(std::function<void()> fn) {
+  if (dying_) return;
   bool wasEmpty = deferred_.empty();
   deferred_.push_back(std::move(fn));
-  if (wasEmpty) event_active(deferEvent_, EV_TIMEOUT, 0);
+  // From any other callback, event_active runs the closures right after it. From a deferred
+  // closure that would be no yield (libevent runs the event again in the same pass):
+  // runDeferred schedules the next batch for a later turn instead.
+  if (wasEmpty && !runningDeferred_) event_active(deferEvent_, EV_TIMEOUT, 0);
 }
 
 void Reactor::onDeferEvent(int, short, void* self) noexcept { static_cast<Reactor*>(self)->runDeferred(); }
 
 void Reactor::runDeferred() noexcept {
-  // Functions deferred by these functions run in a later round, after other events had a turn.
+  if (runningDeferred_ || deferred_.empty()) return;
   std::vector<std::function<void()>> batch;
   batch.swap(deferred_);
+  runningDeferred_ = true;
   for (auto& fn : batch) fn();
+  runningDeferred_ = false;
+  if (!deferred_.empty() && !dying_) deferLater_.schedule();
 }
 
 CmDispatcher* Reactor::cm(int& error) {

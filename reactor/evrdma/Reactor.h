@@ -6,7 +6,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <unordered_set>
 #include <vector>
+
+#include "evrdma/detail/NextTurn.h"
 
 struct event;
 struct event_base;
@@ -17,6 +20,27 @@ namespace evrdma {
 class CmDispatcher;
 class CompletionDispatcher;
 
+namespace detail {
+// Everything made on a Reactor that must let go of it if the Reactor is destroyed first:
+// connections, listeners, timers and watches.
+class ReactorMember {
+ public:
+  // The Reactor is being destroyed: release everything held on it now, and call nothing of the
+  // application's (no callback fires). The object stays a closed shell until its owner drops it.
+  virtual void onReactorGone() noexcept = 0;
+
+ protected:
+  ~ReactorMember() = default;
+};
+}  // namespace detail
+
+// Lifetimes. Destroying the Reactor is final and silent: every Client, Listener (with its
+// Agents), Timer and watch still on it is closed at once, its RDMA resources released, and no
+// callback fires (no onError, no onClosed); closures still deferred are destroyed without
+// running. What the application still holds (a Client::Ptr, a Listener::Ptr, a Timer) stays a
+// closed shell: its calls fail (-ESHUTDOWN, -ENOTCONN) and dropping it frees it. Memory the
+// application registered on a device's protection domain must be gone before the Reactor.
+// Do not destroy a Reactor that owns its base from inside one of that base's callbacks.
 class Reactor {
  public:
   // Owns a new event_base, freed with the Reactor. Check valid(): libevent can fail to make one.
@@ -39,8 +63,9 @@ class Reactor {
   void stop() noexcept;
 
   // Runs `fn` on the loop after the current callback has returned (or at the next loop turn when
-  // called from outside a callback), in the order deferred. Safe from any callback. Never call it
-  // from another thread.
+  // called from outside a callback), in the order deferred. What a deferred closure defers runs
+  // on a later turn, after the loop has polled its sockets, signals and timers. Safe from any
+  // callback. Never call it from another thread. Dropped (not run) once the Reactor is dying.
   void defer(std::function<void()> fn);
 
   // The CM event channel of this reactor, made on first use. Null, with `error` = -errno, when the
@@ -49,16 +74,28 @@ class Reactor {
   // The completion channel of this reactor for one device, made on first use; null + -errno.
   CompletionDispatcher* completions(ibv_context* device, int& error);
 
+  // For evrdma's own objects: what to close when the Reactor goes first (see ReactorMember).
+  void join(detail::ReactorMember* member) { members_.insert(member); }
+  void leave(detail::ReactorMember* member) noexcept { members_.erase(member); }
+  // True while ~Reactor runs: nothing new may be started.
+  bool dying() const noexcept { return dying_; }
+
  private:
   static void onDeferEvent(int, short, void* self) noexcept;
   void runDeferred() noexcept;
 
   event_base* base_ = nullptr;
   bool ownsBase_ = false;
+  bool dying_ = false;
   event* deferEvent_ = nullptr;
+  // Closures deferred by deferred closures run on a later turn, after the backend poll and the
+  // timers: a chain of them can never starve the loop.
+  detail::NextTurn deferLater_;
+  bool runningDeferred_ = false;
   std::vector<std::function<void()>> deferred_;
-  // Destroyed in this order by ~Reactor: deferred work first (it may destroy connections, whose
-  // CQs and ids must go before their channels), then completion channels, then the CM channel.
+  std::unordered_set<detail::ReactorMember*> members_;
+  // Destroyed in this order by ~Reactor: the members first (their CQ reservations and ids must go
+  // before the channels), then completion channels, then the CM channel.
   std::map<ibv_context*, std::unique_ptr<CompletionDispatcher>> completions_;
   std::unique_ptr<CmDispatcher> cm_;
 };

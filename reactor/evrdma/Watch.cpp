@@ -11,10 +11,21 @@
 namespace evrdma {
 namespace detail {
 
-int EventHolder::make(Reactor& reactor, int fd, short what, std::function<void(short)> callback) {
+EventHolder::~EventHolder() {
   reset();
+  if (reactor_ != nullptr) reactor_->leave(this);
+}
+
+void EventHolder::onReactorGone() noexcept {
+  reset();
+  reactor_ = nullptr;
+}
+
+int EventHolder::make(int fd, short what, std::function<void(short)> callback) {
+  reset();
+  if (reactor_ == nullptr || reactor_->dying()) return -ESHUTDOWN;
   callback_ = std::make_shared<std::function<void(short)>>(std::move(callback));
-  event_ = event_new(reactor.base(), fd, what, &EventHolder::trampoline, this);
+  event_ = event_new(reactor_->base(), fd, what, &EventHolder::trampoline, this);
   return event_ != nullptr ? 0 : -ENOMEM;
 }
 
@@ -45,11 +56,11 @@ void EventHolder::reset() noexcept {
 }  // namespace detail
 
 Timer::Timer(Reactor& reactor, std::function<void()> callback)
-    : reactor_(reactor), callback_(std::make_shared<std::function<void()>>(std::move(callback))) {}
+    : callback_(std::make_shared<std::function<void()>>(std::move(callback))), event_(reactor) {}
 
 int Timer::start(std::chrono::milliseconds delay, bool periodic) noexcept {
   // A new event each start: one-shot and periodic differ in EV_PERSIST, fixed at creation.
-  int rc = event_.make(reactor_, -1, periodic ? EV_PERSIST : 0, [cb = callback_](short) { (*cb)(); });
+  int rc = event_.make(-1, periodic ? EV_PERSIST : 0, [cb = callback_](short) { (*cb)(); });
   if (rc != 0) return rc;
   if (delay.count() < 0) delay = std::chrono::milliseconds(0);
   timeval tv{static_cast<time_t>(delay.count() / 1000), static_cast<suseconds_t>(delay.count() % 1000 * 1000)};
@@ -61,13 +72,13 @@ int Timer::startPeriodic(std::chrono::milliseconds period) noexcept { return sta
 void Timer::cancel() noexcept { event_.remove(); }
 bool Timer::active() const noexcept { return event_.pending(); }
 
-SignalWatch::SignalWatch(Reactor& reactor, int signo, std::function<void(int)> callback) {
-  error_ = event_.make(reactor, signo, EV_SIGNAL | EV_PERSIST, [cb = std::move(callback), signo](short) { cb(signo); });
+SignalWatch::SignalWatch(Reactor& reactor, int signo, std::function<void(int)> callback) : event_(reactor) {
+  error_ = event_.make(signo, EV_SIGNAL | EV_PERSIST, [cb = std::move(callback), signo](short) { cb(signo); });
   if (error_ == 0) error_ = event_.add(nullptr);
 }
 
-FdWatch::FdWatch(Reactor& reactor, int fd, short events, std::function<void(short)> callback) {
-  error_ = event_.make(reactor, fd, static_cast<short>((events & (EV_READ | EV_WRITE)) | EV_PERSIST), std::move(callback));
+FdWatch::FdWatch(Reactor& reactor, int fd, short events, std::function<void(short)> callback) : event_(reactor) {
+  error_ = event_.make(fd, static_cast<short>((events & (EV_READ | EV_WRITE)) | EV_PERSIST), std::move(callback));
   if (error_ == 0) error_ = event_.add(nullptr);
 }
 

@@ -8,30 +8,33 @@
 #include <functional>
 #include <memory>
 
+#include "evrdma/Reactor.h"
+
 struct event;
 
 namespace evrdma {
 
-class Reactor;
-
 namespace detail {
 // The event and its callback. The callback is shared so that the trampoline keeps it alive while
-// it runs, even if the watch that owns it is destroyed by the callback itself.
-class EventHolder {
+// it runs, even if the watch that owns it is destroyed by the callback itself. If the Reactor is
+// destroyed first, the event goes with it and the holder stays empty.
+class EventHolder final : public ReactorMember {
  public:
-  EventHolder() = default;
+  explicit EventHolder(Reactor& reactor) : reactor_(&reactor) { reactor.join(this); }
   EventHolder(const EventHolder&) = delete;
   EventHolder& operator=(const EventHolder&) = delete;
-  ~EventHolder() { reset(); }
-  // Makes the event; returns 0 or -ENOMEM.
-  int make(Reactor& reactor, int fd, short what, std::function<void(short)> callback);
+  ~EventHolder();
+  // Makes the event; returns 0, -ENOMEM, or -ESHUTDOWN once the Reactor is gone.
+  int make(int fd, short what, std::function<void(short)> callback);
   int add(const timeval* timeout) noexcept;
   void remove() noexcept;
   bool pending() const noexcept;
   void reset() noexcept;
+  void onReactorGone() noexcept override;
 
  private:
   static void trampoline(int fd, short what, void* arg) noexcept;
+  Reactor* reactor_;
   event* event_ = nullptr;
   std::shared_ptr<std::function<void(short)>> callback_;
 };
@@ -49,13 +52,13 @@ class Timer {
 
  private:
   int start(std::chrono::milliseconds delay, bool periodic) noexcept;
-  Reactor& reactor_;
   std::shared_ptr<std::function<void()>> callback_;  // shared with the event: see EventHolder
   detail::EventHolder event_;
 };
 
 // Calls `callback(signo)` on the loop each time `signo` arrives. libevent routes a signal to one
 // event_base at a time: the one that added a watch for it last.
+// Made: check valid(); error() is -errno.
 class SignalWatch {
  public:
   SignalWatch(Reactor& reactor, int signo, std::function<void(int)> callback);

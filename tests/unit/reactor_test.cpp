@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,13 +92,113 @@ TEST(Reactor, DeferRunsAfterTheCurrentCallbackInOrder) {
   EXPECT_EQ(trace, (std::vector<std::string>{"callback ends", "first", "second", "nested"}));
 }
 
-TEST(Reactor, DeferredWorkStillRunsWhenTheReactorIsDestroyed) {
+TEST(Reactor, DeferredClosuresAreDestroyedUnrunWhenTheReactorIsDestroyed) {
   bool ran = false;
+  auto captured = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = captured;
   {
     Reactor reactor;
-    reactor.defer([&] { ran = true; });
+    reactor.defer([&ran, captured] { ran = true; });
+    captured.reset();
   }
-  EXPECT_TRUE(ran);
+  EXPECT_FALSE(ran) << "~Reactor called into the application";
+  EXPECT_TRUE(watch.expired()) << "the closure was not destroyed";
+}
+
+// What a busy source must not do: libevent 2.1 runs an event activated from inside its own
+// callback again in the same pass, before any socket, signal or timer that became ready meanwhile.
+// (The premise of NextTurn.)
+TEST(LibeventPremise, AnEventReactivatedFromItsOwnCallbackStarvesTimers) {
+  event_base* base = event_base_new();
+  struct State {
+    event* self = nullptr;
+    std::chrono::steady_clock::time_point until;
+    int rounds = 0;
+    int roundAtTick = -1;
+  } state;
+  state.self = event_new(base, -1, 0, [](int, short, void* arg) {
+    auto* st = static_cast<State*>(arg);
+    ++st->rounds;
+    if (std::chrono::steady_clock::now() < st->until) event_active(st->self, EV_TIMEOUT, 0);
+  }, &state);
+  event* tick = evtimer_new(base, [](int, short, void* arg) {
+    auto* st = static_cast<State*>(arg);
+    st->roundAtTick = st->rounds;
+  }, &state);
+  timeval oneMs{0, 1000};
+  evtimer_add(tick, &oneMs);
+  state.until = std::chrono::steady_clock::now() + 20ms;  // the timer is due 19 ms before the end
+  event_active(state.self, EV_TIMEOUT, 0);
+  event_base_loop(base, EVLOOP_ONCE);
+  event_base_loop(base, EVLOOP_NONBLOCK);
+  EXPECT_EQ(state.roundAtTick, state.rounds) << "the timer ran while the event kept re-activating itself";
+  event_free(tick);
+  event_free(state.self);
+  event_base_free(base);
+}
+
+// A closure that keeps deferring more work (a chain of 20 000) must not keep the loop from a ready
+// socket, a due timer or a signal: each is served while the chain is still running.
+TEST(Reactor, AChainOfDeferredClosuresLetsSocketsTimersAndSignalsIn) {
+  Reactor reactor;
+  constexpr int kRounds = 20000;
+  int rounds = 0, fdAt = -1, timerAt = -1, signalAt = -1;
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  FdWatch readable(reactor, fds[0], FdWatch::kRead, [&](short) {
+    char c;
+    if (read(fds[0], &c, 1) == 1 && fdAt < 0) fdAt = rounds;
+  });
+  Timer due(reactor, [&] { timerAt = rounds; });
+  SignalWatch interrupt(reactor, SIGUSR2, [&](int) { signalAt = rounds; });
+  ASSERT_TRUE(interrupt.valid());
+  std::function<void()> step = [&] {
+    if (rounds == 10) {  // all three become ready in the middle of the chain
+      EXPECT_EQ(write(fds[1], "x", 1), 1);
+      due.startOnce(0ms);
+      raise(SIGUSR2);
+    }
+    if (++rounds < kRounds)
+      reactor.defer(step);
+    else
+      reactor.stop();
+  };
+  reactor.defer(step);
+  ASSERT_EQ(reactor.run(), 0);
+  EXPECT_EQ(rounds, kRounds);
+  EXPECT_GE(fdAt, 10);
+  EXPECT_LT(fdAt, 100) << "the readable pipe waited for the chain";
+  EXPECT_GE(timerAt, 10);
+  EXPECT_LT(timerAt, 100) << "the due timer waited for the chain";
+  EXPECT_GE(signalAt, 10);
+  EXPECT_LT(signalAt, 100) << "the signal waited for the chain";
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST(Reactor, ATimerThatOutlivesItsReactorNeverFiresAndIsSafeToDestroy) {
+  event_base* base = event_base_new();
+  auto reactor = std::make_unique<Reactor>(base);
+  bool fired = false;
+  auto timer = std::make_unique<Timer>(*reactor, [&] { fired = true; });
+  ASSERT_EQ(timer->startOnce(10ms), 0);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  auto watch = std::make_unique<FdWatch>(*reactor, fds[1], FdWatch::kWrite, [&](short) { fired = true; });
+  reactor.reset();  // the application's base keeps running
+  event* end = evtimer_new(base, [](int, short, void* b) { event_base_loopbreak(static_cast<event_base*>(b)); }, base);
+  timeval fifty{0, 50000};
+  evtimer_add(end, &fifty);
+  event_base_dispatch(base);
+  EXPECT_FALSE(fired);
+  EXPECT_FALSE(timer->active());
+  EXPECT_EQ(timer->startOnce(1ms), -ESHUTDOWN);
+  timer.reset();
+  watch.reset();
+  event_free(end);
+  event_base_free(base);
+  close(fds[0]);
+  close(fds[1]);
 }
 
 TEST(Reactor, RunKeepsGoingWithNothingPendingUntilStopped) {
