@@ -45,6 +45,10 @@ void EchoAgent::onRecv(evrdma::Connection& c, const uint8_t* data, size_t length
 }
 
 void EchoAgent::onSendDone(evrdma::Connection& c, uint64_t) noexcept {
+  if (++echoesSent_ == info_.count && disconnectAfterLast_) {
+    c.close();
+    return;
+  }
   if (backlog_.empty()) return;
   if (int rc = c.postSend(backlog_.front().data(), backlog_.front().size()); rc == 0) {
     backlog_.erase(backlog_.begin());
@@ -80,7 +84,7 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
     if (trace_ != Trace::Off) std::printf("[listener] rejected %s: %s\n", request.peerAddress.c_str(), why.c_str());
     return evrdma::AcceptDecision::reject(why);
   }
-  auto agent = std::make_unique<EchoAgent>(info, trace_);
+  auto agent = std::make_unique<EchoAgent>(info, trace_, disconnectAfterLastEcho);
   agent->closedHook = [this](const EchoAgent& a, const evrdma::Connection& c) {
     --activeAgents;
     ++agentsServed;

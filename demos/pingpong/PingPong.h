@@ -24,10 +24,13 @@ inline uint8_t patternByte(uint32_t client, uint64_t message, size_t offset) {
   return static_cast<uint8_t>(client * 131u + message * 31u + offset * 7u + (offset >> 8));
 }
 
-// Echoes every message back. It does not close: the client does, after its last echo.
+// Echoes every message back. It does not close: the client does, after its last echo; unless
+// `disconnectAfterLast`, when it disconnects as soon as its last echo has been sent (as the OFA
+// notes' agent does), racing the client's reading of that echo.
 class EchoAgent : public evrdma::ConnectionHandler {
  public:
-  EchoAgent(pingsr::ConnectInfo info, Trace trace) : info_(info), trace_(trace) {}
+  EchoAgent(pingsr::ConnectInfo info, Trace trace, bool disconnectAfterLast = false)
+      : info_(info), trace_(trace), disconnectAfterLast_(disconnectAfterLast) {}
   void onEstablished(evrdma::Connection& c) noexcept override;
   void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override;
   void onSendDone(evrdma::Connection& c, uint64_t tag) noexcept override;
@@ -45,7 +48,9 @@ class EchoAgent : public evrdma::ConnectionHandler {
  private:
   pingsr::ConnectInfo info_;
   Trace trace_;
+  bool disconnectAfterLast_;
   uint64_t echoed_ = 0;
+  uint64_t echoesSent_ = 0;
   std::vector<std::vector<uint8_t>> backlog_;  // echoes waiting for a free send buffer
 };
 
@@ -61,6 +66,7 @@ class EchoFactory : public evrdma::AgentFactory {
   uint64_t agentsFailed = 0;      // ended with an error
   uint64_t agentsIncomplete = 0;  // no error, but disconnected before `count` echoes
   uint64_t totalEchoes = 0;  // rejections: Listener::stats()
+  bool disconnectAfterLastEcho = false;  // see EchoAgent
   std::function<void(const EchoAgent&, const evrdma::Connection&)> agentClosedHook;
 
  private:

@@ -27,6 +27,7 @@ void usage(FILE* out, const char* prog) {
                "  -s BYTES  largest data_size a client may ask for (default 16777216)\n"
                "  -m N      at most N clients at once; more are rejected (default 0: no limit)\n"
                "  -e N      exit after serving N clients (default 0: never)\n"
+               "  -D        disconnect as soon as the last echo was sent (as the OFA notes' agent does)\n"
                "  -v        accepted for parity with ping-sr (the client verifies the echoes)\n"
                "  -t        trace connections;  -T  trace every message too\n"
                "  -x        print figures: per client, and totals with CPU use and poll histogram\n"
@@ -40,9 +41,9 @@ int main(int argc, char** argv) {
   std::string address = "0.0.0.0";
   unsigned long long port = pingsr::kDefaultPort, maxCount = 1000000000, maxSize = 16u << 20, maxAgents = 0, exitAfter = 0;
   pingpong::Trace trace = pingpong::Trace::Off;
-  bool figures = false;
+  bool figures = false, disconnectAfterLast = false;
   int opt;
-  while ((opt = getopt(argc, argv, "a:p:c:s:m:e:vtTxh")) != -1) {
+  while ((opt = getopt(argc, argv, "a:p:c:s:m:e:DvtTxh")) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
       case 's': ok = pingpong::parseNumber(optarg, 1ull << 30, maxSize) && maxSize > 0; break;
       case 'm': ok = pingpong::parseNumber(optarg, 1u << 20, maxAgents); break;
       case 'e': ok = pingpong::parseNumber(optarg, ~0ull, exitAfter); break;
+      case 'D': disconnectAfterLast = true; break;
       case 'v': break;
       case 't': trace = pingpong::Trace::Connections; break;
       case 'T': trace = pingpong::Trace::Messages; break;
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
   }
   pingsr::Limits limits{maxCount, maxSize};
   pingpong::EchoFactory factory(limits, trace, maxAgents);
+  factory.disconnectAfterLastEcho = disconnectAfterLast;
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory);
   pingpong::CpuMeter cpu;
   const evrdma::CompletionDispatcher* completions = nullptr;

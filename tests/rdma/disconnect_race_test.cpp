@@ -1,0 +1,40 @@
+// A peer that disconnects the instant its last echo was sent (as the OFA notes' agent does): the
+// client, in its own process like a real one, may read DISCONNECTED from the CM channel before the
+// completion channel tells it of that echo. The echo must still reach onRecv, before
+// onDisconnected, every time.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "rdma/PingPongBed.h"
+
+namespace {
+
+using namespace evrdma::test;
+
+TEST_F(PingPongBed, AnEchoSentJustBeforeThePeerDisconnectsIsNeverLost) {
+  factory_->disconnectAfterLastEcho = true;
+  constexpr int kProcessesPerCount = 40, kClientsPerProcess = 5;
+  int failedProcesses = 0;
+  for (uint64_t count = 1; count <= 3; ++count) {
+    for (int run = 0; run < kProcessesPerCount; ++run) {
+      pid_t child = spawnPingClient({"-n", std::to_string(kClientsPerProcess), "-c", std::to_string(count), "-s", "64",
+                                     "-v"});
+      int status = serveUntilChildExits(child, 60s);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        ++failedProcesses;
+        ADD_FAILURE() << "count " << count << ", run " << run << ": pingpong-client status " << status;
+      }
+    }
+  }
+  EXPECT_EQ(factory_->agentsFailed, 0u);
+  EXPECT_EQ(factory_->agentsIncomplete, 0u);
+  std::printf("[ figures  ] %d clients in %d processes (count 1, 2, 3) against a server that disconnects right "
+              "after its last echo: %d processes lost an echo\n",
+              3 * kProcessesPerCount * kClientsPerProcess, 3 * kProcessesPerCount, failedProcesses);
+}
+
+}  // namespace
