@@ -47,9 +47,12 @@ class ConnectionHandler {
   // valid until the callback returns), or an RDMA write with immediate (`data` is null and `length`
   // is how many bytes the peer wrote into the region it targeted).
   virtual void onRecvWithImm(Connection&, uint32_t /*imm*/, const uint8_t* /*data*/, size_t /*length*/) noexcept {}
-  // The postSend() with `tag` completed: its buffer slot is free again.
+  // The postSend() with `tag` completed: its buffer slot is free again. (Not called for sends the
+  // connection's teardown flushed: their buffers were evrdma's own.)
   virtual void onSendDone(Connection&, uint64_t /*tag*/) noexcept {}
   // A send(), rdmaWrite(), rdmaWriteWithImm() or rdmaRead() completed; its memory may be reused.
+  // Every one that returned 0 gets exactly one onOpDone, also when the connection closes under it
+  // (status IBV_WC_WR_FLUSH_ERR: flushed, or never posted), always before onClosed.
   virtual void onOpDone(Connection&, const OpCompletion&) noexcept {}
   // Everything that had to wait (behind a full send queue, or for the peer's credits on a framed
   // connection) has been posted.
