@@ -24,9 +24,11 @@ demo: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -- demos/pingpong/demo.sh 16 500 4096
 
 # evrdma against perftest, measured in the same test-bed run: round-trip latency (pingpong vs
-# ib_send_lat -e), then one-way throughput per mode (blast vs ib_send_bw / ib_write_bw / ib_read_bw).
+# ib_send_lat -e), then one-way throughput per mode (blast vs ib_send_bw / ib_write_bw / ib_read_bw),
+# then how an application's own timer and HTTP server fare on the loop while RDMA floods it, against
+# the same loop quiet (evrdma-loop-latency).
 bench: build
-	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 1800 -- sh -c 'demos/pingpong/bench.sh 5000 64 && echo && demos/blast/bench.sh 65536 2000 16'
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 1800 -- sh -c 'demos/pingpong/bench.sh 5000 64 && echo && demos/blast/bench.sh 65536 2000 16 && echo && $(BUILD_DIR)/demos/evrdma-loop-latency -a "$$EVRDMA_RDMA_IP" -d 3'
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The demo programs against each other over real RDMA (run under tools/rdma-run): the README's
-# embedded example against pingpong-server, and the devices listing.
+# embedded example against pingpong-server, the devices listing, and the loop-latency benchmark.
 #   demo_programs_test.sh <build dir>
 set -u
 build=$1 failures=0
@@ -20,7 +20,13 @@ cat "$log"
 
 "$build/demos/devices" | tee "$log"
 check "devices lists ${EVRDMA_RDMA_DEV:-?} with an active port" $(grep -q "^${EVRDMA_RDMA_DEV:-?}:" "$log" && grep -q "state active" "$log"; echo $?)
-for program in devices pingpong-server pingpong-client hello_embedded; do
+"$build/demos/evrdma-loop-latency" -a "$address" -d 1 | tee "$log"
+status=$?
+check "evrdma-loop-latency measures both phases and prints their ratio" $([ "$status" = 0 ] && grep -q "^quiet" "$log" && grep -q "^flood" "$log" && grep -q "^ratio flood/quiet" "$log"; echo $?)
+"$build/demos/evrdma-loop-latency" >/dev/null 2>"$log"
+status=$?
+check "evrdma-loop-latency without -a says what is missing: $(cat "$log")" $([ "$status" = 2 ] && grep -q "required" "$log"; echo $?)
+for program in devices pingpong-server pingpong-client hello_embedded evrdma-loop-latency; do
     "$build/demos/$program" --help >/dev/null 2>&1 || "$build/demos/$program" -h >/dev/null 2>&1
     check "$program has --help/-h" $?
 done

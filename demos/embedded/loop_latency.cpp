@@ -1,0 +1,174 @@
+// evrdma-loop-latency: how well an application's own events are served while evrdma shares its
+// loop. One process, one event_base: an evhttp server answering GET /stats, an HTTP client asking
+// it every 20 ms, and a 10 ms timer. First with no RDMA traffic (quiet), then while N pingpong
+// clients and their echo server flood the completion queue on the same base. Prints the timer's
+// lateness and the HTTP response time in both phases, and their ratio.
+#include <event2/event.h>
+#include <getopt.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CommandLine.h"
+#include "HostApp.h"
+#include "PingPong.h"
+#include "evrdma/Client.h"
+#include "evrdma/CompletionDispatcher.h"
+#include "evrdma/Listener.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/Watch.h"
+
+namespace {
+
+void usage(FILE* out, const char* prog) {
+  std::fprintf(out,
+               "usage: %s -a ADDR [options]\n"
+               "Measures an application's timer and HTTP server on one event_base, first quiet, then while\n"
+               "evrdma pingpong clients flood the completion queue on the same base; prints both and the ratio.\n"
+               "  -a ADDR   an address of the RDMA device (numeric; under tools/rdma-run: $EVRDMA_RDMA_IP)\n"
+               "  -n N      flooding clients (default 4)\n"
+               "  -s BYTES  message size (default 64)\n"
+               "  -d SECS   seconds per phase (default 3)\n"
+               "  -h        this help\n",
+               prog);
+}
+
+struct Phase {
+  hostapp::Spread lateness, response;
+  size_t ticks = 0;
+  uint64_t failures = 0;
+  double roundTripsPerSecond = 0;
+  uint64_t budgetYields = 0;
+};
+
+// Runs the probes for `seconds` on `reactor` once `ready()` says so.
+Phase measure(evrdma::Reactor& reactor, unsigned long long seconds, const std::function<bool()>& ready,
+              const std::function<uint64_t()>& roundTrips) {
+  hostapp::StatsServer http(reactor.base(), [&] { return std::to_string(roundTrips()); });
+  Phase phase;
+  if (int rc = http.start(); rc != 0) {
+    std::fprintf(stderr, "evrdma-loop-latency: HTTP server: %s\n", std::strerror(-rc));
+    return phase;
+  }
+  hostapp::StatsProbe probe(reactor, http.port(), std::chrono::milliseconds(20));
+  hostapp::TickProbe ticks(reactor, std::chrono::milliseconds(10));
+  uint64_t startRoundTrips = 0;
+  hostapp::Clock::time_point started;
+  evrdma::Timer end(reactor, [&] { reactor.stop(); });
+  evrdma::Timer begin(reactor, [&] {
+    if (!ready()) return;
+    begin.cancel();
+    startRoundTrips = roundTrips();
+    started = hostapp::Clock::now();
+    ticks.start();
+    probe.start();
+    end.startOnce(std::chrono::milliseconds(seconds * 1000));
+  });
+  begin.startPeriodic(std::chrono::milliseconds(5));
+  reactor.run();
+  double elapsed = std::chrono::duration<double>(hostapp::Clock::now() - started).count();
+  phase.lateness = hostapp::spreadOf(ticks.latenessMicros());
+  phase.response = hostapp::spreadOf(probe.responseMicros());
+  phase.ticks = ticks.ticks();
+  phase.failures = probe.failures();
+  phase.roundTripsPerSecond = elapsed > 0 ? (roundTrips() - startRoundTrips) / elapsed : 0;
+  return phase;
+}
+
+void print(const char* name, const Phase& p) {
+  std::printf("%-6s timer lateness (us): median %8.0f  p99 %8.0f  max %8.0f   | HTTP response (us): median %8.0f  "
+              "p99 %8.0f  max %8.0f   | %zu ticks, %zu responses, %llu failed, %.0f round trips/s\n",
+              name, p.lateness.median, p.lateness.p99, p.lateness.max, p.response.median, p.response.p99, p.response.max,
+              p.ticks, p.response.count, static_cast<unsigned long long>(p.failures), p.roundTripsPerSecond);
+}
+
+double ratio(double flood, double quiet) { return flood / (quiet < 1 ? 1 : quiet); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string address;
+  unsigned long long clients = 4, size = 64, seconds = 3;
+  int opt;
+  while ((opt = getopt(argc, argv, "a:n:s:d:h")) != -1) {
+    bool ok = true;
+    switch (opt) {
+      case 'a': address = optarg; break;
+      case 'n': ok = pingpong::parseNumber(optarg, 1000, clients) && clients > 0; break;
+      case 's': ok = pingpong::parseNumber(optarg, 1u << 20, size) && size > 0; break;
+      case 'd': ok = pingpong::parseNumber(optarg, 3600, seconds) && seconds > 0; break;
+      case 'h': usage(stdout, argv[0]); return 0;
+      default: usage(stderr, argv[0]); return 2;
+    }
+    if (!pingpong::optionsAreGood("evrdma-loop-latency", ok, opt, optarg)) return 2;
+  }
+  if (!pingpong::noStrayArguments("evrdma-loop-latency", optind, argc, argv)) return 2;
+  if (address.empty()) {
+    std::fprintf(stderr, "evrdma-loop-latency: -a ADDR is required (see -h)\n");
+    return 2;
+  }
+
+  event_base* base = event_base_new();  // the application's own loop
+  if (base == nullptr) return 1;
+  int status = 0;
+  {
+    evrdma::Reactor reactor(base);
+    Phase quiet = measure(reactor, seconds, [] { return true; }, [] { return uint64_t{0}; });
+
+    pingpong::EchoFactory factory(pingsr::Limits{}, pingpong::Trace::Off, 0);
+    auto listener = evrdma::Listener::create(reactor, factory);
+    if (int rc = listener->listen(address, 0); rc != 0) {
+      std::fprintf(stderr, "evrdma-loop-latency: cannot listen on %s: %s%s\n", address.c_str(), std::strerror(-rc),
+                   pingpong::setupErrorHint(rc));
+      event_base_free(base);
+      return 1;
+    }
+    std::vector<evrdma::Client::Ptr> flood;
+    std::vector<pingpong::PingClient*> pingers;
+    for (unsigned long long i = 0; i < clients; ++i) {
+      pingsr::ConnectInfo info{1000000000, size};  // no end of their own
+      auto handler = std::make_unique<pingpong::PingClient>(static_cast<uint32_t>(i), info, false, pingpong::Trace::Off, nullptr);
+      pingers.push_back(handler.get());
+      evrdma::ClientOptions options;
+      options.maxMessageSize = size;
+      options.recvDepth = options.sendDepth = 2;
+      flood.push_back(evrdma::Client::create(reactor, std::move(handler), options));
+      if (int rc = flood.back()->connect(address, listener->port(), pingsr::encode(info)); rc != 0) {
+        std::fprintf(stderr, "evrdma-loop-latency: connect: %s\n", std::strerror(-rc));
+        status = 1;
+      }
+    }
+    auto roundTrips = [&] {
+      uint64_t sum = 0;
+      for (auto* p : pingers) sum += p->result().roundTrips;
+      return sum;
+    };
+    Phase flooded = status != 0 ? Phase{} : measure(reactor, seconds, [&] { return roundTrips() >= 1000; }, roundTrips);
+    if (const evrdma::CompletionDispatcher* cq = flood.empty() ? nullptr : flood.front()->completions())
+      flooded.budgetYields = cq->stats().budgetYields;
+    for (auto* p : pingers)
+      if (!p->result().error.empty()) {
+        std::fprintf(stderr, "evrdma-loop-latency: a flood client failed: %s\n", p->result().error.c_str());
+        status = 1;
+      }
+    std::printf("evrdma-loop-latency: one event_base, a 10 ms timer and an HTTP server asked every 20 ms; %llu s quiet, "
+                "then %llu s while %llu pingpong clients of %llu B flood it\n",
+                seconds, seconds, clients, size);
+    print("quiet", quiet);
+    print("flood", flooded);
+    std::printf("ratio flood/quiet: timer lateness p99 %.1f, max %.1f; HTTP response median %.1f, p99 %.1f "
+                "(completion budget yields during the flood: %llu)\n",
+                ratio(flooded.lateness.p99, quiet.lateness.p99), ratio(flooded.lateness.max, quiet.lateness.max),
+                ratio(flooded.response.median, quiet.response.median), ratio(flooded.response.p99, quiet.response.p99),
+                static_cast<unsigned long long>(flooded.budgetYields));
+    if (flooded.ticks == 0 || flooded.response.count == 0) status = 1;  // starved: that is a failure
+    flood.clear();
+    listener.reset();
+  }
+  event_base_free(base);
+  return status;
+}
