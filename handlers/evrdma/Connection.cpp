@@ -533,10 +533,12 @@ void Connection::markEstablished() noexcept {
 void Connection::onCmEvent(const CmEvent& event) noexcept {
   if (finished_) return;
   if (teardownStarted_) {
-    // Closing: only the end of the disconnect matters now.
+    // Closing: only the end of the disconnect matters now, or the device going away under it.
     if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
       disconnectDone_ = true;
       maybeFinish();
+    } else if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+      onDeviceGone();
     }
     return;
   }
@@ -572,7 +574,7 @@ void Connection::onCmEvent(const CmEvent& event) noexcept {
     case RDMA_CM_EVENT_ADDR_CHANGE:
       return;  // informational: nothing to do
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      fail(-ENODEV, "device removal");
+      onDeviceGone();
       return;
     default:
       if (onRoleCmEvent(event)) return;
@@ -691,6 +693,23 @@ void Connection::onAsyncError(ibv_event_type type) noexcept {
   fail(-EIO, errorText_.c_str());
 }
 
+void Connection::onDeviceGone() noexcept {
+  // Every connection on the device hears it (this one too, if its QP exists): onDeviceRemoved.
+  if (completions_ != nullptr) completions_->markDeviceRemoved();
+  onDeviceRemoved();
+}
+
+void Connection::onDeviceRemoved() noexcept {
+  // Nothing posted will come back, and the removal waits for our resources: release them now
+  // rather than after disconnectTimeout.
+  deviceGone_ = true;
+  fail(-ENODEV, "device removal: the RDMA device went away");
+  if (teardownStarted_) {
+    disconnectDone_ = true;
+    scheduleFinish();
+  }
+}
+
 void Connection::onCompletionQueueError(int err, const char* op) noexcept {
   errorText_ = std::string(op) + " failed on the connection's completion queue";
   fail(err, errorText_.c_str());
@@ -739,7 +758,7 @@ void Connection::beginTeardown() noexcept {
   waiting_.clear();
   const bool wasConnected = state_ == ConnectionState::Established;
   setState(ConnectionState::Disconnecting);
-  if (!wasConnected || !qp_) {
+  if (!wasConnected || !qp_ || deviceGone_) {
     // Nothing established: destroying the id cancels a resolution or a pending connect.
     disconnectDone_ = true;
     scheduleFinish();

@@ -20,7 +20,8 @@
 //                      Connecting / Accepting -> onError(-ECONNRESET)   -> Failed
 //   TIMEWAIT_EXIT,
 //   ADDR_CHANGE        any            -> nothing: informational, the connection is unaffected
-//   DEVICE_REMOVAL     any            -> onError(-ENODEV, "device removal") -> Failed
+//   DEVICE_REMOVAL     any            -> onError(-ENODEV, "device removal"), resources released at
+//                                        once (no flush will come)      -> Failed
 //   anything else      any            -> onError(-EPROTO, "unexpected CM event ...") -> Failed
 // Once close() was called (or teardown began), events and completions only drive the teardown:
 // the application hears nothing more but onOpDone for each operation still outstanding (with
@@ -200,6 +201,11 @@ class Connection : private CmEventHandler, private CompletionHandler, private de
   void onCompletion(const ibv_wc& wc) noexcept override;
   void onAsyncError(ibv_event_type type) noexcept override;
   void onCompletionQueueError(int err, const char* op) noexcept override;
+  // DEVICE_REMOVAL for this connection's id: every connection on the device is told.
+  void onDeviceGone() noexcept;
+  // The device is going away (any id's DEVICE_REMOVAL, or DEVICE_FATAL): onError(-ENODEV), and
+  // teardown finishes at once (no flush will come).
+  void onDeviceRemoved() noexcept override;
   void onReactorGone() noexcept override;
   void releaseResources() noexcept;
   // fail() for an error met inside a call of the application's: onError comes on a later turn.
@@ -251,6 +257,7 @@ class Connection : private CmEventHandler, private CompletionHandler, private de
   bool teardownStarted_ = false;
   bool failed_ = false;
   bool disconnectDone_ = false;  // DISCONNECTED seen (or no disconnect needed)
+  bool deviceGone_ = false;
   bool finishScheduled_ = false;
   bool finished_ = false;
   std::string errorText_;  // keeps an onError `op` alive while the callback runs

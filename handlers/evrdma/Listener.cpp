@@ -66,7 +66,10 @@ void Listener::onCmEvent(const CmEvent& event) noexcept {
     case RDMA_CM_EVENT_ADDR_CHANGE:
       return;  // informational
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      factory_.onListenerError(-ENODEV, "device removal");
+      // The id must go for the removal to complete; listen() again once the device is back.
+      id_.reset();
+      forgetRemovedDevices();
+      factory_.onListenerError(-ENODEV, "device removal: the listener stopped (listen again once the device is back)");
       return;
     default:
       factory_.onListenerError(-EPROTO, "unexpected CM event on the listening id");

@@ -43,6 +43,8 @@ class Listener final : private CmEventHandler, private detail::ReactorMember {
   uint16_t port() const noexcept;
 
   // Stops listening (no more requests) and closes every agent. Agents report onClosed as usual.
+  // (If the device goes away, the listener stops by itself: onListenerError(-ENODEV), and
+  // listen() may be called again once it is back.)
   void close() noexcept;
 
   size_t agentCount() const noexcept { return agents_.size(); }

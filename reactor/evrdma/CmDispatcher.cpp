@@ -52,6 +52,9 @@ void CmDispatcher::drain() noexcept {
       event.remoteQpNum = conn.qp_num;
     }
     rdma_ack_cm_event(raw);  // ack first: the handler may destroy the id
+    // Whoever's id it is, the device's completion channel, CQs and PD must go too.
+    if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL && event.id != nullptr && event.id->verbs != nullptr)
+      reactor_.deviceRemoved(event.id->verbs);
     auto* handler = event.id != nullptr ? static_cast<CmEventHandler*>(event.id->context) : nullptr;
     if (handler == nullptr) {
       ++orphans_;

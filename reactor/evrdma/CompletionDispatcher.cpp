@@ -33,13 +33,53 @@ void CompletionDispatcher::detach(Attachment& attachment) noexcept {
     if (it != byQpNum_.end() && it->second == &attachment) byQpNum_.erase(it);
   }
   attachment.cq_.reserved -= attachment.entries_;
+  --attachments_;
+  releaseIfUnused();
 }
 
-CompletionDispatcher::~CompletionDispatcher() {
+CompletionDispatcher::~CompletionDispatcher() { releaseVerbs(); }
+
+void CompletionDispatcher::markDeviceRemoved() noexcept {
+  if (removed_) return;
+  removed_ = true;
+  std::vector<CompletionHandler*> targets;
+  for (auto& [qpNum, attachment] : byQpNum_) targets.push_back(attachment->handler_);
+  for (CompletionHandler* handler : targets) handler->onDeviceRemoved();  // they fail, and detach later
+  if (event_ != nullptr) event_del(event_);
+  if (asyncEvent_ != nullptr) event_del(asyncEvent_);
+  resume_.cancel();
   ready_.clear();
-  cqs_.clear();  // each flushes its unacked events before ibv_destroy_cq
+  for (auto& cq : cqs_) cq->queued = false;
+  releaseIfUnused();
+}
+
+void CompletionDispatcher::releaseIfUnused() noexcept {
+  if (!removed_ || attachments_ > 0 || releaseScheduled_ || reactor_.dying()) return;
+  releaseScheduled_ = true;
+  // Now, before the last id on the device goes: librdmacm closes the device's context then, and
+  // CQs, channel and PD left on a closed context could no longer be destroyed (the removal would
+  // wait for them forever). Not while completions are being handed out (a deferred call then).
+  if (delivering_) {
+    reactor_.defer([this] { releaseVerbs(); });
+  } else {
+    releaseVerbs();
+  }
+  // The empty dispatcher itself goes on a later turn.
+  Reactor& reactor = reactor_;
+  ibv_context* context = context_;
+  reactor.defer([&reactor, context] { reactor.releaseCompletions(context); });
+}
+
+void CompletionDispatcher::releaseVerbs() noexcept {
   if (event_ != nullptr) event_free(event_);
   if (asyncEvent_ != nullptr) event_free(asyncEvent_);
+  event_ = asyncEvent_ = nullptr;
+  resume_.cancel();
+  ready_.clear();
+  byQpNum_.clear();
+  cqs_.clear();  // each acks its events first
+  channel_.reset();
+  pd_.reset();
 }
 
 int CompletionDispatcher::init() noexcept {
@@ -71,7 +111,11 @@ void CompletionDispatcher::onAsyncReadable(int, short, void* self) noexcept {
 
 void CompletionDispatcher::drainAsyncEvents() noexcept {
   ibv_async_event event{};
-  while (ibv_get_async_event(context_, &event) == 0) {
+  for (;;) {
+    if (ibv_get_async_event(context_, &event) != 0) {
+      if (errno != EAGAIN && errno != EINTR) markDeviceRemoved();  // the device is gone: the fd stays in error
+      return;
+    }
     ++stats_.asyncEvents;
     const ibv_event_type type = event.event_type;
     // Copy what is needed, then ack: destroying a QP or CQ waits for its events to be acked.
@@ -88,7 +132,7 @@ void CompletionDispatcher::drainAsyncEvents() noexcept {
           if (attachment->cq_.cq.get() == event.element.cq) targets.push_back(attachment->handler_);
         break;
       case IBV_EVENT_DEVICE_FATAL:
-        for (auto& [qpNum, attachment] : byQpNum_) targets.push_back(attachment->handler_);
+        markDeviceRemoved();  // tells every connection on the device
         break;
       default:
         break;  // informational (port up/down, COMM_EST, LAST_WQE_REACHED, ...): the CM reports what matters
@@ -101,6 +145,10 @@ void CompletionDispatcher::drainAsyncEvents() noexcept {
 std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(uint32_t entries,
                                                                                CompletionHandler* handler, int& error) {
   error = 0;
+  if (removed_) {
+    error = -ENODEV;
+    return nullptr;
+  }
   if (entries == 0 || entries > static_cast<uint32_t>(maxCqe_)) {
     error = -EINVAL;
     return nullptr;
@@ -125,6 +173,7 @@ std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(u
     cqs_.push_back(std::move(cq));
   }
   chosen->reserved += entries;
+  ++attachments_;
   uint32_t serial = nextSerial_;
   nextSerial_ = nextSerial_ == kSerialMask ? 1 : nextSerial_ + 1;
   return std::unique_ptr<Attachment>(new Attachment(*this, *chosen, entries, serial, handler));
@@ -175,7 +224,14 @@ void CompletionDispatcher::run() noexcept {
   if (delivering_) return;  // an application callback ran a nested loop: the outer pass goes on
   ibv_cq* eventCq = nullptr;
   void* eventContext = nullptr;
-  while (ibv_get_cq_event(channel_.get(), &eventCq, &eventContext) == 0) {
+  for (;;) {
+    if (ibv_get_cq_event(channel_.get(), &eventCq, &eventContext) != 0) {
+      if (errno != EAGAIN && errno != EINTR) {  // the device is gone: the channel stays in error
+        markDeviceRemoved();
+        return;
+      }
+      break;
+    }
     auto* cq = static_cast<SharedCq*>(eventContext);
     ++stats_.events;
     cq->cq.noteEvent();

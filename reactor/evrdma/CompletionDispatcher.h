@@ -40,6 +40,8 @@ class CompletionHandler {
   // The shared CQ itself failed (ibv_req_notify_cq or ibv_poll_cq returned an error): its
   // completions can no longer be trusted to arrive. `err` is -errno, `op` the call.
   virtual void onCompletionQueueError(int err, const char* op) noexcept = 0;
+  // The device is being removed: nothing posted will come back, and its resources must go.
+  virtual void onDeviceRemoved() noexcept = 0;
 
  protected:
   ~CompletionHandler() = default;
@@ -115,6 +117,13 @@ class CompletionDispatcher {
   std::unique_ptr<Attachment> attach(uint32_t entries, CompletionHandler* handler, int& error);
 
   ibv_context* context() const noexcept { return context_; }
+  // The device is going away (DEVICE_REMOVAL, DEVICE_FATAL, or its fds failed): every attached
+  // handler hears onDeviceRemoved, its events are removed from the loop (a removed device's fds
+  // stay readable: the loop would spin), no new attachment is accepted (-ENODEV), and once the
+  // last one is gone its CQs, channel and PD are destroyed (before librdmacm closes the device's
+  // context with the last id on it), so the device's removal can complete.
+  void markDeviceRemoved() noexcept;
+  bool deviceRemoved() const noexcept { return removed_; }
   // The device's protection domain, shared by every connection on it and by the memory the
   // application registers for them: a region stays usable across connections. It is freed with
   // the Reactor, so every MemoryRegion on it must be gone by then.
@@ -142,6 +151,8 @@ class CompletionDispatcher {
   void reportCqError(SharedCq& cq, int err, const char* op) noexcept;
   void deliver(const ibv_wc& wc) noexcept;
   void detach(Attachment& attachment) noexcept;
+  void releaseIfUnused() noexcept;
+  void releaseVerbs() noexcept;
 
   Reactor& reactor_;
   ibv_context* context_;
@@ -156,6 +167,9 @@ class CompletionDispatcher {
   bool delivering_ = false;
   std::unordered_map<uint32_t, Attachment*> byQpNum_;
   uint32_t nextSerial_ = 1;
+  size_t attachments_ = 0;
+  bool removed_ = false;
+  bool releaseScheduled_ = false;
   CompletionStats stats_;
 };
 

@@ -1,6 +1,7 @@
 #include "evrdma/Reactor.h"
 
 #include <event2/event.h>
+#include <rdma/rdma_cma.h>
 
 #include <cerrno>
 #include <utility>
@@ -77,6 +78,24 @@ CmDispatcher* Reactor::cm(int& error) {
     cm_ = std::move(dispatcher);
   }
   return cm_.get();
+}
+
+void Reactor::releaseCompletions(ibv_context* device) noexcept {
+  auto it = completions_.find(device);
+  if (it != completions_.end() && it->second->deviceRemoved()) completions_.erase(it);
+  forgetRemovedDevices();
+}
+
+void Reactor::deviceRemoved(ibv_context* device) noexcept {
+  if (auto it = completions_.find(device); it != completions_.end()) it->second->markDeviceRemoved();
+}
+
+void forgetRemovedDevices() noexcept {
+  // librdmacm keeps each device's verbs context open until it notices, while listing the
+  // devices, that one is gone; then it closes it once no id uses it. A device whose driver
+  // cannot disassociate its users (rxe, siw) is only removed once that context is closed.
+  int count = 0;
+  if (ibv_context** devices = rdma_get_devices(&count)) rdma_free_devices(devices);
 }
 
 CompletionDispatcher* Reactor::completions(ibv_context* device, int& error) {

@@ -74,6 +74,12 @@ class Reactor {
   // The completion channel of this reactor for one device, made on first use; null + -errno.
   CompletionDispatcher* completions(ibv_context* device, int& error);
 
+  // Frees the completion channel of a removed device once nothing uses it (see
+  // CompletionDispatcher::markDeviceRemoved); the next use of the device makes a new one.
+  void releaseCompletions(ibv_context* device) noexcept;
+  // The CM reported that `device` is being removed (see CompletionDispatcher::markDeviceRemoved).
+  void deviceRemoved(ibv_context* device) noexcept;
+
   // For evrdma's own objects: what to close when the Reactor goes first (see ReactorMember).
   void join(detail::ReactorMember* member) { members_.insert(member); }
   void leave(detail::ReactorMember* member) noexcept { members_.erase(member); }
@@ -99,5 +105,9 @@ class Reactor {
   std::map<ibv_context*, std::unique_ptr<CompletionDispatcher>> completions_;
   std::unique_ptr<CmDispatcher> cm_;
 };
+
+// Lets librdmacm close the verbs context of a removed device once nothing uses it any more (it
+// only notices a removal when it lists the devices). Called when evrdma let go of a device.
+void forgetRemovedDevices() noexcept;
 
 }  // namespace evrdma
