@@ -197,6 +197,7 @@ int Connection::copyAndSend(const void* data, size_t length, bool hasImm, uint32
   if (state_ != ConnectionState::Established || teardownStarted_) return -ENOTCONN;
   if (data == nullptr && length > 0) return -EINVAL;
   if (length > options_.maxMessageSize) return -EMSGSIZE;
+  if (options_.framed && length > peerMaxMessageSize_) return -EMSGSIZE;  // the peer's buffers are smaller
   if (hasImm && !supportsImmediateData()) return -EOPNOTSUPP;
   const int slot = sendBuffers_.acquire();
   if (slot < 0) return -ENOBUFS;
@@ -316,6 +317,7 @@ int Connection::checkedSubmit(OpType type, const Slice& local, const RemoteRegio
   if (local.region == nullptr || !*local.region) return -EINVAL;
   if (!local.region->contains(local.offset, local.length)) return -ERANGE;
   if (local.length > kMaxMessageSize) return -EMSGSIZE;
+  if (options_.framed && type == OpType::Send && local.length > peerMaxMessageSize_) return -EMSGSIZE;
   if (type == OpType::Read && (local.region->access() & kLocalWrite) == 0) return -EACCES;
   if (hasImm && !supportsImmediateData()) return -EOPNOTSUPP;
   if (remote != nullptr) {
@@ -423,7 +425,16 @@ void Connection::onRegionRelease(const Frame& frame) noexcept {
 }
 
 void Connection::onFrame(const Frame& frame, const ibv_wc& wc) noexcept {
+  if ((frame.type == FrameType::Hello) != (state_ != ConnectionState::Established)) {
+    fail(-EPROTO, frame.type == FrameType::Hello ? "the peer sent a second hello"
+                                                 : "the peer's first frame was not a hello (is it framed too?)");
+    return;
+  }
   switch (frame.type) {
+    case FrameType::Hello:
+      peerMaxMessageSize_ = frame.maxMessageSize;
+      markEstablished();  // the limits are known: the application may send
+      return;
     case FrameType::Data:
       ++stats_.messagesReceived;
       stats_.bytesReceived += frame.payloadLength;
@@ -522,6 +533,25 @@ rdma_conn_param Connection::connParam(const std::vector<uint8_t>& privateData) c
   return param;
 }
 
+void Connection::transportUp() noexcept {
+  if (!options_.framed) {
+    markEstablished();
+    return;
+  }
+  // Framed: our first frame says how large a message we take (and returns our receives as
+  // credits); the connection is established for the application once the peer's has arrived.
+  if (helloSent_ || !sendQueue_) return;
+  helloSent_ = true;
+  SendOp op;
+  op.type = OpType::Send;
+  op.internal = true;
+  uint8_t* frame = takeFrameSlot(op);
+  const std::vector<uint8_t> hello = helloFrame(options_.maxMessageSize, ledger_.spendForCreditFrame());
+  std::memcpy(frame, hello.data(), hello.size());
+  op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frame), static_cast<uint32_t>(hello.size()), frameSlots_.region().lkey()};
+  submit(op);
+}
+
 void Connection::markEstablished() noexcept {
   if (state_ == ConnectionState::Established) return;
   setState(ConnectionState::Established);
@@ -545,7 +575,7 @@ void Connection::onCmEvent(const CmEvent& event) noexcept {
   switch (event.type) {
     case RDMA_CM_EVENT_ESTABLISHED:
       if (state_ == ConnectionState::Connecting || state_ == ConnectionState::Accepting) {
-        markEstablished();
+        transportUp();
         return;
       }
       if (state_ == ConnectionState::Established) return;  // a receive announced it already
@@ -600,7 +630,13 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
           reportUnfinished(op, status);
           if (teardownStarted_) return;
           errorText_ = std::string("work completion (") + toString(op.type) + "): " + ibv_wc_status_str(status);
-          fail(-EIO, errorText_.c_str());
+          // The peer refusing a send (remote invalid request / remote operation error): almost
+          // always a message longer than its receive buffers.
+          const bool peerTooSmall = op.type == OpType::Send && (status == IBV_WC_REM_INV_REQ_ERR || status == IBV_WC_REM_OP_ERR);
+          if (peerTooSmall)
+            errorText_ += ": the peer could not take a message of " + std::to_string(op.sge.length + op.header.length) +
+                          " B; is its maxMessageSize smaller? Both sides must use the same maxMessageSize";
+          fail(peerTooSmall ? -EMSGSIZE : -EIO, errorText_.c_str());
           return;
         }
         if (op.internal) return;  // evrdma's own frame
@@ -639,19 +675,25 @@ void Connection::onCompletion(const ibv_wc& wc) noexcept {
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {
       ++stats_.flushedCompletions;  // see onSendCompletion
     } else if (!teardownStarted_) {
+      // A message longer than the receive buffer fails the receive (LOC_LEN_ERR; rxe reports a
+      // local QP operation error): almost always two sides with different maxMessageSize.
+      const bool tooLong = wc.status == IBV_WC_LOC_LEN_ERR || wc.status == IBV_WC_LOC_QP_OP_ERR;
       errorText_ = std::string("work completion (receive): ") + ibv_wc_status_str(wc.status);
-      fail(-EIO, errorText_.c_str());
+      if (tooLong)
+        errorText_ += ": a message longer than this side's maxMessageSize (" + std::to_string(options_.maxMessageSize) +
+                      " B) arrived? Both sides must use the same maxMessageSize";
+      fail(tooLong ? -EMSGSIZE : -EIO, errorText_.c_str());
     }
     maybeFinish();
     return;
   }
   // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
-  if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) markEstablished();
+  if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) transportUp();
   // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
   const bool intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
   uint8_t* data = intoBuffer ? recvBuffers_.data() + size_t{slot} * bufferSize() : nullptr;
   if (data != nullptr) EVRDMA_MARK_DEFINED(data, wc.byte_len);
-  if (!teardownStarted_ && state_ == ConnectionState::Established) {
+  if (!teardownStarted_ && (state_ == ConnectionState::Established || helloSent_)) {
     if (options_.framed && intoBuffer) {
       Frame frame;
       const char* why = "";
@@ -690,6 +732,11 @@ void Connection::onCompletion(const ibv_wc& wc) noexcept {
 
 void Connection::onAsyncError(ibv_event_type type) noexcept {
   errorText_ = std::string("device async event: ") + ibv_event_type_str(type);
+  // iWARP reports no completion for a message its receive buffer cannot hold: the QP goes fatal.
+  if (type == IBV_EVENT_QP_FATAL && !supportsImmediateData())
+    errorText_ += " (on iWARP: a message longer than this side's maxMessageSize (" +
+                  std::to_string(options_.maxMessageSize) +
+                  " B), or one that found no receive posted; both sides must use the same maxMessageSize)";
   fail(-EIO, errorText_.c_str());
 }
 

@@ -30,8 +30,10 @@
 // can always be given back), then onClosed.
 //
 // Framed connections (ConnectionOptions::framed, both sides): every message carries a Frame
-// header. Sends, sends with immediate, RDMA writes with immediate and the protocol's own frames
-// each spend one credit (one of the peer's posted receives, see CreditLedger); without one they
+// header. Each side's first frame is a hello with its maxMessageSize: onEstablished comes once the
+// peer's has arrived, and a send longer than the peer takes is refused (-EMSGSIZE) before posting.
+// Sends, sends with immediate, RDMA writes with immediate and the protocol's own frames each
+// spend one credit (one of the peer's posted receives, see CreditLedger); without one they
 // wait, in order, and RDMA writes and reads issued after them wait behind them, so the order of
 // everything the application issues is kept. One-sided operations must then target a region the
 // peer advertised (granted or sent) and not released.
@@ -130,6 +132,9 @@ class Connection : private CmEventHandler, private CompletionHandler, private de
   // Framed: our credits (the peer's receives we may still use) and those we owe the peer.
   const CreditLedger& credits() const noexcept { return ledger_; }
   bool framed() const noexcept { return options_.framed; }
+  // Framed: the largest message the peer takes (its maxMessageSize, from its hello); sends longer
+  // than that are refused with -EMSGSIZE before anything is posted.
+  uint64_t peerMaxMessageSize() const noexcept { return peerMaxMessageSize_; }
 
   // Requests waiting: behind a full send queue, or (framed) for credits.
   size_t sendBacklog() const noexcept { return waiting_.size() + (sendQueue_ ? sendQueue_->backlog() : 0); }
@@ -175,7 +180,10 @@ class Connection : private CmEventHandler, private CompletionHandler, private de
   // Reports an asynchronous failure (unless closing) and tears down; final state Failed.
   void fail(int err, const char* op) noexcept;
   void setState(ConnectionState state) noexcept { state_ = state; }
-  // Called once the connection is up (from ESTABLISHED, or the first receive that beats it).
+  // The transport is up (ESTABLISHED, or the first receive that beats it): unframed, the
+  // connection is established; framed, our hello goes out and the peer's is awaited.
+  void transportUp() noexcept;
+  // The connection is established for the application (onEstablished).
   void markEstablished() noexcept;
   bool closing() const noexcept { return teardownStarted_; }
   // The Reactor was destroyed first: the connection is a closed shell (see Reactor).
@@ -258,6 +266,8 @@ class Connection : private CmEventHandler, private CompletionHandler, private de
   bool failed_ = false;
   bool disconnectDone_ = false;  // DISCONNECTED seen (or no disconnect needed)
   bool deviceGone_ = false;
+  bool helloSent_ = false;  // framed: our hello is out
+  uint64_t peerMaxMessageSize_ = 0;  // framed: from the peer's hello
   bool finishScheduled_ = false;
   bool finished_ = false;
   std::string errorText_;  // keeps an onError `op` alive while the callback runs

@@ -18,6 +18,7 @@ long payloadSizeOf(FrameType type) noexcept {
     case FrameType::RegionOffer: return RemoteRegion::kWireSize + 8;
     case FrameType::RegionRelease: return 12;
     case FrameType::Credit: return 0;
+    case FrameType::Hello: return 8;
   }
   return -2;
 }
@@ -48,7 +49,7 @@ int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) n
   };
   if (data == nullptr || size < Frame::kHeaderSize) return bad("shorter than a frame header");
   if (data[0] != Frame::kVersion) return bad("unknown frame version");
-  if (data[1] > static_cast<uint8_t>(FrameType::Credit)) return bad("unknown frame type");
+  if (data[1] > static_cast<uint8_t>(FrameType::Hello)) return bad("unknown frame type");
   Frame f;
   f.type = static_cast<FrameType>(data[1]);
   f.credits = detail::getBig16(data + 2);
@@ -78,6 +79,10 @@ int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) n
     case FrameType::RegionRelease:
       f.releaseRkey = detail::getBig32(f.payload);
       f.releaseAddress = detail::getBig64(f.payload + 4);
+      break;
+    case FrameType::Hello:
+      f.maxMessageSize = detail::getBig64(f.payload);
+      if (f.maxMessageSize == 0) return bad("hello with a largest message of 0 bytes");
       break;
     case FrameType::Data:
     case FrameType::Credit:
@@ -127,5 +132,11 @@ std::vector<uint8_t> regionReleaseFrame(uint32_t rkey, uint64_t address, uint16_
 }
 
 std::vector<uint8_t> creditFrame(uint16_t credits) { return frame(FrameType::Credit, credits, 0, 0); }
+
+std::vector<uint8_t> helloFrame(uint64_t maxMessageSize, uint16_t credits) {
+  auto out = frame(FrameType::Hello, credits, 0, 8);
+  detail::putBig64(out.data() + Frame::kHeaderSize, maxMessageSize);
+  return out;
+}
 
 }  // namespace evrdma

@@ -22,6 +22,7 @@ enum class FrameType : uint8_t {
   RegionOffer = 4,    // "here is a region of mine": a RemoteRegion, u64 tag
   RegionRelease = 5,  // "forget the region with this rkey and address": u32 rkey, u64 address
   Credit = 6,         // credits only (in the header), no payload
+  Hello = 7,          // each side's first frame: u64 the largest message it receives (maxMessageSize)
 };
 
 struct Frame {
@@ -42,6 +43,7 @@ struct Frame {
   uint32_t error = 0;          // RegionRefused: a positive errno
   uint32_t releaseRkey = 0;    // RegionRelease
   uint64_t releaseAddress = 0;
+  uint64_t maxMessageSize = 0;  // Hello: at least 1
 };
 
 // Parses `size` received bytes. 0, or -EPROTO with `why` saying what is wrong (short header,
@@ -62,5 +64,6 @@ std::vector<uint8_t> regionRefusedFrame(uint64_t requestId, uint32_t error, uint
 std::vector<uint8_t> regionOfferFrame(const RemoteRegion& region, uint64_t tag, uint16_t credits);
 std::vector<uint8_t> regionReleaseFrame(uint32_t rkey, uint64_t address, uint16_t credits);
 std::vector<uint8_t> creditFrame(uint16_t credits);
+std::vector<uint8_t> helloFrame(uint64_t maxMessageSize, uint16_t credits);
 
 }  // namespace evrdma

@@ -143,6 +143,62 @@ struct Closer : evrdma::ConnectionHandler {
 
 bool endsClosed(const CallLog& log) { return log && !log->empty() && log->back() == "closed"; }
 
+// Unframed connections cannot know the peer's buffers: a message too long for them fails, and
+// the errors say so and name the option, instead of a bare -EIO.
+TEST_F(PingPongBed, AMessageLongerThanThePeersMaxMessageSizeFailsWithEmsgsizeNamingTheOption) {
+  struct Outcome {
+    std::string error;
+    int err = 0;
+  };
+  struct Small : evrdma::ConnectionHandler {  // dies with its agent: reports into the factory's Outcome
+    Outcome& out;
+    explicit Small(Outcome& o) : out(o) {}
+    void onError(evrdma::Connection&, int e, const char* op) noexcept override { out.err = e, out.error = op; }
+  };
+  struct SmallFactory : evrdma::AgentFactory {
+    Outcome agent;
+    bool accepted = false;
+    evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
+      accepted = true;
+      evrdma::ConnectionOptions options;
+      options.maxMessageSize = 64;
+      return evrdma::AcceptDecision::accept(std::make_unique<Small>(agent), options);
+    }
+  } factory;
+  struct Big : evrdma::ConnectionHandler {
+    bool established = false, closed = false;
+    std::string error;
+    int err = 0;
+    void onEstablished(evrdma::Connection& c) noexcept override {
+      established = true;
+      std::vector<uint8_t> message(1000, 1);
+      c.postSend(message.data(), message.size());
+    }
+    void onError(evrdma::Connection&, int e, const char* op) noexcept override { err = e, error = op; }
+    void onClosed(evrdma::Connection&) noexcept override { closed = true; }
+  };
+  auto listener = evrdma::Listener::create(reactor_, factory);
+  ASSERT_EQ(listener->listen(bed_.ip, 0), 0);
+  auto handler = std::make_unique<Big>();
+  Big* big = handler.get();
+  evrdma::ClientOptions options;
+  options.maxMessageSize = 4096;
+  auto client = evrdma::Client::create(reactor_, std::move(handler), options);
+  ASSERT_EQ(client->connect(bed_.ip, listener->port()), 0);
+  ASSERT_TRUE(runUntil([&] { return big->closed && listener->agentCount() == 0; }, 30s));
+  ASSERT_TRUE(factory.accepted);
+  std::printf("[ figures  ] receiver: %s (%s)\n[ figures  ] sender: %s (%s)\n", factory.agent.error.c_str(),
+              strerror(-factory.agent.err), big->error.c_str(), strerror(-big->err));
+  // RoCE fails the receive (-EMSGSIZE); iWARP only says the QP went fatal (-EIO), and which
+  // option is the likely cause.
+  const bool iwarp = bed_.device.rfind("siw", 0) == 0;
+  EXPECT_EQ(factory.agent.err, iwarp ? -EIO : -EMSGSIZE) << factory.agent.error;
+  EXPECT_NE(factory.agent.error.find("maxMessageSize"), std::string::npos) << factory.agent.error;
+  // The sender hears either the peer's refusal (-EMSGSIZE) or, if the receiver's teardown came
+  // first, the disconnect; never a bare -EIO.
+  EXPECT_NE(big->err, -EIO) << big->error;
+}
+
 TEST_F(PingPongBed, CloseFromInsideOnEstablishedAndOnRecvOnTheClient) {
   for (auto when : {Closer::InEstablished, Closer::InRecv}) {
     auto handler = std::make_unique<Closer>(when);

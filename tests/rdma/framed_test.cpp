@@ -386,13 +386,44 @@ TEST_F(Framed, AMalformedFrameEndsTheConnectionWithAProtocolError) {
   // An unframed client talks to a framed server: its bytes are not frames.
   auto raw = framedOptions();
   raw.framed = false;
-  connect(raw);
+  server = evrdma::Listener::create(reactor_, factory);
+  ASSERT_EQ(server->listen(bed_.ip, 0), 0);
+  client = evrdma::Client::create(reactor_, std::make_unique<Peer>(mine), raw);
+  ASSERT_EQ(client->connect(bed_.ip, server->port()), 0);
+  // The framed server waits for a hello that never comes: it is not established for its handler.
+  ASSERT_TRUE(runUntil([&] { return mine.established; }, 30s)) << mine.error;
+  EXPECT_FALSE(theirs().established);
   const char garbage[] = "not a frame at all";
   ASSERT_EQ(client->postSend(garbage, sizeof garbage), 0);
   ASSERT_TRUE(runUntil([&] { return !theirs().error.empty(); }, 30s));
   EXPECT_NE(theirs().error.find("malformed frame"), std::string::npos) << theirs().error;
   EXPECT_NE(theirs().error.find(strerror(EPROTO)), std::string::npos) << theirs().error;
   EXPECT_TRUE(runUntil([&] { return theirs().closed && mine.closed; }, 30s));
+}
+
+// The two sides exchange their maxMessageSize in their first frames: a send longer than the peer
+// takes is refused before anything is posted, and the connection stays up.
+TEST_F(Framed, SidesWithDifferentMessageSizesRefuseWhatThePeerCannotTakeBeforePosting) {
+  evrdma::ClientOptions options = framedOptions();
+  options.maxMessageSize = 4096;  // the server takes 64
+  connect(options);
+  EXPECT_EQ(client->peerMaxMessageSize(), 64u);
+  EXPECT_EQ(theirs().connection->peerMaxMessageSize(), 4096u);
+  std::vector<uint8_t> big(65, 1);
+  EXPECT_EQ(client->postSend(big.data(), big.size()), -EMSGSIZE);
+  EXPECT_EQ(client->send({&local, 0, 65}, 1), -EMSGSIZE);
+  uint32_t seq = 7;
+  std::memcpy(local.data(), &seq, sizeof seq);
+  ASSERT_EQ(client->postSend(&seq, sizeof seq), 0);
+  ASSERT_EQ(client->send({&local, 0, sizeof seq}, 2), 0);
+  std::vector<uint8_t> justFits(64, 2);
+  ASSERT_EQ(client->postSend(justFits.data(), justFits.size()), 0);
+  ASSERT_TRUE(runUntil([&] { return theirs().messages.size() == 3; }, 30s));
+  std::vector<uint8_t> toClient(4096, 3);  // the server's own limit is 64: refused by its own check
+  EXPECT_EQ(theirs().connection->postSend(toClient.data(), toClient.size()), -EMSGSIZE);
+  EXPECT_EQ(client->state(), ConnectionState::Established);
+  EXPECT_EQ(mine.error, "");
+  EXPECT_EQ(theirs().error, "");
 }
 
 TEST_F(Framed, RegionExchangeNeedsAFramedConnectionAndTooSmallAReceiveDepthIsRefused) {

@@ -39,6 +39,18 @@ TEST(Frame, EmptyDataAndCreditOnlyFramesAreValid) {
   EXPECT_EQ(f.credits, 65535);
 }
 
+TEST(Frame, HelloCarriesTheLargestMessageAndCreditsAndRefusesZero) {
+  Frame f;
+  ASSERT_EQ(parse(evrdma::helloFrame(uint64_t{1} << 30, 15), f), 0);
+  EXPECT_EQ(f.type, FrameType::Hello);
+  EXPECT_EQ(f.maxMessageSize, uint64_t{1} << 30);
+  EXPECT_EQ(f.credits, 15);
+  EXPECT_NE(parse(evrdma::helloFrame(0, 1), f), 0);
+  auto cut = evrdma::helloFrame(64, 1);
+  cut.pop_back();
+  EXPECT_NE(parse(cut, f), 0);
+}
+
 TEST(Frame, RegionRequestGrantOfferReleaseAndRefusalRoundTrip) {
   Frame f;
   ASSERT_EQ(parse(evrdma::regionRequestFrame(42, 1 << 20, evrdma::kRemoteWrite, 1), f), 0);
