@@ -533,14 +533,16 @@ rdma_conn_param Connection::connParam(const std::vector<uint8_t>& privateData) c
   return param;
 }
 
-void Connection::transportUp() noexcept {
+void Connection::transportUp(bool peerSpoke) noexcept {
   if (!options_.framed) {
     markEstablished();
     return;
   }
   // Framed: our first frame says how large a message we take (and returns our receives as
   // credits); the connection is established for the application once the peer's has arrived.
-  if (helloSent_ || !sendQueue_) return;
+  // The client speaks first, the agent answers: an iWARP responder must not send before the
+  // initiator has (siw terminates connections that race it).
+  if (helloSent_ || !sendQueue_ || (!isClient_ && !peerSpoke)) return;
   helloSent_ = true;
   SendOp op;
   op.type = OpType::Send;
@@ -575,7 +577,7 @@ void Connection::onCmEvent(const CmEvent& event) noexcept {
   switch (event.type) {
     case RDMA_CM_EVENT_ESTABLISHED:
       if (state_ == ConnectionState::Connecting || state_ == ConnectionState::Accepting) {
-        transportUp();
+        transportUp(false);
         return;
       }
       if (state_ == ConnectionState::Established) return;  // a receive announced it already
@@ -688,7 +690,7 @@ void Connection::onCompletion(const ibv_wc& wc) noexcept {
     return;
   }
   // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
-  if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) transportUp();
+  if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) transportUp(true);
   // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
   const bool intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
   uint8_t* data = intoBuffer ? recvBuffers_.data() + size_t{slot} * bufferSize() : nullptr;
@@ -749,7 +751,14 @@ void Connection::onDeviceGone() noexcept {
 void Connection::onDeviceRemoved() noexcept {
   // Nothing posted will come back, and the removal waits for our resources: release them now
   // rather than after disconnectTimeout.
+  if (deviceGone_ || finished_) return;
   deviceGone_ = true;
+  // Also when the connection was already closing because the peer went (the removal may break
+  // it from the other end first): the application learns why. Not after its own close().
+  if (teardownStarted_ && !failed_ && !closeRequested_) {
+    failed_ = true;
+    handler_->onError(*this, -ENODEV, "device removal: the RDMA device went away");
+  }
   fail(-ENODEV, "device removal: the RDMA device went away");
   if (teardownStarted_) {
     disconnectDone_ = true;
@@ -779,7 +788,10 @@ void Connection::failLater(int err, const char* op) noexcept {
   beginTeardown();
 }
 
-void Connection::close() noexcept { beginTeardown(); }
+void Connection::close() noexcept {
+  if (!teardownStarted_) closeRequested_ = true;
+  beginTeardown();
+}
 
 void Connection::fail(int err, const char* op) noexcept {
   if (teardownStarted_ || finished_) return;

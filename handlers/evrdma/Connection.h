@@ -43,6 +43,7 @@
 // -> onClosed -> the owner frees the object (deferred).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -180,9 +181,10 @@ class Connection : private CmEventHandler, private CompletionHandler, private de
   // Reports an asynchronous failure (unless closing) and tears down; final state Failed.
   void fail(int err, const char* op) noexcept;
   void setState(ConnectionState state) noexcept { state_ = state; }
-  // The transport is up (ESTABLISHED, or the first receive that beats it): unframed, the
-  // connection is established; framed, our hello goes out and the peer's is awaited.
-  void transportUp() noexcept;
+  // The transport is up (ESTABLISHED, or the first receive that beats it: `peerSpoke`):
+  // unframed, the connection is established; framed, our hello goes out (the agent's only once
+  // the client's has arrived) and the peer's is awaited.
+  void transportUp(bool peerSpoke) noexcept;
   // The connection is established for the application (onEstablished).
   void markEstablished() noexcept;
   bool closing() const noexcept { return teardownStarted_; }
@@ -228,7 +230,11 @@ class Connection : private CmEventHandler, private CompletionHandler, private de
   // Posts a consumed receive again (and, framed, owes the peer a credit for it).
   int repostRecv(uint32_t slot) noexcept;
   // Bytes per send / receive buffer: a framed message carries its header in the same buffer.
-  size_t bufferSize() const noexcept { return options_.maxMessageSize + (options_.framed ? Frame::kHeaderSize : 0); }
+  // (at least the largest protocol frame: a hello or region offer must fit the smallest buffers).
+  size_t bufferSize() const noexcept {
+    if (!options_.framed) return options_.maxMessageSize;
+    return Frame::kHeaderSize + std::max<size_t>(options_.maxMessageSize, Frame::kLargestControlPayload);
+  }
   // A request on its way out. On framed connections it may first wait for a credit or a frame
   // slot (where its header or the whole protocol frame is written when it goes out).
   struct Pending {
@@ -266,6 +272,7 @@ class Connection : private CmEventHandler, private CompletionHandler, private de
   bool failed_ = false;
   bool disconnectDone_ = false;  // DISCONNECTED seen (or no disconnect needed)
   bool deviceGone_ = false;
+  bool closeRequested_ = false;  // the application called close()
   bool helloSent_ = false;  // framed: our hello is out
   uint64_t peerMaxMessageSize_ = 0;  // framed: from the peer's hello
   bool finishScheduled_ = false;

@@ -92,6 +92,8 @@ int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) n
   return 0;
 }
 
+static_assert(RemoteRegion::kWireSize + 8 == Frame::kLargestControlPayload, "a region offer is the largest frame");
+
 std::vector<uint8_t> dataFrame(const void* data, size_t length, uint16_t credits) {
   auto out = frame(FrameType::Data, credits, 0, length);
   if (length > 0) std::memcpy(out.data() + Frame::kHeaderSize, data, length);

@@ -28,6 +28,8 @@ enum class FrameType : uint8_t {
 struct Frame {
   static constexpr uint8_t kVersion = 1;
   static constexpr size_t kHeaderSize = 16;
+  // The largest payload of evrdma's own frames (a region offer): every receive buffer holds it.
+  static constexpr size_t kLargestControlPayload = 32;
 
   FrameType type = FrameType::Data;
   uint16_t credits = 0;     // receives the sender posted since its previous frame

@@ -2,6 +2,9 @@
 
 #include <event2/event.h>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 
@@ -15,6 +18,7 @@ void CompletionDispatcher::Attachment::bind(uint32_t qpNum) noexcept {
   qpNum_ = qpNum;
   bound_ = true;
   owner_.byQpNum_[qpNum] = this;
+  detail::AsyncEventRouter::instance().ownQp(qpNum, owner_.context_, &owner_);
 }
 
 CompletionDispatcher::Attachment::~Attachment() { owner_.detach(*this); }
@@ -30,7 +34,10 @@ void CompletionDispatcher::Attachment::deliverPending() noexcept {
 void CompletionDispatcher::detach(Attachment& attachment) noexcept {
   if (attachment.bound_) {
     auto it = byQpNum_.find(attachment.qpNum_);
-    if (it != byQpNum_.end() && it->second == &attachment) byQpNum_.erase(it);
+    if (it != byQpNum_.end() && it->second == &attachment) {
+      byQpNum_.erase(it);
+      detail::AsyncEventRouter::instance().disownQp(attachment.qpNum_, context_, this);
+    }
   }
   attachment.cq_.reserved -= attachment.entries_;
   --attachments_;
@@ -71,6 +78,11 @@ void CompletionDispatcher::releaseIfUnused() noexcept {
 }
 
 void CompletionDispatcher::releaseVerbs() noexcept {
+  detail::AsyncEventRouter::instance().removeInbox(this);  // no other thread posts to us from here on
+  if (inboxEvent_ != nullptr) event_free(inboxEvent_);
+  inboxEvent_ = nullptr;
+  if (inboxFd_ >= 0) close(inboxFd_);
+  inboxFd_ = -1;
   if (event_ != nullptr) event_free(event_);
   if (asyncEvent_ != nullptr) event_free(asyncEvent_);
   event_ = asyncEvent_ = nullptr;
@@ -102,7 +114,35 @@ int CompletionDispatcher::init() noexcept {
   asyncEvent_ = event_new(reactor_.base(), context_->async_fd, EV_READ | EV_PERSIST,
                           &CompletionDispatcher::onAsyncReadable, this);
   if (asyncEvent_ == nullptr || event_add(asyncEvent_, nullptr) != 0) return -ENOMEM;
+  inboxFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (inboxFd_ < 0) return -errno;
+  inboxEvent_ = event_new(reactor_.base(), inboxFd_, EV_READ | EV_PERSIST, &CompletionDispatcher::onInboxReadable, this);
+  if (inboxEvent_ == nullptr || event_add(inboxEvent_, nullptr) != 0) return -ENOMEM;
+  detail::AsyncEventRouter::instance().addInbox(context_, this);
   return 0;
+}
+
+void CompletionDispatcher::post(const detail::AsyncEventCopy& event) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(inboxMutex_);
+    inbox_.push_back(event);
+  }
+  const uint64_t one = 1;
+  ssize_t written = write(inboxFd_, &one, sizeof one);  // EAGAIN: the counter is full, a wake-up is due anyway
+  (void)written;
+}
+
+void CompletionDispatcher::onInboxReadable(int fd, short, void* self) noexcept {
+  uint64_t count = 0;
+  ssize_t got = read(fd, &count, sizeof count);
+  (void)got;
+  auto* dispatcher = static_cast<CompletionDispatcher*>(self);
+  std::vector<detail::AsyncEventCopy> events;
+  {
+    std::lock_guard<std::mutex> lock(dispatcher->inboxMutex_);
+    events.swap(dispatcher->inbox_);
+  }
+  for (const auto& event : events) dispatcher->handleAsync(event);
 }
 
 void CompletionDispatcher::onAsyncReadable(int, short, void* self) noexcept {
@@ -117,29 +157,48 @@ void CompletionDispatcher::drainAsyncEvents() noexcept {
       return;
     }
     ++stats_.asyncEvents;
-    const ibv_event_type type = event.event_type;
     // Copy what is needed, then ack: destroying a QP or CQ waits for its events to be acked.
-    std::vector<CompletionHandler*> targets;
-    switch (type) {
+    detail::AsyncEventCopy copy;
+    copy.type = event.event_type;
+    switch (copy.type) {
       case IBV_EVENT_QP_FATAL:
       case IBV_EVENT_QP_REQ_ERR:
       case IBV_EVENT_QP_ACCESS_ERR:
       case IBV_EVENT_PATH_MIG_ERR:
-        if (auto it = byQpNum_.find(event.element.qp->qp_num); it != byQpNum_.end()) targets.push_back(it->second->handler_);
+        copy.qpNum = event.element.qp->qp_num;
         break;
       case IBV_EVENT_CQ_ERR:
-        for (auto& [qpNum, attachment] : byQpNum_)
-          if (attachment->cq_.cq.get() == event.element.cq) targets.push_back(attachment->handler_);
-        break;
-      case IBV_EVENT_DEVICE_FATAL:
-        markDeviceRemoved();  // tells every connection on the device
+        copy.cq = event.element.cq;
         break;
       default:
-        break;  // informational (port up/down, COMM_EST, LAST_WQE_REACHED, ...): the CM reports what matters
+        break;
     }
     ibv_ack_async_event(&event);
-    for (CompletionHandler* handler : targets) handler->onAsyncError(type);
+    // Another Reactor's QP or CQ: it goes to that Reactor (device-wide events go to all).
+    if (!detail::AsyncEventRouter::instance().forward(context_, this, copy)) handleAsync(copy);
   }
+}
+
+void CompletionDispatcher::handleAsync(const detail::AsyncEventCopy& event) noexcept {
+  std::vector<CompletionHandler*> targets;
+  switch (event.type) {
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_PATH_MIG_ERR:
+      if (auto it = byQpNum_.find(event.qpNum); it != byQpNum_.end()) targets.push_back(it->second->handler_);
+      break;
+    case IBV_EVENT_CQ_ERR:
+      for (auto& [qpNum, attachment] : byQpNum_)
+        if (attachment->cq_.cq.get() == event.cq) targets.push_back(attachment->handler_);
+      break;
+    case IBV_EVENT_DEVICE_FATAL:
+      markDeviceRemoved();  // tells every connection on the device
+      return;
+    default:
+      return;  // informational (port up/down, COMM_EST, LAST_WQE_REACHED, ...): the CM reports what matters
+  }
+  for (CompletionHandler* handler : targets) handler->onAsyncError(event.type);
 }
 
 std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(uint32_t entries,
@@ -170,6 +229,7 @@ std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(u
       return nullptr;
     }
     chosen = cq.get();
+    detail::AsyncEventRouter::instance().ownCq(cq->cq.get(), this);
     cqs_.push_back(std::move(cq));
   }
   chosen->reserved += entries;

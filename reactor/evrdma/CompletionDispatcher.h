@@ -22,7 +22,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include <mutex>
+
 #include "evrdma/Verbs.h"
+#include "evrdma/detail/AsyncEventRouter.h"
 #include "evrdma/detail/NextTurn.h"
 
 struct event;
@@ -62,7 +65,9 @@ struct CompletionStats {
   std::array<uint64_t, kBatch + 1> perPoll{};  // histogram: polls that returned n completions
 };
 
-class CompletionDispatcher {
+// Device async events are read from the context's fd, which every Reactor on the device watches:
+// one read by another Reactor arrives through this dispatcher's inbox (see AsyncEventRouter).
+class CompletionDispatcher final : private detail::AsyncInbox {
  public:
   static constexpr int kBudget = 256;
   static constexpr uint32_t kSharedCqEntries = 512;
@@ -144,6 +149,9 @@ class CompletionDispatcher {
   static void onReadable(int, short, void* self) noexcept;
   static void onAsyncReadable(int, short, void* self) noexcept;
   void drainAsyncEvents() noexcept;
+  void handleAsync(const detail::AsyncEventCopy& event) noexcept;
+  void post(const detail::AsyncEventCopy& event) noexcept override;  // any thread
+  static void onInboxReadable(int, short, void* self) noexcept;
   void run() noexcept;
   // Polls one CQ until it is empty or `budget` completions were handled; adds them to `handled`.
   // Returns false if the CQ may hold more (budget spent) or failed.
@@ -162,6 +170,10 @@ class CompletionDispatcher {
   event* event_ = nullptr;
   detail::NextTurn resume_;  // budget spent: serve the ready CQs again on a later turn
   event* asyncEvent_ = nullptr;  // the device's async event fd (shared by the process's users of it)
+  int inboxFd_ = -1;              // eventfd: another Reactor handed us an async event
+  event* inboxEvent_ = nullptr;
+  std::mutex inboxMutex_;
+  std::vector<detail::AsyncEventCopy> inbox_;
   std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
   std::deque<SharedCq*> ready_;
   bool delivering_ = false;

@@ -79,6 +79,21 @@ class PingPongBed : public ::testing::Test {
 
   bool allClientsDone() const { return results_.size() == clients_.size(); }
 
+  // A listener of its own with `factory`, and a client with `handler` connecting to it.
+  struct Pair {
+    evrdma::Listener::Ptr listener;
+    evrdma::Client::Ptr client;
+  };
+  Pair listenAndConnect(evrdma::AgentFactory& factory, std::unique_ptr<evrdma::ConnectionHandler> handler,
+                        const evrdma::ClientOptions& options) {
+    Pair pair;
+    pair.listener = evrdma::Listener::create(reactor_, factory);
+    EXPECT_EQ(pair.listener->listen(bed_.ip, 0), 0);
+    pair.client = evrdma::Client::create(reactor_, std::move(handler), options);
+    EXPECT_EQ(pair.client->connect(bed_.ip, pair.listener->port()), 0);
+    return pair;
+  }
+
   // Starts build/demos/pingpong-client against our server in a child process.
   pid_t spawnPingClient(const std::vector<std::string>& options) {
     std::vector<std::string> args{"pingpong-client", "-a", bed_.ip, "-p", std::to_string(port_)};

@@ -177,14 +177,12 @@ TEST_F(PingPongBed, AMessageLongerThanThePeersMaxMessageSizeFailsWithEmsgsizeNam
     void onError(evrdma::Connection&, int e, const char* op) noexcept override { err = e, error = op; }
     void onClosed(evrdma::Connection&) noexcept override { closed = true; }
   };
-  auto listener = evrdma::Listener::create(reactor_, factory);
-  ASSERT_EQ(listener->listen(bed_.ip, 0), 0);
   auto handler = std::make_unique<Big>();
   Big* big = handler.get();
   evrdma::ClientOptions options;
   options.maxMessageSize = 4096;
-  auto client = evrdma::Client::create(reactor_, std::move(handler), options);
-  ASSERT_EQ(client->connect(bed_.ip, listener->port()), 0);
+  auto pair = listenAndConnect(factory, std::move(handler), options);  // the client holds the connection
+  auto& listener = pair.listener;
   ASSERT_TRUE(runUntil([&] { return big->closed && listener->agentCount() == 0; }, 30s));
   ASSERT_TRUE(factory.accepted);
   std::printf("[ figures  ] receiver: %s (%s)\n[ figures  ] sender: %s (%s)\n", factory.agent.error.c_str(),
@@ -356,15 +354,14 @@ TEST_F(PingPongBed, CompletionBudgetYieldsToOtherEventsAndLosesNothing) {
     void onSendDone(evrdma::Connection&, uint64_t) noexcept override { ++done; }
   };
   SinkFactory factory;
-  auto listener = evrdma::Listener::create(reactor_, factory);
-  ASSERT_EQ(listener->listen(bed_.ip, 0), 0);
   auto flooder = std::make_unique<Flooder>();
   Flooder* sender = flooder.get();
   evrdma::ClientOptions options;
   options.maxMessageSize = 64;
   options.sendDepth = kMessages;
-  auto client = evrdma::Client::create(reactor_, std::move(flooder), options);
-  ASSERT_EQ(client->connect(bed_.ip, listener->port()), 0);
+  auto pair = listenAndConnect(factory, std::move(flooder), options);
+  auto& listener = pair.listener;
+  auto& client = pair.client;
   int ticks = 0;
   evrdma::Timer ticker(reactor_, [&] { ++ticks; });
   ticker.startPeriodic(1ms);

@@ -96,7 +96,7 @@ class Framed : public PingPongBed {
     mine = Record{};
     client = evrdma::Client::create(reactor_, std::make_unique<Peer>(mine), options);
     ASSERT_EQ(client->connect(bed_.ip, server->port()), 0);
-    ASSERT_TRUE(runUntil([&] { return mine.established && factory.record.established; }, 30s)) << mine.error;
+    ASSERT_TRUE(runUntil([&] { return mine.established && factory.record.established; }, 30s)) << mine.error << " / agent: " << theirs().error;
     int error = 0;
     local = MemoryRegion::allocate(client->protectionDomain(), 4 << 20, evrdma::kLocalWrite, error);
     ASSERT_TRUE(local) << strerror(-error);

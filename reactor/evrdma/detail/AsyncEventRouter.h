@@ -1,0 +1,53 @@
+// AsyncEventRouter: a device's async events (QP fatal, CQ error, device fatal) come from one fd
+// per device context, shared by the whole process: with two Reactors on the same device, either
+// may read an event about the other's QP. The router knows which Reactor owns each QP and CQ, and
+// hands an event read by the wrong one to its owner, across threads: into the owner's inbox,
+// with a wake-up on an eventfd the owner's loop watches. Every call is thread-safe.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace evrdma::detail {
+
+// What an event says, copied before it is acked.
+struct AsyncEventCopy {
+  ibv_event_type type = IBV_EVENT_DEVICE_FATAL;
+  uint32_t qpNum = 0;   // QP events
+  ibv_cq* cq = nullptr;  // CQ_ERR
+};
+
+class AsyncInbox {
+ public:
+  virtual ~AsyncInbox() = default;
+  // Called on any thread, with the router's lock held: queue it and wake your loop.
+  virtual void post(const AsyncEventCopy& event) noexcept = 0;
+};
+
+class AsyncEventRouter {
+ public:
+  static AsyncEventRouter& instance();
+
+  void addInbox(ibv_context* context, AsyncInbox* inbox);
+  void removeInbox(AsyncInbox* inbox) noexcept;
+  void ownQp(uint32_t qpNum, ibv_context* context, AsyncInbox* inbox);
+  void disownQp(uint32_t qpNum, ibv_context* context, AsyncInbox* inbox) noexcept;
+  void ownCq(ibv_cq* cq, AsyncInbox* inbox);
+  void disownCq(ibv_cq* cq) noexcept;
+
+  // `reader` read `event` from `context`'s fd: true if it was handed to another inbox (or, for
+  // device-wide events, to every other inbox on the context), false if it is the reader's own.
+  bool forward(ibv_context* context, AsyncInbox* reader, const AsyncEventCopy& event) noexcept;
+
+ private:
+  std::mutex mutex_;
+  std::multimap<ibv_context*, AsyncInbox*> inboxes_;
+  std::map<std::pair<ibv_context*, uint32_t>, AsyncInbox*> qps_;
+  std::map<ibv_cq*, AsyncInbox*> cqs_;
+};
+
+}  // namespace evrdma::detail
