@@ -75,6 +75,8 @@ TEST_F(PingPongBed, BadInputFailsAtOnceWithoutCallbacks) {
   auto client = evrdma::Client::create(reactor_, std::move(handler));
   EXPECT_EQ(client->connect("not-an-address", port_), -EINVAL);
   EXPECT_EQ(client->connect(bed_.ip, port_, std::vector<uint8_t>(513, 1)), -EMSGSIZE);
+  // librdmacm's private_data_len is one byte: 256 would go out cut to 0 (300 went out as 44).
+  EXPECT_EQ(client->connect(bed_.ip, port_, std::vector<uint8_t>(256, 1)), -EMSGSIZE);
   evrdma::ClientOptions tooBig;
   tooBig.maxMessageSize = size_t{2} << 30;
   auto oversized = evrdma::Client::create(reactor_, nullptr, tooBig);
@@ -92,10 +94,11 @@ TEST_F(PingPongBed, BadInputFailsAtOnceWithoutCallbacks) {
 
 TEST_F(PingPongBed, OversizedSendIsRefusedWithEmsgsize) {
   struct Oversender : evrdma::ConnectionHandler {
-    int rc = 1;
+    int rc = 1, nullRc = 1;
     void onEstablished(evrdma::Connection& c) noexcept override {
       std::vector<uint8_t> big(c.maxMessageSize() + 1);
       rc = c.postSend(big.data(), big.size());
+      nullRc = c.postSend(nullptr, 8);  // no data: refused, not a crash
       c.close();
     }
   };
@@ -107,6 +110,7 @@ TEST_F(PingPongBed, OversizedSendIsRefusedWithEmsgsize) {
   ASSERT_EQ(client->connect(bed_.ip, port_, pingsr::encode({1, 64})), 0);
   ASSERT_TRUE(runUntil([&] { return client->state() == evrdma::ConnectionState::Closed; }, 30s));
   EXPECT_EQ(seen->rc, -EMSGSIZE);
+  EXPECT_EQ(seen->nullRc, -EINVAL);
 }
 
 // A handler that closes its connection from inside one chosen callback, and logs every callback

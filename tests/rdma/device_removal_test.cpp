@@ -141,7 +141,14 @@ TEST_F(DeviceRemoval, ConnectionsAndTheListenerHearEnodevTheRemovalCompletesAndT
                        << ", agents left " << factory.activeAgents << ", listener error " << factory.listenerError;
   EXPECT_TRUE(WIFEXITED(removerStatus) && WEXITSTATUS(removerStatus) == 0) << "rdma link delete: " << removerStatus;
   EXPECT_FALSE(deviceExists(bed_.device));
-  for (const auto& r : ended) EXPECT_NE(r.error.find("No such device"), std::string::npos) << r.error;
+  // Each connection ended with an error: -ENODEV, unless the device failed one of its work
+  // requests before the removal was announced (siw does): that error came first, and stands.
+  int toldEnodev = 0;
+  for (const auto& r : ended) {
+    const bool enodev = r.error.find("No such device") != std::string::npos;
+    toldEnodev += enodev;
+    EXPECT_TRUE(enodev || r.error.find("work completion") != std::string::npos) << r.error;
+  }
   EXPECT_EQ(factory.agentsFailed, static_cast<uint64_t>(kClients));
   EXPECT_EQ(factory.listenerError, -ENODEV) << factory.listenerWhat;
 
@@ -166,9 +173,10 @@ TEST_F(DeviceRemoval, ConnectionsAndTheListenerHearEnodevTheRemovalCompletesAndT
   ASSERT_TRUE(runUntil([&] { return allClientsDone(); }, 30s));
   EXPECT_TRUE(results_.front().succeeded) << results_.front().error;
   EXPECT_EQ(results_.front().roundTrips, 100u);
-  std::printf("[ figures  ] %s removed under %d connections and a listener: every one told (ENODEV), removal "
-              "completed; CPU over the next second %.3f s; re-added: 100 round trips verified\n",
-              bed_.device.c_str(), kClients, spent);
+  std::printf("[ figures  ] %s removed under %d connections and a listener: %d of %d clients told ENODEV (the "
+              "others a failed work request first), %d agents failed, listener told; removal completed; CPU over "
+              "the next second %.3f s; re-added: 100 round trips verified\n",
+              bed_.device.c_str(), kClients, toldEnodev, kClients, static_cast<int>(factory.agentsFailed), spent);
   clients_.clear();
   again.reset();
 }
