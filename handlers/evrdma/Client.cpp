@@ -22,8 +22,11 @@ void Client::Release::operator()(Client* client) const noexcept {
     return;
   }
   if (client->done_) {
+    // Maybe called from one of its callbacks: freed on a later turn, or by onOrphaned if the
+    // Reactor goes first (it drops the deferred delete).
+    client->released_ = true;
     Reactor& reactor = client->reactor();
-    reactor.defer([client] { delete client; });  // maybe called from one of its callbacks
+    reactor.defer([client] { delete client; });
     return;
   }
   client->released_ = true;

@@ -142,6 +142,19 @@ TEST_F(Lifetime, PtrsDroppedThenTheReactorDestroyedWhileTheBaseRunsOnIsSafe) {
   EXPECT_EQ(lateCalls_, 0);
 }
 
+// A closed client dropped just before the Reactor goes: its delete was deferred, the Reactor drops
+// deferred closures, and the client must still be freed (LeakSanitizer would report it).
+TEST_F(Lifetime, AClosedClientDroppedJustBeforeTheReactorGoesIsStillFreed) {
+  startTraffic(300ms);
+  client_->close();
+  ASSERT_TRUE(runBase(base_, 30s, [&] { return client_->state() == evrdma::ConnectionState::Closed; }));
+  client_.reset();    // done: its delete is deferred...
+  listener_.reset();
+  sealed_ = true;
+  reactor_.reset();   // ...and the Reactor goes before that turn
+  EXPECT_EQ(lateCalls_, 0);
+}
+
 TEST_F(Lifetime, ClosingThenDestroyingTheReactorInsideACallbackOfTheBaseIsSafe) {
   startTraffic(300ms);
   client_->close();
