@@ -12,6 +12,14 @@
 
 namespace evrdma {
 
+template <typename Predicate>
+std::vector<CompletionHandler*> CompletionDispatcher::handlersWhere(Predicate matches) const {
+  std::vector<CompletionHandler*> handlers;
+  for (const auto& [qpNum, attachment] : byQpNum_)
+    if (matches(*attachment)) handlers.push_back(attachment->handler_);
+  return handlers;
+}
+
 ibv_cq* CompletionDispatcher::Attachment::cq() const noexcept { return cq_.cq.get(); }
 
 void CompletionDispatcher::Attachment::bind(uint32_t qpNum) noexcept {
@@ -49,9 +57,8 @@ CompletionDispatcher::~CompletionDispatcher() { releaseVerbs(); }
 void CompletionDispatcher::markDeviceRemoved() noexcept {
   if (removed_) return;
   removed_ = true;
-  std::vector<CompletionHandler*> targets;
-  for (auto& [qpNum, attachment] : byQpNum_) targets.push_back(attachment->handler_);
-  for (CompletionHandler* handler : targets) handler->onDeviceRemoved();  // they fail, and detach later
+  for (CompletionHandler* handler : handlersWhere([](const Attachment&) { return true; }))
+    handler->onDeviceRemoved();  // they fail, and detach later
   if (event_ != nullptr) event_del(event_);
   if (asyncEvent_ != nullptr) event_del(asyncEvent_);
   resume_.cancel();
@@ -189,8 +196,7 @@ void CompletionDispatcher::handleAsync(const detail::AsyncEventCopy& event) noex
       if (auto it = byQpNum_.find(event.qpNum); it != byQpNum_.end()) targets.push_back(it->second->handler_);
       break;
     case IBV_EVENT_CQ_ERR:
-      for (auto& [qpNum, attachment] : byQpNum_)
-        if (attachment->cq_.cq.get() == event.cq) targets.push_back(attachment->handler_);
+      targets = handlersWhere([&event](const Attachment& a) { return a.cq_.cq.get() == event.cq; });
       break;
     case IBV_EVENT_DEVICE_FATAL:
       markDeviceRemoved();  // tells every connection on the device
@@ -253,10 +259,8 @@ void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
 }
 
 void CompletionDispatcher::reportCqError(SharedCq& cq, int err, const char* op) noexcept {
-  std::vector<CompletionHandler*> targets;
-  for (auto& [qpNum, attachment] : byQpNum_)
-    if (&attachment->cq_ == &cq) targets.push_back(attachment->handler_);
-  for (CompletionHandler* handler : targets) handler->onCompletionQueueError(err, op);
+  for (CompletionHandler* handler : handlersWhere([&cq](const Attachment& a) { return &a.cq_ == &cq; }))
+    handler->onCompletionQueueError(err, op);
 }
 
 bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcept {

@@ -157,6 +157,9 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   // Returns false if the CQ may hold more (budget spent) or failed.
   bool serve(SharedCq& cq, int budget, int& handled) noexcept;
   void reportCqError(SharedCq& cq, int err, const char* op) noexcept;
+  // The handlers of the bound attachments that `matches`, copied: calling them may change the map.
+  template <typename Predicate>
+  std::vector<CompletionHandler*> handlersWhere(Predicate matches) const;
   void deliver(const ibv_wc& wc) noexcept;
   void detach(Attachment& attachment) noexcept;
   void releaseIfUnused() noexcept;

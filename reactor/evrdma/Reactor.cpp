@@ -11,19 +11,15 @@
 
 namespace evrdma {
 
-Reactor::Reactor() : base_(event_base_new()), ownsBase_(true) {
-  if (base_ != nullptr) deferEvent_ = event_new(base_, -1, 0, &Reactor::onDeferEvent, this);
-  if (deferEvent_ != nullptr && deferLater_.init(base_, &Reactor::onDeferEvent, this) != 0) {
-    event_free(deferEvent_);
-    deferEvent_ = nullptr;
-  }
-}
+Reactor::Reactor() : base_(event_base_new()), ownsBase_(true) { makeDeferEvents(); }
 
-Reactor::Reactor(event_base* borrowed) : base_(borrowed), ownsBase_(false) {
+Reactor::Reactor(event_base* borrowed) : base_(borrowed), ownsBase_(false) { makeDeferEvents(); }
+
+void Reactor::makeDeferEvents() noexcept {
   if (base_ != nullptr) deferEvent_ = event_new(base_, -1, 0, &Reactor::onDeferEvent, this);
   if (deferEvent_ != nullptr && deferLater_.init(base_, &Reactor::onDeferEvent, this) != 0) {
     event_free(deferEvent_);
-    deferEvent_ = nullptr;
+    deferEvent_ = nullptr;  // valid() says so
   }
 }
 

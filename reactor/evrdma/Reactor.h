@@ -87,6 +87,7 @@ class Reactor {
   bool dying() const noexcept { return dying_; }
 
  private:
+  void makeDeferEvents() noexcept;
   static void onDeferEvent(int, short, void* self) noexcept;
   void runDeferred() noexcept;
 

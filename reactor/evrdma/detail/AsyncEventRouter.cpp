@@ -35,11 +35,6 @@ void AsyncEventRouter::ownCq(ibv_cq* cq, AsyncInbox* inbox) {
   cqs_[cq] = inbox;
 }
 
-void AsyncEventRouter::disownCq(ibv_cq* cq) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  cqs_.erase(cq);
-}
-
 bool AsyncEventRouter::forward(ibv_context* context, AsyncInbox* reader, const AsyncEventCopy& event) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   AsyncInbox* owner = nullptr;

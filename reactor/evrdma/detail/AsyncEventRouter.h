@@ -37,7 +37,6 @@ class AsyncEventRouter {
   void ownQp(uint32_t qpNum, ibv_context* context, AsyncInbox* inbox);
   void disownQp(uint32_t qpNum, ibv_context* context, AsyncInbox* inbox) noexcept;
   void ownCq(ibv_cq* cq, AsyncInbox* inbox);
-  void disownCq(ibv_cq* cq) noexcept;
 
   // `reader` read `event` from `context`'s fd: true if it was handed to another inbox (or, for
   // device-wide events, to every other inbox on the context), false if it is the reader's own.
