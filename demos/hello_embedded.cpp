@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "PingSr.h"
 #include "evrdma/Client.h"
+#include "evrdma/PrivateData.h"
 #include "evrdma/Reactor.h"
 
 struct Hello : evrdma::ConnectionHandler {
@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
     auto hello = std::make_unique<Hello>(base);
     Hello* handler = hello.get();
     auto client = evrdma::Client::create(reactor, std::move(hello), options);
-    uint16_t port = argc > 2 ? static_cast<uint16_t>(std::atoi(argv[2])) : pingsr::kDefaultPort;
-    if (int rc = client->connect(argv[1], port, pingsr::encode({1, 5})); rc != 0) {
+    uint16_t port = argc > 2 ? static_cast<uint16_t>(std::atoi(argv[2])) : 12321;  // pingpong-server's default port
+    if (int rc = client->connect(argv[1], port, evrdma::pingSrConnectData(1, 5)); rc != 0) {
       std::fprintf(stderr, "connect: %s\n", std::strerror(-rc));  // no callback will fire
     } else {
       event_base_dispatch(base);  // its sockets, timers and signals, and RDMA, on one thread

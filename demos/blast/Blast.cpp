@@ -191,8 +191,8 @@ evrdma::ConnectionOptions BlastAgent::options(const Request& request) {
   if (request.mode == Mode::Send || request.mode == Mode::WriteImm) {
     // Room for what is in flight, and for credits to come back while it is.
     depth = std::clamp<uint32_t>(2 * request.buffers, 16, 4096);
-    while (depth > evrdma::CreditLedger::kMinRecvDepth && size_t{depth} * o.maxMessageSize > kMaxReceiveMemory) depth /= 2;
-    depth = std::max(depth, evrdma::CreditLedger::kMinRecvDepth);
+    while (depth > evrdma::ConnectionOptions::kMinFramedRecvDepth && size_t{depth} * o.maxMessageSize > kMaxReceiveMemory) depth /= 2;
+    depth = std::max(depth, evrdma::ConnectionOptions::kMinFramedRecvDepth);
   }
   o.recvDepth = depth;
   o.maxLentBytes = uint64_t{request.buffers} * request.size;

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "evrdma/detail/ByteOrder.h"
+#include "evrdma/ByteOrder.h"
 
 namespace blast {
 namespace {
@@ -37,10 +37,10 @@ std::vector<uint8_t> encode(const Request& request) {
   std::memcpy(out.data(), kMagic, 4);
   out[4] = kVersion;
   out[5] = static_cast<uint8_t>(request.mode);
-  evrdma::detail::putBig16(out.data() + 6, request.patterned ? 1 : 0);
-  evrdma::detail::putBig32(out.data() + 8, request.buffers);
-  evrdma::detail::putBig32(out.data() + 12, request.size);
-  evrdma::detail::putBig64(out.data() + 16, request.count);
+  evrdma::putBig16(out.data() + 6, request.patterned ? 1 : 0);
+  evrdma::putBig32(out.data() + 8, request.buffers);
+  evrdma::putBig32(out.data() + 12, request.size);
+  evrdma::putBig64(out.data() + 16, request.count);
   return out;
 }
 
@@ -48,14 +48,14 @@ std::string decode(const uint8_t* data, size_t length, const Limits& limits, Req
   if (data == nullptr || length < kRequestSize || std::memcmp(data, kMagic, 4) != 0) return "not a blast client";
   if (data[4] != kVersion) return "blast protocol version " + std::to_string(data[4]) + " not supported";
   if (data[5] > static_cast<uint8_t>(Mode::Read)) return "unknown mode " + std::to_string(data[5]);
-  const uint16_t flags = evrdma::detail::getBig16(data + 6);
+  const uint16_t flags = evrdma::getBig16(data + 6);
   if ((flags & ~1u) != 0) return "unknown flags in the request";
   Request r;
   r.patterned = (flags & 1u) != 0;
   r.mode = static_cast<Mode>(data[5]);
-  r.buffers = evrdma::detail::getBig32(data + 8);
-  r.size = evrdma::detail::getBig32(data + 12);
-  r.count = evrdma::detail::getBig64(data + 16);
+  r.buffers = evrdma::getBig32(data + 8);
+  r.size = evrdma::getBig32(data + 12);
+  r.count = evrdma::getBig64(data + 16);
   if (r.buffers == 0 || r.buffers > limits.maxBuffers)
     return "buffers " + std::to_string(r.buffers) + " not in 1.." + std::to_string(limits.maxBuffers);
   if (r.size == 0 || r.size > limits.maxSize)

@@ -109,9 +109,9 @@ int main(int argc, char** argv) {
     for (auto& c : clients) c->close();
   });
   reactor.run();
-  const evrdma::CompletionDispatcher* completions = nullptr;
+  pingpong::DeviceFigures completions;
   for (auto& c : clients)
-    if (c->completions() != nullptr) completions = c->completions();
+    completions.note(*c);
 
   std::sort(results.begin(), results.end(), [](auto& a, auto& b) { return a.index < b.index; });
   uint64_t succeeded = 0, operations = 0;

@@ -70,10 +70,10 @@ int main(int argc, char** argv) {
   blast::BlastFactory factory(limits, trace);
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory);
   pingpong::CpuMeter cpu;
-  const evrdma::CompletionDispatcher* completions = nullptr;
+  pingpong::DeviceFigures completions;
   pingpong::ServerLifetime lifetime("blast-server", reactor, *listener, factory.activeAgents);
   factory.agentClosedHook = [&](const blast::BlastAgent& agent, const evrdma::Connection& c) {
-    if (completions == nullptr) completions = c.completions();
+    if (completions.completions == nullptr) completions.note(c);
     if (figures || !agent.error.empty()) {
       const double seconds = std::chrono::duration<double>(agent.finished - agent.established).count();
       const blast::Request& r = agent.request();

@@ -17,7 +17,7 @@
 #include "HostApp.h"
 #include "PingPong.h"
 #include "evrdma/Client.h"
-#include "evrdma/CompletionDispatcher.h"
+#include "evrdma/CompletionStats.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
 #include "evrdma/Watch.h"
@@ -148,8 +148,8 @@ int main(int argc, char** argv) {
       return sum;
     };
     Phase flooded = status != 0 ? Phase{} : measure(reactor, seconds, [&] { return roundTrips() >= 1000; }, roundTrips);
-    if (const evrdma::CompletionDispatcher* cq = flood.empty() ? nullptr : flood.front()->completions())
-      flooded.budgetYields = cq->stats().budgetYields;
+    if (const evrdma::CompletionStats* cq = flood.empty() ? nullptr : flood.front()->completionStats())
+      flooded.budgetYields = cq->budgetYields;
     for (auto* p : pingers)
       if (!p->result().error.empty()) {
         std::fprintf(stderr, "evrdma-loop-latency: a flood client failed: %s\n", p->result().error.c_str());

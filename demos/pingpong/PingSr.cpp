@@ -4,15 +4,11 @@
 
 #include <cstring>
 
+#include "evrdma/PrivateData.h"
+
 namespace pingsr {
 
-std::vector<uint8_t> encode(const ConnectInfo& info) {
-  std::vector<uint8_t> out(kConnectInfoSize);
-  uint64_t count = htobe64(info.count), size = htobe64(info.dataSize);
-  std::memcpy(out.data(), &count, 8);
-  std::memcpy(out.data() + 8, &size, 8);
-  return out;
-}
+std::vector<uint8_t> encode(const ConnectInfo& info) { return evrdma::pingSrConnectData(info.count, info.dataSize); }
 
 std::string parse(const uint8_t* data, size_t length, const Limits& limits, ConnectInfo& out) {
   if (data == nullptr || length < kConnectInfoSize)

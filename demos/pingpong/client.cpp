@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   pingsr::ConnectInfo info{count, size};
   std::vector<pingpong::PingResult> results;
   std::vector<evrdma::Client::Ptr> clients;
-  const evrdma::CompletionDispatcher* completions = nullptr;
+  pingpong::DeviceFigures completions;
   size_t open = 0;
   pingpong::CpuMeter cpu;
   auto started = pingpong::Clock::now();
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   reactor.run();
   double wall = std::chrono::duration<double>(pingpong::Clock::now() - started).count();
   for (auto& c : clients)
-    if (c->completions() != nullptr) completions = c->completions();
+    completions.note(*c);
 
   uint64_t roundTrips = 0, succeeded = 0;
   double longest = 0;

@@ -74,10 +74,10 @@ int main(int argc, char** argv) {
   factory.disconnectAfterLastEcho = disconnectAfterLast;
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory);
   pingpong::CpuMeter cpu;
-  const evrdma::CompletionDispatcher* completions = nullptr;
+  pingpong::DeviceFigures completions;
   pingpong::ServerLifetime lifetime("pingpong-server", reactor, *listener, factory.activeAgents);
   factory.agentClosedHook = [&](const pingpong::EchoAgent& agent, const evrdma::Connection& c) {
-    if (completions == nullptr) completions = c.completions();
+    if (completions.completions == nullptr) completions.note(c);
     if (figures) {
       double seconds = std::chrono::duration<double>(agent.closed - agent.established).count();
       std::printf("agent %s: %llu echoes of %llu B in %.3f s%s%s\n", c.peerAddress().c_str(),

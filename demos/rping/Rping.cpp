@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "evrdma/detail/ByteOrder.h"
+#include "evrdma/ByteOrder.h"
 
 namespace rping {
 namespace {
@@ -16,13 +16,13 @@ std::string errnoText(int err) { return std::strerror(err < 0 ? -err : err); }
 }  // namespace
 
 void encode(const Info& info, uint8_t* out) {
-  evrdma::detail::putBig64(out, info.address);
-  evrdma::detail::putBig32(out + 8, info.rkey);
-  evrdma::detail::putBig32(out + 12, info.size);
+  evrdma::putBig64(out, info.address);
+  evrdma::putBig32(out + 8, info.rkey);
+  evrdma::putBig32(out + 12, info.size);
 }
 
 Info decode(const uint8_t* in) {
-  return Info{evrdma::detail::getBig64(in), evrdma::detail::getBig32(in + 8), evrdma::detail::getBig32(in + 12)};
+  return Info{evrdma::getBig64(in), evrdma::getBig32(in + 8), evrdma::getBig32(in + 12)};
 }
 
 void fillPing(char* buffer, size_t size, uint64_t ping) {

@@ -189,7 +189,7 @@ TEST_F(DataPath, SendWithImmDeliversTheImmediateAndTheBytes) {
 
 TEST_F(DataPath, AccessOutsideTheRegionOrNotGrantedIsRefusedBeforeItIsPosted) {
   connect(evrdma::kRemoteRead);  // the peer grants reads only
-  uint64_t before = client->sendQueue()->requests();
+  uint64_t before = client->sendQueueStats().requests;
   EXPECT_EQ(client->rdmaRead({&local, 0, 16}, remote, kRegionSize - 8, 1), -ERANGE) << "runs past the remote end";
   EXPECT_EQ(client->rdmaRead({&local, 0, 16}, remote, UINT64_MAX - 4, 1), -ERANGE) << "offset overflow";
   EXPECT_EQ(client->rdmaWrite({&local, 0, 16}, remote, 0, 1), -EACCES) << "write was not granted";
@@ -199,7 +199,7 @@ TEST_F(DataPath, AccessOutsideTheRegionOrNotGrantedIsRefusedBeforeItIsPosted) {
   ASSERT_TRUE(readOnly);
   EXPECT_EQ(client->rdmaRead({&readOnly, 0, 16}, remote, 0, 1), -EACCES) << "read target without local write";
   EXPECT_EQ(client->rdmaRead({nullptr, 0, 16}, remote, 0, 1), -EINVAL);
-  EXPECT_EQ(client->sendQueue()->requests(), before) << "a refused request must never reach the device";
+  EXPECT_EQ(client->sendQueueStats().requests, before) << "a refused request must never reach the device";
   EXPECT_EQ(client->rdmaRead({&local, 0, 16}, remote, kRegionSize - 16, 2), 0) << "the last 16 bytes are fine";
   ASSERT_TRUE(runUntil([&] { return completedAll(1); }, 30s));
   EXPECT_EQ(initiator->error, "");
@@ -212,7 +212,7 @@ TEST_F(DataPath, TenThousandWritesThroughASendQueueOfTwoCompleteInOrder) {
   for (uint32_t seq = 0; seq < kWrites; ++seq) std::memcpy(local.data() + seq * 4, &seq, 4);
   for (uint32_t seq = 0; seq < kWrites; ++seq) ASSERT_EQ(client->rdmaWrite({&local, seq * 4u, 4}, remote, seq * 4u, seq), 0);
   EXPECT_GT(client->sendBacklog(), 9000u) << "most writes must wait in the backlog";
-  EXPECT_LE(client->sendQueue()->inFlight(), 2u);
+  EXPECT_LE(client->sendQueueStats().inFlight, 2u);
   ASSERT_TRUE(runUntil([&] { return completedAll(kWrites); }, 300s)) << "completed " << initiator->done.size();
   ASSERT_EQ(initiator->error, "");
   for (uint32_t i = 0; i < kWrites; ++i) ASSERT_EQ(initiator->done[i].tag, i) << "completions out of order";
@@ -220,8 +220,8 @@ TEST_F(DataPath, TenThousandWritesThroughASendQueueOfTwoCompleteInOrder) {
   EXPECT_EQ(initiator->writable, 1) << "onWritable once, when the backlog drained";
   EXPECT_EQ(client->sendBacklog(), 0u);
   std::printf("[ figures  ] 10000 writes through a queue of 2: %llu posts, %llu signaled\n",
-              static_cast<unsigned long long>(client->sendQueue()->posts()),
-              static_cast<unsigned long long>(client->sendQueue()->signaled()));
+              static_cast<unsigned long long>(client->sendQueueStats().posts),
+              static_cast<unsigned long long>(client->sendQueueStats().signaled));
 }
 
 TEST_F(DataPath, BackloggedSendsArriveInOrder) {
@@ -314,13 +314,13 @@ TEST_F(DataPath, EveryOperationOfAClosedConnectionIsReportedOnceBeforeOnClosed) 
 
 TEST_F(DataPath, ABatchGoesToTheDeviceInOnePostAndSignalsSelectively) {
   connect(evrdma::kRemoteWrite, /*sendDepth=*/32);
-  uint64_t postsBefore = client->sendQueue()->posts();
-  uint64_t signaledBefore = client->sendQueue()->signaled();
+  uint64_t postsBefore = client->sendQueueStats().posts;
+  uint64_t signaledBefore = client->sendQueueStats().signaled;
   client->beginBatch();
   for (uint64_t i = 0; i < 16; ++i) ASSERT_EQ(client->rdmaWrite({&local, i * 4096, 4096}, remote, i * 4096, i), 0);
   ASSERT_EQ(client->endBatch(), 0);
-  EXPECT_EQ(client->sendQueue()->posts(), postsBefore + 1);
-  EXPECT_EQ(client->sendQueue()->signaled(), signaledBefore + 2) << "every 8th of 16 (sendDepth 32 / 4)";
+  EXPECT_EQ(client->sendQueueStats().posts, postsBefore + 1);
+  EXPECT_EQ(client->sendQueueStats().signaled, signaledBefore + 2) << "every 8th of 16 (sendDepth 32 / 4)";
   ASSERT_TRUE(runUntil([&] { return completedAll(16); }, 30s));
   for (uint64_t i = 0; i < 16; ++i) EXPECT_EQ(initiator->done[i].tag, i);
 }

@@ -17,7 +17,7 @@
 #include "HostApp.h"
 #include "PingPong.h"
 #include "evrdma/Client.h"
-#include "evrdma/CompletionDispatcher.h"
+#include "CompletionDispatcher.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
 #include "evrdma/Watch.h"
@@ -92,7 +92,7 @@ TEST(EmbeddedApplication, HttpTimerAndSigintAreServedWhileRdmaCompletionsFlood) 
       sigintSeen = true;
       atSigint = roundTrips();
       for (auto* p : pingers) perClientAtSigint.push_back(p->result().roundTrips);
-      if (const evrdma::CompletionDispatcher* cq = clients.front()->completions()) budgetYields = cq->stats().budgetYields;
+      if (const evrdma::CompletionStats* cq = clients.front()->completionStats()) budgetYields = cq->budgetYields;
       ticks.stop();
       probe.stop();
       clients.clear();  // every client closes; the listener closes its agents when dropped

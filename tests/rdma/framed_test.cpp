@@ -283,7 +283,7 @@ TEST_F(Framed, ASentRegionIsReadByThePeer) {
 TEST_F(Framed, AnAccessOutsideAnAdvertisedRegionIsRefusedBeforeItIsPosted) {
   connect();
   RemoteRegion region = grant(4096, evrdma::kRemoteWrite, 1);
-  const uint64_t before = client->sendQueue()->requests();
+  const uint64_t before = client->sendQueueStats().requests;
   EXPECT_EQ(client->rdmaWrite({&local, 0, 16}, region, 4090, 1), -ERANGE) << "past the end";
   RemoteRegion forgedKey = region;
   forgedKey.rkey ^= 0x100;
@@ -297,7 +297,7 @@ TEST_F(Framed, AnAccessOutsideAnAdvertisedRegionIsRefusedBeforeItIsPosted) {
   RemoteRegion inside = region;  // a part of an advertised region is fine
   inside.address += 1024;
   inside.length = 1024;
-  EXPECT_EQ(client->sendQueue()->requests(), before) << "nothing refused reaches the device";
+  EXPECT_EQ(client->sendQueueStats().requests, before) << "nothing refused reaches the device";
   ASSERT_EQ(client->rdmaWrite({&local, 0, 16}, inside, 1000, 2), 0);
   ASSERT_TRUE(runUntil([&] { return mine.done.size() == 1; }, 30s));
   EXPECT_EQ(mine.error, "");

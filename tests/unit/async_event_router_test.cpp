@@ -1,6 +1,6 @@
 // AsyncEventRouter: an async event read by one Reactor's dispatcher goes to the Reactor that owns
 // the QP or CQ it is about; device-wide events go to every Reactor on the device. Pure logic.
-#include "evrdma/detail/AsyncEventRouter.h"
+#include "AsyncEventRouter.h"
 
 #include <gtest/gtest.h>
 

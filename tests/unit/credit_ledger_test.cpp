@@ -1,6 +1,6 @@
 // CreditLedger without a device: two simulated peers exchange frames over in-order links. A send
 // into an empty receive queue (what would be an RNR NAK) fails the test, and so does a stall.
-#include "evrdma/CreditLedger.h"
+#include "CreditLedger.h"
 
 #include <gtest/gtest.h>
 

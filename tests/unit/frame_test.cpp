@@ -1,5 +1,5 @@
 // Frames: evrdma's own message header. What a peer sends is parsed and checked before use.
-#include "evrdma/Frame.h"
+#include "Frame.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // SendQueue without a device: the verbs post is a fake that records what it was given.
-#include "evrdma/SendQueue.h"
+#include "SendQueue.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,31 @@
+// Agent: the passive side of one connection, made by a Listener from a connect request its
+// factory accepted. Owned by the Listener, which frees it after onClosed.
+#pragma once
+
+#include <memory>
+
+#include "evrdma/Connection.h"
+
+namespace evrdma {
+
+class Listener;
+
+class Agent : public Connection {
+ public:
+  Listener& listener() const noexcept { return listener_; }
+
+ private:
+  friend class Listener;
+  Agent(Listener& listener, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
+        const ConnectionOptions& options);
+  // Takes the request's id, sets up verbs and accepts. Returns 0, or -errno with `op` set (the
+  // Listener then rejects the request).
+  int accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op) noexcept;
+  void onConnectRejected(const CmEvent& event) noexcept override;
+  void onConnectFailed(const CmEvent& event) noexcept override;
+  void onFinished() noexcept override;
+
+  Listener& listener_;
+};
+
+}  // namespace evrdma

@@ -1,0 +1,50 @@
+// Client: the active side of one connection. It resolves the address and the route, connects with
+// the application's private data, and then moves data like any Connection.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "evrdma/Connection.h"
+#include "evrdma/Watch.h"
+
+namespace evrdma {
+
+class Client : public Connection {
+ public:
+  // Dropping a Ptr closes the client (if it is not closed yet) and frees it after onClosed; safe
+  // from inside its own callbacks.
+  struct Release {
+    void operator()(Client* client) const noexcept;
+  };
+  using Ptr = std::unique_ptr<Client, Release>;
+
+  static Ptr create(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options = {});
+
+  // Starts connecting to a numeric IPv4/IPv6 `address` and `port`, carrying `privateData` in the
+  // request. Returns 0: the outcome arrives as onEstablished, onRejected or onError, then onClosed.
+  // Or returns -errno at once, and no callback fires: -EINVAL (not a numeric address), -EMSGSIZE
+  // (private data longer than any transport carries), -EINVAL (unusable options, see
+  // Connection::checkOptions), -EALREADY (not Idle), -ENODEV (no RDMA CM on
+  // this machine), -ESHUTDOWN (its Reactor is gone), or what rdma_resolve_addr said.
+  int connect(const std::string& address, uint16_t port, std::vector<uint8_t> privateData = {}) noexcept;
+
+ private:
+  Client(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options);
+  void onAddressResolved() noexcept override;
+  void onRouteResolved() noexcept override;
+  void onConnectRejected(const CmEvent& event) noexcept override;
+  void onConnectFailed(const CmEvent& event) noexcept override;
+  void onEstablishedByRole() noexcept override;
+  void onFinished() noexcept override;
+  void onOrphaned() noexcept override;
+
+  ClientOptions clientOptions_;
+  std::vector<uint8_t> privateData_;
+  Timer connectTimer_;
+  bool released_ = false;  // the application dropped its Ptr: free after onClosed
+  bool done_ = false;
+};
+
+}  // namespace evrdma

@@ -1,0 +1,78 @@
+// Options of one connection, and its counters.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace evrdma {
+
+struct ConnectionOptions {
+  // The fewest receives a framed connection works with: one for the peer's first frame, one kept
+  // for credit-only frames, one for data.
+  static constexpr uint32_t kMinFramedRecvDepth = 3;
+  // The largest message, and the largest zero-copy operation.
+  static constexpr size_t kMaxMessageSize = size_t{1} << 30;
+
+  size_t maxMessageSize = 4096;  // bytes per send and receive buffer: 1 B .. 1 GiB
+  uint32_t recvDepth = 16;       // receive buffers, all posted while connected
+  uint32_t sendDepth = 16;       // send queue depth, and send buffers for postSend()
+  // Signal every Nth send-queue request (0: sendDepth / 4); the last of each post always is.
+  uint32_t signalEvery = 0;
+  uint32_t maxInlineData = 64;   // ask the QP for this much inline data (the device may give less)
+  // Re-post each receive buffer after onRecv returns. When false the application re-posts with
+  // Connection::postRecv(), which is how it tells the peer's sends to wait.
+  bool autoPostRecv = true;
+  uint8_t retryCount = 7;         // transport retries before a send fails (0-7)
+  uint8_t rnrRetryCount = 7;      // retries when the peer has no receive posted (7 = without end)
+  uint8_t responderResources = 1;  // RDMA reads the peer may have outstanding against us
+  uint8_t initiatorDepth = 1;      // RDMA reads we may have outstanding
+  // evrdma's own message protocol; both sides must agree. Every message then carries a 16-byte
+  // frame header, which brings credit-based flow control (a sender never outruns the peer's posted
+  // receives: no RNR retries, and on iWARP, which has none, no broken connection) and memory-region
+  // exchange (requestRegion, sendRegion). Needs recvDepth >= 3. Off: a message is the
+  // application's bytes only, as raw peers (ping-sr, rping) expect.
+  bool framed = false;
+  // Framed: how many bytes this side registers at most, in all, for the peer's requestRegion().
+  uint64_t maxLentBytes = uint64_t{256} << 20;
+  // Framed: how many of the peer's regions this side keeps track of at once (granted and sent);
+  // a peer that sends more breaks the protocol, and requestRegion() beyond it gives -ENOSPC.
+  uint32_t maxPeerRegions = 1024;
+  // How long close() waits for the peer's disconnect reply and the flushed work completions
+  // before it releases the resources anyway.
+  std::chrono::milliseconds disconnectTimeout{3000};
+};
+
+struct ClientOptions : ConnectionOptions {
+  std::chrono::milliseconds resolveTimeout{2000};   // address, then route resolution, each
+  std::chrono::milliseconds connectTimeout{10000};  // from rdma_connect to established/rejected
+};
+
+struct ConnectionStats {
+  uint64_t messagesSent = 0;
+  uint64_t messagesReceived = 0;
+  uint64_t bytesSent = 0;
+  uint64_t bytesReceived = 0;
+  uint64_t flushedCompletions = 0;  // work handed back unexecuted at disconnect
+  uint64_t opsCompleted = 0;        // send / rdmaWrite / rdmaWriteWithImm / rdmaRead
+  uint64_t requestsDropped = 0;     // queued behind a full send queue when the connection closed
+  uint64_t bytesWritten = 0, bytesRead = 0;
+  // Framed connections.
+  uint64_t creditFramesSent = 0;    // credit-only frames (credits otherwise ride on messages)
+  uint64_t creditWaits = 0;         // times a message had to wait for the peer's credits
+  uint64_t regionsLent = 0;         // regions registered for the peer's requestRegion()
+};
+
+// 0 if `options` can be used, else -EINVAL with `problem` naming the option at fault.
+int checkOptions(const ConnectionOptions& options, const char*& problem) noexcept;
+
+// What a connection's send queue did (Connection::sendQueueStats).
+struct SendQueueStats {
+  uint64_t requests = 0;  // work requests handed to the device
+  uint64_t posts = 0;     // ibv_post_send calls (a batch is one)
+  uint64_t signaled = 0;  // requests that asked for a completion
+  size_t inFlight = 0;    // posted, not completed yet
+  size_t backlog = 0;     // waiting for room in the send queue
+};
+
+}  // namespace evrdma

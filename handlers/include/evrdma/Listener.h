@@ -1,0 +1,80 @@
+// Listener: binds and listens, and turns each connect request into an Agent, or rejects it with a
+// reason the client can read, as its AgentFactory decides. It owns its Agents.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "evrdma/Agent.h"
+#include "evrdma/Callbacks.h"
+#include "evrdma/Verbs.h"
+
+namespace evrdma {
+
+class Reactor;
+struct CmEvent;
+
+struct ListenerStats {
+  uint64_t requests = 0;
+  uint64_t accepted = 0;
+  uint64_t rejected = 0;       // by the factory, or because the agent could not be set up
+  uint64_t agentsClosed = 0;
+};
+
+class Listener final {
+ public:
+  // Dropping a Ptr stops listening, closes every agent, and frees the Listener once the last agent
+  // has closed; safe from inside callbacks.
+  struct Release {
+    void operator()(Listener* listener) const noexcept;
+  };
+  using Ptr = std::unique_ptr<Listener, Release>;
+
+  // `factory` is borrowed: it must outlive the Listener.
+  static Ptr create(Reactor& reactor, AgentFactory& factory);
+
+  // Binds to a numeric IPv4/IPv6 address ("0.0.0.0" or "::" for all) and port (0: any free one)
+  // and listens. Returns 0 or -errno: -EINVAL (not a numeric address), -EADDRINUSE (port taken),
+  // -EADDRNOTAVAIL (not an address of this machine), -ENODEV (no RDMA CM), -EALREADY,
+  // -ESHUTDOWN (its Reactor is gone).
+  int listen(const std::string& address, uint16_t port, int backlog = 128) noexcept;
+  // The port bound (useful after listening on port 0).
+  uint16_t port() const noexcept;
+
+  // Stops listening (no more requests) and closes every agent. Agents report onClosed as usual.
+  // (If the device goes away, the listener stops by itself: onListenerError(-ENODEV), and
+  // listen() may be called again once it is back.)
+  void close() noexcept;
+
+  size_t agentCount() const noexcept { return agents_.size(); }
+  const ListenerStats& stats() const noexcept { return stats_; }
+  Reactor& reactor() const noexcept { return reactor_; }
+
+ private:
+  friend class Agent;
+  // Receives the listening id's CM events and the Reactor's end, for the methods below.
+  class Sink;
+  friend class Sink;
+  Listener(Reactor& reactor, AgentFactory& factory);
+  ~Listener();
+  void onReactorGone() noexcept;
+  void onCmEvent(const CmEvent& event) noexcept;
+  void onConnectRequest(const CmEvent& event) noexcept;
+  void reject(rdma_cm_id* id, const std::string& reason) noexcept;
+  void agentFinished(Agent* agent) noexcept;
+  void maybeDelete() noexcept;
+
+  Reactor& reactor_;
+  AgentFactory& factory_;
+  std::unique_ptr<Sink> sink_;
+  CmId id_;
+  std::map<Agent*, std::unique_ptr<Agent>> agents_;
+  ListenerStats stats_;
+  bool released_ = false;
+  bool deleteScheduled_ = false;
+  bool orphaned_ = false;  // the Reactor was destroyed first
+};
+
+}  // namespace evrdma

@@ -1,0 +1,40 @@
+#include "evrdma/Agent.h"
+
+#include <cerrno>
+
+#include "CmEvent.h"
+#include "evrdma/Listener.h"
+#include "evrdma/PrivateData.h"
+
+namespace evrdma {
+
+Agent::Agent(Listener& listener, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
+             const ConnectionOptions& options)
+    : Connection(reactor, std::move(handler), options, false), listener_(listener) {}
+
+int Agent::accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op) noexcept {
+  adoptId(std::move(id));
+  if (privateData.size() > maxPrivateData(cmId(), PrivateDataUse::Accept)) {
+    op = "accept: private data longer than this transport carries";
+    return -EMSGSIZE;
+  }
+  if (int rc = setUpVerbs(op); rc != 0) return rc;
+  rdma_conn_param param = connParam(privateData);
+  setState(ConnectionState::Accepting);
+  if (rdma_accept(cmId(), &param) != 0) {
+    op = "rdma_accept";
+    return errno ? -errno : -EINVAL;
+  }
+  return 0;
+}
+
+// The client refused our accept (e.g. it timed out meanwhile), or never completed the connection.
+void Agent::onConnectRejected(const CmEvent& event) noexcept { onConnectFailed(event); }
+
+void Agent::onConnectFailed(const CmEvent& event) noexcept {
+  fail(event.status < 0 ? event.status : -ECONNABORTED, "accept: the client never completed the connection");
+}
+
+void Agent::onFinished() noexcept { listener_.agentFinished(this); }
+
+}  // namespace evrdma

@@ -1,0 +1,140 @@
+#include "evrdma/Client.h"
+
+#include <cerrno>
+
+#include "CmDispatcher.h"
+#include "CmEvent.h"
+#include "evrdma/Address.h"
+#include "evrdma/PrivateData.h"
+#include "evrdma/Reactor.h"
+
+namespace evrdma {
+namespace {
+constexpr int kIbRejectInvalidServiceId = 8;  // IB CM: nobody listens on that port
+constexpr int kIbRejectConsumer = 28;         // IB CM: the peer application rejected
+}  // namespace
+
+void Client::Release::operator()(Client* client) const noexcept {
+  if (client->orphaned()) {  // the Reactor is gone: nothing left to close or to defer onto
+    delete client;
+    return;
+  }
+  if (client->state() == ConnectionState::Idle && !client->closing()) {
+    delete client;  // never started (or connect() failed): no callback is owed, none fires
+    return;
+  }
+  if (client->done_) {
+    // Maybe called from one of its callbacks: freed on a later turn, or by onOrphaned if the
+    // Reactor goes first (it drops the deferred delete).
+    client->released_ = true;
+    Reactor& reactor = client->reactor();
+    reactor.defer([client] { delete client; });
+    return;
+  }
+  client->released_ = true;
+  client->close();
+}
+
+Client::Client(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options)
+    : Connection(reactor, std::move(handler), options, true),
+      clientOptions_(options),
+      connectTimer_(reactor, [this] { fail(-ETIMEDOUT, "connect: no answer within connectTimeout"); }) {}
+
+Client::Ptr Client::create(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options) {
+  return Ptr(new Client(reactor, std::move(handler), options));
+}
+
+int Client::connect(const std::string& address, uint16_t port, std::vector<uint8_t> privateData) noexcept {
+  if (orphaned()) return -ESHUTDOWN;
+  if (state() != ConnectionState::Idle || closing()) return -EALREADY;
+  if (privateData.size() > kMaxPrivateDataAnyTransport) return -EMSGSIZE;
+  const char* problem = nullptr;
+  if (int rc = checkOptions(options_, problem); rc != 0) return rc;
+  sockaddr_storage destination{};
+  if (int rc = parseAddress(address, port, destination); rc != 0) return rc;
+  int error = 0;
+  CmDispatcher* cm = reactor_.cm(error);
+  if (cm == nullptr) return error;
+  CmId id;
+  if (int rc = cm->createId(nullptr, RDMA_PS_TCP, id); rc != 0) return rc;
+  if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&destination),
+                        static_cast<int>(clientOptions_.resolveTimeout.count())) != 0)
+    return errno ? -errno : -EINVAL;
+  privateData_ = std::move(privateData);
+  peerAddress_ = formatAddress(reinterpret_cast<sockaddr*>(&destination));
+  adoptId(std::move(id));  // events of the id come here from now on
+  setState(ConnectionState::ResolvingAddr);
+  return 0;
+}
+
+void Client::onAddressResolved() noexcept {
+  setState(ConnectionState::ResolvingRoute);
+  if (rdma_resolve_route(cmId(), static_cast<int>(clientOptions_.resolveTimeout.count())) != 0)
+    fail(errno ? -errno : -EINVAL, "rdma_resolve_route");
+}
+
+void Client::onConnectFailed(const CmEvent& event) noexcept {
+  connectTimer_.cancel();
+  fail(event.status < 0 ? event.status : -EHOSTUNREACH,
+       event.type == RDMA_CM_EVENT_UNREACHABLE ? "connect: peer unreachable" : "connect: connection error");
+}
+
+void Client::onRouteResolved() noexcept {
+  if (privateData_.size() > maxPrivateData(cmId(), PrivateDataUse::Connect)) {
+    fail(-EMSGSIZE, "rdma_connect: private data longer than this transport carries");
+    return;
+  }
+  const char* op = nullptr;
+  if (int rc = setUpVerbs(op); rc != 0) {
+    fail(rc, op);
+    return;
+  }
+  rdma_conn_param param = connParam(privateData_);
+  setState(ConnectionState::Connecting);
+  connectTimer_.startOnce(clientOptions_.connectTimeout);
+  if (rdma_connect(cmId(), &param) != 0) {
+    connectTimer_.cancel();
+    // iWARP connects over TCP and may learn of a refusal inside rdma_connect itself.
+    if (errno == ECONNREFUSED)
+      fail(-ECONNREFUSED, "connect: refused (nobody listens on that port?)");
+    else
+      fail(errno ? -errno : -EINVAL, "rdma_connect");
+  }
+}
+
+void Client::onConnectRejected(const CmEvent& event) noexcept {
+  connectTimer_.cancel();
+  RejectInfo info;
+  info.status = event.status;
+  info.privateData = event.privateData;
+  if (decodeRejectReason(event.privateData.data(), event.privateData.size(), info.reason)) {
+    info.reasonFromPeer = true;
+  } else if (event.status == kIbRejectConsumer) {
+    info.reason = "rejected by the peer's application (no reason given)";
+  } else if (event.status == kIbRejectInvalidServiceId || event.status == -ECONNREFUSED) {
+    fail(-ECONNREFUSED, "connect: refused (nobody listens on that port?)");
+    return;
+  } else {
+    info.reason = "rejected (transport status " + std::to_string(event.status) + ")";
+  }
+  handler_->onRejected(*this, info);
+  close();
+}
+
+void Client::onEstablishedByRole() noexcept { connectTimer_.cancel(); }
+
+void Client::onOrphaned() noexcept {
+  done_ = true;
+  if (released_) delete this;  // the application dropped its Ptr already
+}
+
+void Client::onFinished() noexcept {
+  done_ = true;
+  connectTimer_.cancel();
+  if (released_) {
+    Client* self = this;
+    reactor_.defer([self] { delete self; });
+  }
+}
+
+}  // namespace evrdma

@@ -1,0 +1,195 @@
+// Connection, completions: each work completion of the connection's QP, routed to what it means
+// (a send finished, a message or frame arrived, a receive to post again) and to the application's
+// callbacks, with the statistics and the words for what went wrong.
+#include "evrdma/Connection.h"
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <string>
+
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>  // the device writes received bytes behind valgrind's back
+#define EVRDMA_MARK_DEFINED(address, length) VALGRIND_MAKE_MEM_DEFINED(address, length)
+#else
+#define EVRDMA_MARK_DEFINED(address, length) ((void)(address), (void)(length))
+#endif
+
+#include "CmEvent.h"
+#include "CompletionDispatcher.h"
+#include "Frame.h"
+#include "FramedSender.h"
+#include "QueuePair.h"
+#include "RegionExchange.h"
+#include "SendQueue.h"
+#include "WorkRequestId.h"
+
+namespace evrdma {
+
+int Connection::postRecv() noexcept {
+  if (!sendable()) return -ENOTCONN;
+  if (idleRecvSlots_.empty()) return -ENOBUFS;
+  if (int rc = repostRecv(idleRecvSlots_.back()); rc != 0) return rc;
+  idleRecvSlots_.pop_back();
+  if (framedSender_) framedSender_->maybeSendCreditFrame();
+  return 0;
+}
+
+int Connection::repostRecv(uint32_t slot) noexcept {
+  int rc = queuePair_->postReceive(slot);
+  if (rc == 0 && framedSender_) framedSender_->onReceiveReposted();  // a credit we owe the peer
+  return rc;
+}
+
+void Connection::onCompletion(const ibv_wc& wc) noexcept {
+  if (detail::wrid::isSend(wc.wr_id))
+    onSendCompletion(wc);
+  else
+    onReceiveCompletion(wc);
+}
+
+void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
+  int rc = queuePair_->sendQueue()->complete(wc, [this](const SendOp& op, ibv_wc_status status) {
+    if (op.copySlot >= 0) queuePair_->sendBuffers().release(static_cast<uint32_t>(op.copySlot));
+    if (framedSender_) framedSender_->releaseSlot(op.frameSlot);
+    if (status == IBV_WC_WR_FLUSH_ERR) {
+      // The QP went to the error state and handed its work back: the connection is going down,
+      // and DISCONNECTED (or an earlier, real error) says why. iWARP may flush first.
+      ++stats_.flushedCompletions;
+      reportUnfinished(op, status);
+      return;
+    }
+    if (status != IBV_WC_SUCCESS) {
+      reportUnfinished(op, status);
+      if (teardownStarted_) return;
+      errorText_ = std::string("work completion (") + toString(op.type) + "): " + ibv_wc_status_str(status);
+      // The peer refusing a send (remote invalid request / remote operation error): almost always
+      // a message longer than its receive buffers.
+      const bool peerTooSmall = op.type == OpType::Send && (status == IBV_WC_REM_INV_REQ_ERR || status == IBV_WC_REM_OP_ERR);
+      if (peerTooSmall)
+        errorText_ += ": the peer could not take a message of " + std::to_string(op.sge.length + op.header.length) +
+                      " B; is its maxMessageSize smaller? Both sides must use the same maxMessageSize";
+      fail(peerTooSmall ? -EMSGSIZE : -EIO, errorText_.c_str());
+      return;
+    }
+    if (op.internal) return;  // evrdma's own frame
+    if (op.copySlot >= 0 || op.type == OpType::Send) {
+      ++stats_.messagesSent;
+      stats_.bytesSent += op.sge.length - (op.copySlot >= 0 && options_.framed ? Frame::kHeaderSize : 0);
+    } else if (op.type == OpType::Read) {
+      stats_.bytesRead += op.sge.length;
+    } else {
+      stats_.bytesWritten += op.sge.length;
+    }
+    if (op.copySlot >= 0) {
+      if (!teardownStarted_) handler_->onSendDone(*this, op.tag);
+    } else {
+      ++stats_.opsCompleted;
+      handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});  // even closing: see the header
+    }
+  });
+  if (rc != 0) fail(rc, "ibv_post_send");
+  if (!teardownStarted_) {
+    if (framedSender_) framedSender_->pump();  // a frame slot may have come free
+    notifyWritableIfDrained();
+  }
+  maybeFinish();
+}
+
+void Connection::onReceiveCompletion(const ibv_wc& wc) noexcept {
+  const uint32_t slot = detail::wrid::index(wc.wr_id);
+  queuePair_->onReceiveCompleted();
+  if (wc.status != IBV_WC_SUCCESS) {
+    idleRecvSlots_.push_back(slot);
+    if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+      ++stats_.flushedCompletions;  // see onSendCompletion
+    } else if (!teardownStarted_) {
+      // A message longer than the receive buffer fails the receive (LOC_LEN_ERR; rxe reports a
+      // local QP operation error): almost always two sides with different maxMessageSize.
+      const bool tooLong = wc.status == IBV_WC_LOC_LEN_ERR || wc.status == IBV_WC_LOC_QP_OP_ERR;
+      errorText_ = std::string("work completion (receive): ") + ibv_wc_status_str(wc.status);
+      if (tooLong)
+        errorText_ += ": a message longer than this side's maxMessageSize (" + std::to_string(options_.maxMessageSize) +
+                      " B) arrived? Both sides must use the same maxMessageSize";
+      fail(tooLong ? -EMSGSIZE : -EIO, errorText_.c_str());
+    }
+    maybeFinish();
+    return;
+  }
+  // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
+  if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) transportUp(true);
+  // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
+  const bool intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
+  uint8_t* data = intoBuffer ? queuePair_->receiveBuffer(slot) : nullptr;
+  if (data != nullptr) EVRDMA_MARK_DEFINED(data, wc.byte_len);
+  if (!teardownStarted_ && (state_ == ConnectionState::Established || helloSent_)) {
+    if (options_.framed && intoBuffer) {
+      if (!onFrame(data, wc)) {  // malformed: the connection failed, the buffer stays ours
+        idleRecvSlots_.push_back(slot);
+        maybeFinish();
+        return;
+      }
+    } else {
+      ++stats_.messagesReceived;
+      stats_.bytesReceived += wc.byte_len;
+      if (wc.wc_flags & IBV_WC_WITH_IMM)
+        handler_->onRecvWithImm(*this, ntohl(wc.imm_data), data, wc.byte_len);
+      else
+        handler_->onRecv(*this, data, wc.byte_len);
+    }
+  }
+  if (options_.autoPostRecv && !teardownStarted_ && state_ == ConnectionState::Established) {
+    if (int rc = repostRecv(slot); rc != 0) {
+      idleRecvSlots_.push_back(slot);
+      fail(rc, "ibv_post_recv");
+    }
+  } else {
+    idleRecvSlots_.push_back(slot);
+  }
+  if (framedSender_ && !teardownStarted_) {
+    framedSender_->pump();  // credits may have come back
+    notifyWritableIfDrained();
+  }
+  maybeFinish();
+}
+
+bool Connection::onFrame(const uint8_t* data, const ibv_wc& wc) noexcept {
+  Frame frame;
+  const char* why = "";
+  if (parseFrame(data, wc.byte_len, frame, why) != 0) {
+    errorText_ = std::string("malformed frame from the peer: ") + why;
+    fail(-EPROTO, errorText_.c_str());
+    return false;
+  }
+  framedSender_->onCreditsReturned(frame.credits);
+  if ((frame.type == FrameType::Hello) != (state_ != ConnectionState::Established)) {
+    fail(-EPROTO, frame.type == FrameType::Hello ? "the peer sent a second hello"
+                                                 : "the peer's first frame was not a hello (is it framed too?)");
+    return true;
+  }
+  switch (frame.type) {
+    case FrameType::Hello:
+      peerMaxMessageSize_ = frame.maxMessageSize;
+      markEstablished();  // the limits are known: the application may send
+      return true;
+    case FrameType::Data:
+      ++stats_.messagesReceived;
+      stats_.bytesReceived += frame.payloadLength;
+      if (wc.wc_flags & IBV_WC_WITH_IMM)
+        handler_->onRecvWithImm(*this, ntohl(wc.imm_data), frame.payload, frame.payloadLength);
+      else
+        handler_->onRecv(*this, frame.payload, frame.payloadLength);
+      return true;
+    case FrameType::Credit:
+      return true;
+    default: {
+      const uint64_t lentBefore = regionExchange_->regionsLent();
+      if (regionExchange_->onFrame(frame, why) != 0) fail(-EPROTO, why);
+      stats_.regionsLent += regionExchange_->regionsLent() - lentBefore;
+      noteBacklog();
+      return true;
+    }
+  }
+}
+
+}  // namespace evrdma

@@ -1,0 +1,27 @@
+#include "evrdma/ConnectionOptions.h"
+
+#include <cerrno>
+
+namespace evrdma {
+
+int checkOptions(const ConnectionOptions& options, const char*& problem) noexcept {
+  if (options.maxMessageSize == 0 || options.maxMessageSize > ConnectionOptions::kMaxMessageSize) {
+    problem = "maxMessageSize must be 1 B .. 1 GiB";
+    return -EINVAL;
+  }
+  if (options.recvDepth == 0 || options.sendDepth == 0 || options.recvDepth > 4096 || options.sendDepth > 4096) {
+    problem = "recvDepth and sendDepth must be 1 .. 4096";
+    return -EINVAL;
+  }
+  if (options.retryCount > 7 || options.rnrRetryCount > 7) {
+    problem = "retryCount and rnrRetryCount must be 0 .. 7";
+    return -EINVAL;
+  }
+  if (options.framed && options.recvDepth < ConnectionOptions::kMinFramedRecvDepth) {
+    problem = "framed connections need recvDepth >= 3";
+    return -EINVAL;
+  }
+  return 0;
+}
+
+}  // namespace evrdma

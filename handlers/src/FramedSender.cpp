@@ -1,0 +1,133 @@
+#include "FramedSender.h"
+
+#include <cstring>
+#include <utility>
+
+#include "Frame.h"
+
+namespace evrdma::detail {
+
+static_assert(Frame::kHeaderSize + RemoteRegion::kWireSize + 8 <= FramedSender::kSlotSize);
+
+FramedSender::FramedSender(uint32_t recvDepth, uint8_t* slotMemory, uint32_t slotCount, uint32_t slotLkey,
+                           ConnectionStats& stats, Submit submit)
+    : ledger_(recvDepth), slotMemory_(slotMemory), slotLkey_(slotLkey), stats_(stats), submit_(std::move(submit)) {
+  freeSlots_.reserve(slotCount);
+  for (uint32_t slot = slotCount; slot-- > 0;) freeSlots_.push_back(slot);
+}
+
+uint8_t* FramedSender::takeSlot(SendOp& op) noexcept {
+  const uint32_t slot = freeSlots_.back();
+  freeSlots_.pop_back();
+  op.frameSlot = static_cast<int32_t>(slot);
+  return slotMemory_ + size_t{slot} * kSlotSize;
+}
+
+void FramedSender::releaseSlot(int32_t slot) noexcept {
+  if (slot >= 0) freeSlots_.push_back(static_cast<uint32_t>(slot));
+}
+
+int FramedSender::sendHello(uint64_t maxMessageSize) noexcept {
+  // The first frame of the connection: every slot is free, and the peer assumes one receive.
+  SendOp op;
+  op.type = OpType::Send;
+  op.internal = true;
+  uint8_t* frame = takeSlot(op);
+  const std::vector<uint8_t> hello = helloFrame(maxMessageSize, ledger_.spendForCreditFrame());
+  std::memcpy(frame, hello.data(), hello.size());
+  op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frame), static_cast<uint32_t>(hello.size()), slotLkey_};
+  return submit_(op);
+}
+
+int FramedSender::sendCopied(const SendOp& op, uint8_t* header) noexcept {
+  Pending pending;
+  pending.op = op;
+  pending.spendsCredit = true;
+  pending.headerAt = header;
+  return enqueue(std::move(pending));
+}
+
+int FramedSender::sendZeroCopy(const SendOp& op) noexcept {
+  Pending pending;
+  pending.op = op;
+  pending.spendsCredit = op.type == OpType::Send || op.type == OpType::WriteWithImm;
+  pending.zeroCopyHeader = op.type == OpType::Send;
+  return enqueue(std::move(pending));
+}
+
+int FramedSender::sendControl(std::vector<uint8_t> frame) noexcept {
+  Pending pending;
+  pending.op.type = OpType::Send;
+  pending.op.internal = true;
+  pending.spendsCredit = true;
+  pending.control = std::move(frame);
+  return enqueue(std::move(pending));
+}
+
+int FramedSender::enqueue(Pending pending) noexcept {
+  waiting_.push_back(std::move(pending));
+  return pump();
+}
+
+int FramedSender::pump() noexcept {
+  while (!waiting_.empty() && !stopped_) {
+    Pending& next = waiting_.front();
+    if (next.spendsCredit && !ledger_.canSendMessage()) {
+      if (!next.countedWait) ++stats_.creditWaits;
+      next.countedWait = true;
+      break;
+    }
+    const bool needsSlot = next.zeroCopyHeader || !next.control.empty();
+    if (needsSlot && freeSlots_.empty()) break;
+    SendOp op = next.op;
+    uint16_t returned = 0;
+    if (next.spendsCredit) {
+      if (op.type == OpType::WriteWithImm)
+        ledger_.spendForImmediate();  // no header to carry credits
+      else
+        returned = ledger_.spendForMessage();
+    }
+    uint8_t* header = next.headerAt;
+    if (needsSlot) {
+      header = takeSlot(op);
+      ibv_sge sge{reinterpret_cast<uintptr_t>(header), 0, slotLkey_};
+      if (!next.control.empty()) {
+        std::memcpy(header, next.control.data(), next.control.size());
+        sge.length = static_cast<uint32_t>(next.control.size());
+        op.sge = sge;
+      } else {
+        writeFrameHeader(header, FrameType::Data, 0, op.sge.length, 0);
+        sge.length = Frame::kHeaderSize;
+        op.header = sge;
+      }
+    }
+    if (header != nullptr) setFrameCredits(header, returned);
+    waiting_.pop_front();
+    if (int rc = submit_(op); rc != 0) return rc;
+  }
+  maybeSendCreditFrame();
+  return 0;
+}
+
+void FramedSender::maybeSendCreditFrame() noexcept {
+  if (stopped_ || !ledger_.creditFrameDue() || freeSlots_.empty()) return;  // retried when a send completes
+  SendOp op;
+  op.type = OpType::Send;
+  op.internal = true;
+  uint8_t* frame = takeSlot(op);
+  writeFrameHeader(frame, FrameType::Credit, ledger_.spendForCreditFrame(), 0, 0);
+  op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frame), static_cast<uint32_t>(Frame::kHeaderSize), slotLkey_};
+  ++stats_.creditFramesSent;
+  submit_(op);
+}
+
+std::vector<SendOp> FramedSender::stop() noexcept {
+  stopped_ = true;
+  std::vector<SendOp> never;
+  never.reserve(waiting_.size());
+  for (const Pending& pending : waiting_) never.push_back(pending.op);
+  waiting_.clear();
+  return never;
+}
+
+}  // namespace evrdma::detail

@@ -1,0 +1,89 @@
+// FramedSender: the send side of a framed connection. Every frame (the application's messages,
+// sends with immediate, writes with immediate and the protocol's own frames) spends one of the
+// peer's posted receives (a credit, see CreditLedger); without one it waits, in order, and the RDMA
+// writes and reads issued after it wait behind it, so everything goes to the device in the order
+// the application issued it. Zero-copy sends and protocol frames also need a frame slot (a small
+// registered buffer for the 16-byte header, or the whole protocol frame); slots come back with
+// the send completions. Owed credits ride in each frame's header, or go out in a credit-only frame
+// once enough have piled up. The post is injected (a SendQueue in a connection), so the logic is
+// unit-tested without a device.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "CreditLedger.h"
+#include "SendQueue.h"
+#include "evrdma/ConnectionOptions.h"
+
+namespace evrdma::detail {
+
+class FramedSender {
+ public:
+  // A frame slot holds a header, or a whole protocol frame (the largest is a region offer).
+  static constexpr size_t kSlotSize = 64;
+  // Posts one request (or queues it behind a full send queue): 0 or -errno.
+  using Submit = std::function<int(const SendOp& op)>;
+
+  // `recvDepth`: the receives this side keeps posted (the credits it grants); `slots`: `slotCount`
+  // buffers of kSlotSize bytes at `slotMemory`, registered with `slotLkey`. Counts credit waits and
+  // credit-only frames in `stats`.
+  FramedSender(uint32_t recvDepth, uint8_t* slotMemory, uint32_t slotCount, uint32_t slotLkey, ConnectionStats& stats,
+               Submit submit);
+
+  // Sends our hello (each side's first frame: the largest message we take), at once.
+  int sendHello(uint64_t maxMessageSize) noexcept;
+  // A message copied into a send buffer whose header is written at `header` (its credits are
+  // filled in when it goes out).
+  int sendCopied(const SendOp& op, uint8_t* header) noexcept;
+  // A zero-copy operation: a send gets its header in a frame slot; sends and writes with immediate
+  // spend a credit; writes and reads only keep their place in line.
+  int sendZeroCopy(const SendOp& op) noexcept;
+  // One of evrdma's protocol frames (region exchange), copied into a frame slot.
+  int sendControl(std::vector<uint8_t> frame) noexcept;
+  // Sends what waits, as far as credits and frame slots allow, then a credit-only frame if one is
+  // due. Returns the first failed post's -errno, else 0.
+  int pump() noexcept;
+  // A credit-only frame, if enough credits are owed and a slot and a credit are there for it.
+  void maybeSendCreditFrame() noexcept;
+
+  // A frame from the peer returned `credits`.
+  void onCreditsReturned(uint16_t credits) noexcept { ledger_.onCreditsReturned(credits); }
+  // One of our receives was posted again: a credit we owe the peer.
+  void onReceiveReposted() noexcept { ledger_.onReceiveReposted(); }
+  // A send that used frame slot `slot` (SendOp::frameSlot) completed.
+  void releaseSlot(int32_t slot) noexcept;
+
+  // The connection is closing: nothing more goes out. Returns what waited, in order.
+  std::vector<SendOp> stop() noexcept;
+
+  size_t waiting() const noexcept { return waiting_.size(); }
+  const CreditLedger& credits() const noexcept { return ledger_; }
+  uint32_t freeSlots() const noexcept { return static_cast<uint32_t>(freeSlots_.size()); }
+
+ private:
+  struct Pending {
+    SendOp op;
+    bool spendsCredit = false;     // uses one of the peer's receives
+    uint8_t* headerAt = nullptr;   // a header already written (copy path): its credits are filled in
+    bool zeroCopyHeader = false;   // the header goes in a frame slot
+    std::vector<uint8_t> control;  // a whole protocol frame, copied into a frame slot
+    bool countedWait = false;      // stats.creditWaits counted it
+  };
+  int enqueue(Pending pending) noexcept;
+  // Takes a free frame slot for `op` (the caller checked there is one); returns its memory.
+  uint8_t* takeSlot(SendOp& op) noexcept;
+
+  CreditLedger ledger_;
+  uint8_t* slotMemory_;
+  uint32_t slotLkey_;
+  std::vector<uint32_t> freeSlots_;
+  ConnectionStats& stats_;
+  Submit submit_;
+  std::deque<Pending> waiting_;
+  bool stopped_ = false;
+};
+
+}  // namespace evrdma::detail

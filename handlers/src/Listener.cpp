@@ -1,0 +1,158 @@
+#include "evrdma/Listener.h"
+
+#include <netinet/in.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "CmDispatcher.h"
+#include "CmEvent.h"
+#include "ReactorMember.h"
+#include "evrdma/Address.h"
+#include "evrdma/PrivateData.h"
+#include "evrdma/Reactor.h"
+
+namespace evrdma {
+
+class Listener::Sink final : public CmEventHandler, public detail::ReactorMember {
+ public:
+  explicit Sink(Listener& listener) : listener_(listener) {}
+  void onCmEvent(const CmEvent& event) noexcept override { listener_.onCmEvent(event); }
+  void onReactorGone() noexcept override { listener_.onReactorGone(); }  // may free the listener
+
+ private:
+  Listener& listener_;
+};
+
+Listener::Listener(Reactor& reactor, AgentFactory& factory)
+    : reactor_(reactor), factory_(factory), sink_(std::make_unique<Sink>(*this)) {
+  reactor.join(sink_.get());
+}
+
+void Listener::Release::operator()(Listener* listener) const noexcept {
+  if (listener->orphaned_) {  // the Reactor is gone, and the agents with it
+    delete listener;
+    return;
+  }
+  listener->released_ = true;
+  listener->close();
+  listener->maybeDelete();
+}
+
+Listener::Ptr Listener::create(Reactor& reactor, AgentFactory& factory) { return Ptr(new Listener(reactor, factory)); }
+
+Listener::~Listener() {
+  if (!orphaned_) reactor_.leave(sink_.get());
+}
+
+void Listener::onReactorGone() noexcept {
+  // Silent, like the Reactor's other members: the agents close without callbacks.
+  orphaned_ = true;
+  id_.reset();
+  agents_.clear();
+  if (released_) delete this;
+}
+
+int Listener::listen(const std::string& address, uint16_t port, int backlog) noexcept {
+  if (orphaned_) return -ESHUTDOWN;
+  if (id_) return -EALREADY;
+  sockaddr_storage local{};
+  if (int rc = parseAddress(address, port, local); rc != 0) return rc;
+  int error = 0;
+  CmDispatcher* cm = reactor_.cm(error);
+  if (cm == nullptr) return error;
+  CmId id;
+  if (int rc = cm->createId(sink_.get(), RDMA_PS_TCP, id); rc != 0) return rc;
+  if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&local)) != 0) return errno ? -errno : -EINVAL;
+  if (rdma_listen(id.get(), backlog) != 0) return errno ? -errno : -EINVAL;
+  id_ = std::move(id);
+  return 0;
+}
+
+uint16_t Listener::port() const noexcept { return id_ ? ntohs(rdma_get_src_port(id_.get())) : 0; }
+
+void Listener::close() noexcept {
+  id_.reset();  // no more connect requests
+  for (auto& [agent, owned] : agents_) agent->close();
+}
+
+void Listener::onCmEvent(const CmEvent& event) noexcept {
+  switch (event.type) {
+    case RDMA_CM_EVENT_CONNECT_REQUEST:
+      onConnectRequest(event);
+      return;
+    case RDMA_CM_EVENT_ADDR_CHANGE:
+      return;  // informational
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      // The id must go for the removal to complete; listen() again once the device is back.
+      id_.reset();
+      forgetRemovedDevices();
+      factory_.onListenerError(-ENODEV, "device removal: the listener stopped (listen again once the device is back)");
+      return;
+    default:
+      factory_.onListenerError(-EPROTO, "unexpected CM event on the listening id");
+  }
+}
+
+void Listener::onConnectRequest(const CmEvent& event) noexcept {
+  ++stats_.requests;
+  if (!id_) {  // closing: a request that was already queued
+    reject(event.id, "the server is shutting down");
+    return;
+  }
+  ConnectRequest request{formatAddress(rdma_get_peer_addr(event.id)), event.privateData, event.initiatorDepth,
+                         event.responderResources};
+  AcceptDecision decision = factory_.onConnectRequest(request);
+  if (!id_) {  // the factory closed the listener (or dropped its Ptr) while deciding
+    reject(event.id, "the server is shutting down");
+    return;
+  }
+  if (!decision.handler) {
+    reject(event.id, decision.rejectReason.empty() ? "rejected" : decision.rejectReason);
+    return;
+  }
+  std::unique_ptr<Agent> owned(new Agent(*this, reactor_, std::move(decision.handler), decision.options));
+  Agent* agent = owned.get();
+  agents_.emplace(agent, std::move(owned));
+  const char* op = nullptr;
+  if (int rc = agent->accept(CmId(event.id), decision.privateData, op); rc != 0) {
+    // Tell the client why, then let the handler the factory made hear it too: onError, onClosed.
+    std::string reason = std::string("server could not set up the connection: ") + op + ": " + strerror(-rc);
+    auto payload = encodeRejectReason(reason);
+    rdma_reject(agent->cmId(), payload.data(), static_cast<uint8_t>(payload.size()));
+    ++stats_.rejected;
+    agent->fail(rc, op);
+    return;
+  }
+  ++stats_.accepted;
+}
+
+void Listener::reject(rdma_cm_id* id, const std::string& reason) noexcept {
+  auto payload = encodeRejectReason(reason);
+  rdma_reject(id, payload.data(), static_cast<uint8_t>(payload.size()));
+  rdma_destroy_id(id);  // its event is acked already
+  ++stats_.rejected;
+}
+
+void Listener::agentFinished(Agent* agent) noexcept {
+  ++stats_.agentsClosed;
+  // Called from the agent's own finish(): free it on a later turn.
+  reactor_.defer([this, agent] {
+    agents_.erase(agent);
+    maybeDelete();
+  });
+}
+
+void Listener::maybeDelete() noexcept {
+  if (!released_ || !agents_.empty() || deleteScheduled_) return;
+  deleteScheduled_ = true;
+  reactor_.defer([this] {
+    if (agents_.empty()) {
+      delete this;
+    } else {
+      deleteScheduled_ = false;  // an agent arrived meanwhile: its end deletes the listener
+    }
+  });
+}
+
+}  // namespace evrdma

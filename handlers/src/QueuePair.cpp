@@ -1,0 +1,87 @@
+#include "QueuePair.h"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "FramedSender.h"
+#include "Frame.h"
+#include "WorkRequestId.h"
+#include "evrdma/Reactor.h"
+
+namespace evrdma::detail {
+
+size_t QueuePair::bufferSize(const ConnectionOptions& options) noexcept {
+  if (!options.framed) return options.maxMessageSize;
+  return Frame::kHeaderSize + std::max<size_t>(options.maxMessageSize, Frame::kLargestControlPayload);
+}
+
+int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& options, CompletionHandler& handler,
+                     const char*& op) noexcept {
+  bufferSize_ = bufferSize(options);
+  int error = 0;
+  op = "completion channel";
+  completions_ = reactor.completions(id->verbs, error);
+  if (completions_ == nullptr) return error;
+  pd_ = completions_->protectionDomain();
+
+  // Least access: receives are written by the local HCA only; sends are only read.
+  op = "receive/send buffer registration";
+  recvRing_ = MemoryRegion::allocate(pd_, bufferSize_ * options.recvDepth, kLocalWrite, error);
+  if (!recvRing_) return error;
+  sendBuffers_ = BufferPool::allocate(pd_, options.sendDepth, bufferSize_, 0, error);
+  if (!sendBuffers_) return error;
+  if (options.framed) {
+    frameSlotCount_ = options.sendDepth + 1;
+    frameSlots_ = MemoryRegion::allocate(pd_, size_t{frameSlotCount_} * FramedSender::kSlotSize, 0, error);
+    if (!frameSlots_) return error;
+  }
+
+  op = "ibv_create_cq";
+  attachment_ = completions_->attach(options.recvDepth + options.sendDepth, &handler, error);
+  if (!attachment_) return error;
+
+  op = "rdma_create_qp";
+  ibv_qp_init_attr attr{};
+  attr.send_cq = attr.recv_cq = attachment_->cq();
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = options.sendDepth;
+  attr.cap.max_recv_wr = options.recvDepth;
+  attr.cap.max_send_sge = options.framed ? 2 : 1;  // framed send(): header + the application's bytes
+  attr.cap.max_recv_sge = 1;
+  attr.cap.max_inline_data = options.maxInlineData;
+  attr.sq_sig_all = 0;
+  if (rdma_create_qp(id, pd_, &attr) != 0) {
+    attr.cap.max_inline_data = 0;  // some devices have no inline data at all
+    if (rdma_create_qp(id, pd_, &attr) != 0) return errno ? -errno : -ENOMEM;
+  }
+  qp_.reset(id);
+  attachment_->bind(id->qp->qp_num);
+
+  ibv_qp* qp = id->qp;
+  const uint32_t signalEvery =
+      options.signalEvery != 0 ? options.signalEvery : std::max<uint32_t>(1, options.sendDepth / 4);
+  sendQueue_ = std::make_unique<SendQueue>(options.sendDepth, signalEvery, attr.cap.max_inline_data,
+                                           attachment_->serial(),
+                                           [qp](ibv_send_wr* wr, ibv_send_wr** bad) { return ibv_post_send(qp, wr, bad); });
+  op = "ibv_post_recv";
+  for (uint32_t slot = 0; slot < options.recvDepth; ++slot)
+    if (int rc = postReceive(slot); rc != 0) return rc;
+  return 0;
+}
+
+int QueuePair::postReceive(uint32_t slot) noexcept {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(receiveBuffer(slot));
+  sge.length = static_cast<uint32_t>(bufferSize_);
+  sge.lkey = recvRing_.lkey();
+  ibv_recv_wr wr{};
+  wr.wr_id = wrid::receive(attachment_->serial(), slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  if (int rc = ibv_post_recv(qp_->qp, &wr, &bad); rc != 0) return -rc;
+  ++postedReceives_;
+  return 0;
+}
+
+}  // namespace evrdma::detail

@@ -1,0 +1,144 @@
+#include "RegionExchange.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "Frame.h"
+
+namespace evrdma::detail {
+namespace {
+constexpr int kRemoteAccess = kRemoteRead | kRemoteWrite;
+
+bool sameRegion(const RemoteRegion& r, uint32_t rkey, uint64_t address) {
+  return r.rkey == rkey && r.address == address;
+}
+}  // namespace
+
+RegionExchange::RegionExchange(uint64_t maxLentBytes, uint32_t maxPeerRegions, SendFrame send, Allocate allocate,
+                               Events& events)
+    : maxLentBytes_(maxLentBytes),
+      maxPeerRegions_(maxPeerRegions),
+      send_(std::move(send)),
+      allocate_(std::move(allocate)),
+      events_(events) {}
+
+int RegionExchange::request(uint64_t bytes, int access, uint64_t tag) noexcept {
+  if (bytes == 0 || (access & ~kRemoteAccess) != 0 || (access & kRemoteAccess) == 0) return -EINVAL;
+  if (peerRegions_.size() + requested_.size() >= maxPeerRegions_) return -ENOSPC;
+  const uint64_t id = nextRequestId_++;
+  requested_.push_back({id, tag, bytes, static_cast<uint32_t>(access)});
+  return send_(regionRequestFrame(id, bytes, static_cast<uint32_t>(access), 0));
+}
+
+int RegionExchange::offer(const RemoteRegion& region, uint64_t tag) noexcept {
+  sent_.push_back(region);
+  return send_(regionOfferFrame(region, tag, 0));
+}
+
+int RegionExchange::release(const RemoteRegion& region) noexcept {
+  auto it = std::find_if(peerRegions_.begin(), peerRegions_.end(),
+                         [&](const RemoteRegion& r) { return sameRegion(r, region.rkey, region.address); });
+  if (it == peerRegions_.end()) return -ENOENT;
+  peerRegions_.erase(it);
+  return send_(regionReleaseFrame(region.rkey, region.address, 0));
+}
+
+bool RegionExchange::advertisedByPeer(const RemoteRegion& remote) const noexcept {
+  for (const RemoteRegion& r : peerRegions_) {
+    if (r.rkey != remote.rkey || remote.address < r.address) continue;
+    const uint64_t offset = remote.address - r.address;
+    if (offset <= r.length && remote.length <= r.length - offset && (remote.access & ~r.access) == 0) return true;
+  }
+  return false;
+}
+
+int RegionExchange::onFrame(const Frame& frame, const char*& why) noexcept {
+  switch (frame.type) {
+    case FrameType::RegionRequest:
+      onRequest(frame);
+      return 0;
+    case FrameType::RegionGrant:
+    case FrameType::RegionRefused:
+      return onAnswer(frame, why);
+    case FrameType::RegionOffer:
+      if (peerRegions_.size() + requested_.size() >= maxPeerRegions_) {
+        why = "the peer sent more regions than maxPeerRegions";
+        return -EPROTO;
+      }
+      peerRegions_.push_back(frame.region);
+      events_.onReceived(frame.region, frame.tag);
+      return 0;
+    case FrameType::RegionRelease:
+      return onRelease(frame, why);
+    default:
+      why = "not a region frame";
+      return -EPROTO;
+  }
+}
+
+void RegionExchange::onRequest(const Frame& frame) noexcept {
+  int error = 0;
+  RemoteRegion remote;
+  std::unique_ptr<MemoryRegion> region;
+  if (frame.requestBytes > maxLentBytes_ - lentBytes_) {
+    error = ENOMEM;  // over what this side agreed to lend
+  } else {
+    region = allocate_(frame.requestBytes, static_cast<int>(frame.requestAccess), remote, error);
+    if (!region) error = error < 0 ? -error : ENOMEM;
+  }
+  if (error != 0) {
+    send_(regionRefusedFrame(frame.requestId, static_cast<uint32_t>(error), 0));
+    return;
+  }
+  lentBytes_ += frame.requestBytes;
+  ++regionsLent_;
+  lent_.push_back({remote, std::move(region)});
+  if (send_(regionGrantFrame(frame.requestId, remote, 0)) != 0) return;
+  events_.onLent(*lent_.back().region);
+}
+
+int RegionExchange::onAnswer(const Frame& frame, const char*& why) noexcept {
+  auto it = std::find_if(requested_.begin(), requested_.end(), [&](const Request& r) { return r.id == frame.requestId; });
+  if (it == requested_.end()) {
+    why = "the peer answered a region request that was never made";
+    return -EPROTO;
+  }
+  const Request request = *it;
+  requested_.erase(it);
+  if (frame.type == FrameType::RegionRefused) {
+    if (frame.error == 0 || frame.error > 4095) {
+      why = "the peer refused a region request with an invalid error";
+      return -EPROTO;
+    }
+    events_.onRefused(request.tag, -static_cast<int>(frame.error));
+    return 0;
+  }
+  if (frame.region.length != request.bytes || frame.region.access != request.access) {
+    why = "the peer granted a region other than the one requested";
+    return -EPROTO;
+  }
+  peerRegions_.push_back(frame.region);
+  events_.onGranted(request.tag, frame.region);
+  return 0;
+}
+
+int RegionExchange::onRelease(const Frame& frame, const char*& why) noexcept {
+  auto lent = std::find_if(lent_.begin(), lent_.end(),
+                           [&](const Lent& l) { return sameRegion(l.remote, frame.releaseRkey, frame.releaseAddress); });
+  if (lent != lent_.end()) {
+    lentBytes_ -= lent->remote.length;
+    lent_.erase(lent);  // deregistered: the peer can no longer reach it
+    return 0;
+  }
+  auto sent = std::find_if(sent_.begin(), sent_.end(),
+                           [&](const RemoteRegion& r) { return sameRegion(r, frame.releaseRkey, frame.releaseAddress); });
+  if (sent != sent_.end()) {
+    sent_.erase(sent);
+    return 0;
+  }
+  why = "the peer released a region it was never given";
+  return -EPROTO;
+}
+
+}  // namespace evrdma::detail

@@ -1,0 +1,92 @@
+// RegionExchange: the memory-region bookkeeping of a framed connection, both ways.
+//   requested  our requestRegion()s the peer has not answered yet
+//   granted /  regions the peer lent us (answering a request) or offered (sendRegion); we may
+//   offered    read / write them until we release them: they are the only remote regions a
+//              one-sided operation may target
+//   lent       regions we registered because the peer asked (up to maxLentBytes in all)
+//   sent       our regions we advertised with sendRegion
+// The frames go out through an injected sender and lent memory comes from an injected allocator,
+// so the protocol is unit-tested without a device.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "evrdma/MemoryRegion.h"
+
+namespace evrdma {
+struct Frame;
+}
+
+namespace evrdma::detail {
+
+class RegionExchange {
+ public:
+  // Sends one protocol frame (it spends a credit and may wait for one): 0 or -errno.
+  using SendFrame = std::function<int(std::vector<uint8_t> frame)>;
+  // Allocates and registers `bytes` with `access` for the peer and describes it in `remote`; null
+  // with `error` = -errno on failure.
+  using Allocate = std::function<std::unique_ptr<MemoryRegion>(uint64_t bytes, int access, RemoteRegion& remote,
+                                                               int& error)>;
+  // What the application hears.
+  class Events {
+   public:
+    virtual void onGranted(uint64_t tag, const RemoteRegion& region) noexcept = 0;
+    virtual void onRefused(uint64_t tag, int err) noexcept = 0;
+    virtual void onReceived(const RemoteRegion& region, uint64_t tag) noexcept = 0;
+    virtual void onLent(const MemoryRegion& region) noexcept = 0;
+
+   protected:
+    ~Events() = default;
+  };
+
+  RegionExchange(uint64_t maxLentBytes, uint32_t maxPeerRegions, SendFrame send, Allocate allocate, Events& events);
+
+  // Asks the peer for `bytes` with `access` (kRemoteRead and/or kRemoteWrite). 0, -EINVAL (0 bytes
+  // or a bad access), -ENOSPC (maxPeerRegions held or asked for), or the sender's error.
+  int request(uint64_t bytes, int access, uint64_t tag) noexcept;
+  // Advertises one of our regions to the peer.
+  int offer(const RemoteRegion& region, uint64_t tag) noexcept;
+  // Forgets a region the peer advertised and tells the peer; -ENOENT if it is not one.
+  int release(const RemoteRegion& region) noexcept;
+  // Whether `remote` lies inside a region the peer advertised, with no more access than granted.
+  bool advertisedByPeer(const RemoteRegion& remote) const noexcept;
+
+  // A region frame from the peer (request, grant, refusal, offer, release). 0, or -EPROTO with
+  // `why` when the peer broke the protocol.
+  int onFrame(const Frame& frame, const char*& why) noexcept;
+
+  const std::vector<RemoteRegion>& peerRegions() const noexcept { return peerRegions_; }
+  uint64_t lentBytes() const noexcept { return lentBytes_; }
+  uint64_t regionsLent() const noexcept { return regionsLent_; }
+
+ private:
+  struct Request {
+    uint64_t id, tag, bytes;
+    uint32_t access;
+  };
+  struct Lent {
+    RemoteRegion remote;
+    std::unique_ptr<MemoryRegion> region;
+  };
+  void onRequest(const Frame& frame) noexcept;
+  int onAnswer(const Frame& frame, const char*& why) noexcept;
+  int onRelease(const Frame& frame, const char*& why) noexcept;
+
+  uint64_t maxLentBytes_;
+  uint32_t maxPeerRegions_;
+  SendFrame send_;
+  Allocate allocate_;
+  Events& events_;
+  std::vector<Request> requested_;
+  uint64_t nextRequestId_ = 1;
+  std::vector<RemoteRegion> peerRegions_;
+  std::vector<Lent> lent_;
+  std::vector<RemoteRegion> sent_;
+  uint64_t lentBytes_ = 0;
+  uint64_t regionsLent_ = 0;
+};
+
+}  // namespace evrdma::detail

@@ -1,0 +1,83 @@
+// SendQueue: a connection's send-side work requests. It never overflows the QP's send queue: what
+// does not fit waits in a backlog, in order, and goes out as completions free room. It signals
+// only every Nth work request, and always the last one of each post, so every request still gets
+// its completion: RC completes in order, so one signaled completion completes every unsignaled
+// request before it. Requests issued between beginBatch() and endBatch() are posted as one linked
+// list. The verbs call is injected, so the logic is testable without a device.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "evrdma/Callbacks.h"  // OpType
+
+namespace evrdma {
+
+struct SendOp {
+  OpType type = OpType::Send;
+  uint64_t tag = 0;
+  ibv_sge header{};            // Send only: evrdma's frame header, sent before `sge` (length 0: none)
+  ibv_sge sge{};               // local buffer (addr, length, lkey)
+  uint64_t remoteAddress = 0;  // Write, WriteWithImm, Read
+  uint32_t rkey = 0;
+  bool hasImm = false;         // Send (with immediate), WriteWithImm
+  uint32_t imm = 0;            // host byte order
+  int32_t copySlot = -1;       // the connection's send buffer this op uses, if any
+  int32_t frameSlot = -1;      // the connection's frame-header slot this op uses, if any
+  bool internal = false;       // a frame of evrdma's own protocol: no application callback
+  uint32_t sequence = 0;       // set by the queue
+  bool signaled = false;       // set by the queue
+};
+
+class SendQueue {
+ public:
+  using Post = std::function<int(ibv_send_wr* first, ibv_send_wr** bad)>;
+  using Done = std::function<void(const SendOp& op, ibv_wc_status status)>;
+  // `depth`: the QP's max_send_wr; `signalEvery`: N (>= 1); `maxInline`: the QP's max_inline_data;
+  // `serial`: the CQ attachment's, carried in every wr_id (see WorkRequestId.h).
+  SendQueue(uint32_t depth, uint32_t signalEvery, uint32_t maxInline, uint32_t serial, Post post);
+
+  // Queues `op` and posts what fits. Returns 0, or the -errno of a failed ibv_post_send (the QP is
+  // then unusable: the connection fails).
+  int submit(SendOp op) noexcept;
+  // Batches nest: requests go out when the outermost batch ends.
+  void beginBatch() noexcept { ++batchDepth_; }
+  int endBatch() noexcept;
+
+  // A send-side completion: hands every request it completes to `done`, in posting order
+  // (unsignaled ones before it succeeded: RC completes in order), then posts from the backlog.
+  // Returns the -errno of a failed post, else 0.
+  int complete(const ibv_wc& wc, const Done& done) noexcept;
+
+  size_t inFlight() const noexcept { return inFlight_.size(); }
+  size_t backlog() const noexcept { return backlog_.size(); }
+  uint32_t maxInline() const noexcept { return maxInline_; }
+  uint64_t posts() const noexcept { return posts_; }          // ibv_post_send calls
+  uint64_t signaled() const noexcept { return signaledCount_; }
+  uint64_t requests() const noexcept { return requests_; }
+  // Takes what was never posted (the connection is closing).
+  std::deque<SendOp> takeBacklog() noexcept;
+  // Takes what was posted but never completed (the QP is gone), in posting order.
+  std::deque<SendOp> takeInFlight() noexcept;
+
+ private:
+  int pump() noexcept;
+
+  uint32_t depth_, signalEvery_, maxInline_;
+  uint32_t serial_;
+  Post post_;
+  std::deque<SendOp> inFlight_;
+  std::deque<SendOp> backlog_;
+  std::vector<ibv_send_wr> wrs_;  // reused for each post
+  std::vector<ibv_sge> sges_;     // two per request: header and body
+  uint32_t nextSequence_ = 0;
+  uint32_t sinceSignal_ = 0;
+  uint32_t batchDepth_ = 0;
+  uint64_t posts_ = 0, signaledCount_ = 0, requests_ = 0;
+};
+
+}  // namespace evrdma

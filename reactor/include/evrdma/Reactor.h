@@ -1,0 +1,104 @@
+// Reactor: the event loop evrdma runs on: a libevent event_base, borrowed from the application or
+// owned. Everything evrdma watches (CM events, completions, timers, signals, sockets) is an event on
+// that one base, serviced by one thread: the one that runs the loop.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <unordered_set>
+#include <vector>
+
+
+struct event;
+struct event_base;
+struct ibv_context;
+
+namespace evrdma {
+
+class CmDispatcher;
+class CompletionDispatcher;
+
+namespace detail {
+class ReactorMember;  // what to close when the Reactor goes first (reactor/src/ReactorMember.h)
+class NextTurn;
+}  // namespace detail
+
+// Lifetimes. Destroying the Reactor is final and silent: every Client, Listener (with its
+// Agents), Timer and watch still on it is closed at once, its RDMA resources released, and no
+// callback fires (no onError, no onClosed); closures still deferred are destroyed without
+// running. What the application still holds (a Client::Ptr, a Listener::Ptr, a Timer) stays a
+// closed shell: its calls fail (-ESHUTDOWN, -ENOTCONN) and dropping it frees it. Memory the
+// application registered on a device's protection domain must be gone before the Reactor.
+// Do not destroy a Reactor that owns its base from inside one of that base's callbacks.
+class Reactor {
+ public:
+  // Owns a new event_base, freed with the Reactor. Check valid(): libevent can fail to make one.
+  Reactor();
+  // Borrows the application's event_base: evrdma adds its events there and never frees it.
+  // The base must outlive the Reactor and everything created on it.
+  explicit Reactor(event_base* borrowed);
+  ~Reactor();
+  Reactor(const Reactor&) = delete;
+  Reactor& operator=(const Reactor&) = delete;
+
+  bool valid() const noexcept { return base_ != nullptr && deferEvent_ != nullptr; }
+  event_base* base() const noexcept { return base_; }
+  bool ownsBase() const noexcept { return ownsBase_; }
+
+  // Runs the loop until stop() (it does not return just because nothing is pending).
+  // Returns 0, or -1 if libevent failed.
+  int run() noexcept;
+  // Makes run() (or the application's own event_base_dispatch) return after the current callback.
+  void stop() noexcept;
+
+  // Runs `fn` on the loop after the current callback has returned (or at the next loop turn when
+  // called from outside a callback), in the order deferred. What a deferred closure defers runs
+  // on a later turn, after the loop has polled its sockets, signals and timers. Safe from any
+  // callback. Never call it from another thread. Dropped (not run) once the Reactor is dying.
+  void defer(std::function<void()> fn);
+
+  // The CM event channel of this reactor, made on first use. Null, with `error` = -errno, when the
+  // machine has no RDMA CM (e.g. no rdma_ucm module).
+  CmDispatcher* cm(int& error);
+  // The completion channel of this reactor for one device, made on first use; null + -errno.
+  CompletionDispatcher* completions(ibv_context* device, int& error);
+
+  // Frees the completion channel of a removed device once nothing uses it (see
+  // CompletionDispatcher::markDeviceRemoved); the next use of the device makes a new one.
+  void releaseCompletions(ibv_context* device) noexcept;
+  // The CM reported that `device` is being removed (see CompletionDispatcher::markDeviceRemoved).
+  void deviceRemoved(ibv_context* device) noexcept;
+
+  // For evrdma's own objects: what to close when the Reactor goes first (see ReactorMember).
+  void join(detail::ReactorMember* member) { members_.insert(member); }
+  void leave(detail::ReactorMember* member) noexcept { members_.erase(member); }
+  // True while ~Reactor runs: nothing new may be started.
+  bool dying() const noexcept { return dying_; }
+
+ private:
+  void makeDeferEvents() noexcept;
+  static void onDeferEvent(int, short, void* self) noexcept;
+  void runDeferred() noexcept;
+
+  event_base* base_ = nullptr;
+  bool ownsBase_ = false;
+  bool dying_ = false;
+  event* deferEvent_ = nullptr;
+  // Closures deferred by deferred closures run on a later turn, after the backend poll and the
+  // timers: a chain of them can never starve the loop.
+  std::unique_ptr<detail::NextTurn> deferLater_;
+  bool runningDeferred_ = false;
+  std::vector<std::function<void()>> deferred_;
+  std::unordered_set<detail::ReactorMember*> members_;
+  // Destroyed in this order by ~Reactor: the members first (their CQ reservations and ids must go
+  // before the channels), then completion channels, then the CM channel.
+  std::map<ibv_context*, std::unique_ptr<CompletionDispatcher>> completions_;
+  std::unique_ptr<CmDispatcher> cm_;
+};
+
+// Lets librdmacm close the verbs context of a removed device once nothing uses it any more (it
+// only notices a removal when it lists the devices). Called when evrdma let go of a device.
+void forgetRemovedDevices() noexcept;
+
+}  // namespace evrdma

@@ -1,0 +1,77 @@
+// Timers, signal watches and fd watches on a Reactor. Each owns one libevent event (RAII: destroying
+// the watch removes it). Callbacks run on the loop; a watch may be stopped or even destroyed from
+// inside its own callback. Callbacks must not throw: the trampolines are noexcept, so an escaping
+// exception terminates instead of unwinding through libevent's C frames.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+#include "evrdma/Reactor.h"
+
+struct event;
+
+namespace evrdma {
+
+namespace detail {
+class EventHolder;  // one libevent event and its callback (reactor/src/EventHolder.h)
+}  // namespace detail
+
+class Timer {
+ public:
+  Timer(Reactor& reactor, std::function<void()> callback);
+  ~Timer();
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+  // Fires once after `delay`. Restarting a running timer moves its deadline. Returns 0 or -errno.
+  int startOnce(std::chrono::milliseconds delay) noexcept;
+  // Fires every `period` until cancelled. Returns 0 or -errno.
+  int startPeriodic(std::chrono::milliseconds period) noexcept;
+  void cancel() noexcept;
+  bool active() const noexcept;
+
+ private:
+  int start(std::chrono::milliseconds delay, bool periodic) noexcept;
+  std::shared_ptr<std::function<void()>> callback_;  // shared with the event: see EventHolder
+  std::unique_ptr<detail::EventHolder> event_;
+};
+
+// Calls `callback(signo)` on the loop each time `signo` arrives. libevent routes a signal to one
+// event_base at a time: the one that added a watch for it last.
+// Made: check valid(); error() is -errno.
+class SignalWatch {
+ public:
+  SignalWatch(Reactor& reactor, int signo, std::function<void(int)> callback);
+  ~SignalWatch();
+  SignalWatch(const SignalWatch&) = delete;
+  SignalWatch& operator=(const SignalWatch&) = delete;
+  bool valid() const noexcept { return error_ == 0; }
+  int error() const noexcept { return error_; }
+
+ private:
+  std::unique_ptr<detail::EventHolder> event_;
+  int error_ = 0;
+};
+
+// Calls `callback(events)` while `fd` is readable and/or writable (events: FdWatch::kRead|kWrite).
+// Does not own the fd.
+class FdWatch {
+ public:
+  static constexpr short kRead = 0x02;   // EV_READ
+  static constexpr short kWrite = 0x04;  // EV_WRITE
+  FdWatch(Reactor& reactor, int fd, short events, std::function<void(short)> callback);
+  ~FdWatch();
+  FdWatch(const FdWatch&) = delete;
+  FdWatch& operator=(const FdWatch&) = delete;
+  bool valid() const noexcept { return error_ == 0; }
+  int error() const noexcept { return error_; }
+  void pause() noexcept;
+  int resume() noexcept;
+
+ private:
+  std::unique_ptr<detail::EventHolder> event_;
+  int error_ = 0;
+};
+
+}  // namespace evrdma

@@ -1,0 +1,335 @@
+#include "CompletionDispatcher.h"
+
+#include <event2/event.h>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "evrdma/Reactor.h"
+
+namespace evrdma {
+
+template <typename Predicate>
+std::vector<CompletionHandler*> CompletionDispatcher::handlersWhere(Predicate matches) const {
+  std::vector<CompletionHandler*> handlers;
+  for (const auto& [qpNum, attachment] : byQpNum_)
+    if (matches(*attachment)) handlers.push_back(attachment->handler_);
+  return handlers;
+}
+
+ibv_cq* CompletionDispatcher::Attachment::cq() const noexcept { return cq_.cq.get(); }
+
+void CompletionDispatcher::Attachment::bind(uint32_t qpNum) noexcept {
+  qpNum_ = qpNum;
+  bound_ = true;
+  owner_.byQpNum_[qpNum] = this;
+  detail::AsyncEventRouter::instance().ownQp(qpNum, owner_.context_, &owner_);
+}
+
+CompletionDispatcher::Attachment::~Attachment() { owner_.detach(*this); }
+
+void CompletionDispatcher::Attachment::deliverPending() noexcept {
+  if (owner_.delivering_) return;  // keeps the order: earlier completions are still being handed out
+  int handled = 0;
+  owner_.delivering_ = true;
+  owner_.serve(cq_, static_cast<int>(cq_.capacity), handled);
+  owner_.delivering_ = false;
+}
+
+void CompletionDispatcher::detach(Attachment& attachment) noexcept {
+  if (attachment.bound_) {
+    auto it = byQpNum_.find(attachment.qpNum_);
+    if (it != byQpNum_.end() && it->second == &attachment) {
+      byQpNum_.erase(it);
+      detail::AsyncEventRouter::instance().disownQp(attachment.qpNum_, context_, this);
+    }
+  }
+  attachment.cq_.reserved -= attachment.entries_;
+  --attachments_;
+  releaseIfUnused();
+}
+
+CompletionDispatcher::~CompletionDispatcher() { releaseVerbs(); }
+
+void CompletionDispatcher::markDeviceRemoved() noexcept {
+  if (removed_) return;
+  removed_ = true;
+  for (CompletionHandler* handler : handlersWhere([](const Attachment&) { return true; }))
+    handler->onDeviceRemoved();  // they fail, and detach later
+  if (event_ != nullptr) event_del(event_);
+  if (asyncEvent_ != nullptr) event_del(asyncEvent_);
+  resume_.cancel();
+  ready_.clear();
+  for (auto& cq : cqs_) cq->queued = false;
+  releaseIfUnused();
+}
+
+void CompletionDispatcher::releaseIfUnused() noexcept {
+  if (!removed_ || attachments_ > 0 || releaseScheduled_ || reactor_.dying()) return;
+  releaseScheduled_ = true;
+  // Now, before the last id on the device goes: librdmacm closes the device's context then, and
+  // CQs, channel and PD left on a closed context could no longer be destroyed (the removal would
+  // wait for them forever). Not while completions are being handed out (a deferred call then).
+  if (delivering_) {
+    reactor_.defer([this] { releaseVerbs(); });
+  } else {
+    releaseVerbs();
+  }
+  // The empty dispatcher itself goes on a later turn.
+  Reactor& reactor = reactor_;
+  ibv_context* context = context_;
+  reactor.defer([&reactor, context] { reactor.releaseCompletions(context); });
+}
+
+void CompletionDispatcher::releaseVerbs() noexcept {
+  detail::AsyncEventRouter::instance().removeInbox(this);  // no other thread posts to us from here on
+  if (inboxEvent_ != nullptr) event_free(inboxEvent_);
+  inboxEvent_ = nullptr;
+  if (inboxFd_ >= 0) close(inboxFd_);
+  inboxFd_ = -1;
+  if (event_ != nullptr) event_free(event_);
+  if (asyncEvent_ != nullptr) event_free(asyncEvent_);
+  event_ = asyncEvent_ = nullptr;
+  resume_.cancel();
+  ready_.clear();
+  byQpNum_.clear();
+  cqs_.clear();  // each acks its events first
+  channel_.reset();
+  pd_.reset();
+}
+
+int CompletionDispatcher::init() noexcept {
+  ibv_device_attr attr{};
+  if (int rc = ibv_query_device(context_, &attr); rc != 0) return -rc;
+  maxCqe_ = attr.max_cqe;
+  errno = 0;
+  pd_.reset(ibv_alloc_pd(context_));
+  if (!pd_) return errno ? -errno : -ENOMEM;
+  errno = 0;
+  channel_.reset(ibv_create_comp_channel(context_));
+  if (!channel_) return errno ? -errno : -ENOMEM;
+  if (int rc = setNonBlocking(channel_->fd); rc != 0) return rc;
+  event_ = event_new(reactor_.base(), channel_->fd, EV_READ | EV_PERSIST, &CompletionDispatcher::onReadable, this);
+  if (event_ == nullptr || event_add(event_, nullptr) != 0) return -ENOMEM;
+  if (resume_.init(reactor_.base(), &CompletionDispatcher::onReadable, this) != 0) return -ENOMEM;
+  // Errors that no completion reports (a QP that went fatal, e.g. an iWARP peer's TERMINATE) come
+  // as async events of the device.
+  if (int rc = setNonBlocking(context_->async_fd); rc != 0) return rc;
+  asyncEvent_ = event_new(reactor_.base(), context_->async_fd, EV_READ | EV_PERSIST,
+                          &CompletionDispatcher::onAsyncReadable, this);
+  if (asyncEvent_ == nullptr || event_add(asyncEvent_, nullptr) != 0) return -ENOMEM;
+  inboxFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (inboxFd_ < 0) return -errno;
+  inboxEvent_ = event_new(reactor_.base(), inboxFd_, EV_READ | EV_PERSIST, &CompletionDispatcher::onInboxReadable, this);
+  if (inboxEvent_ == nullptr || event_add(inboxEvent_, nullptr) != 0) return -ENOMEM;
+  detail::AsyncEventRouter::instance().addInbox(context_, this);
+  return 0;
+}
+
+void CompletionDispatcher::post(const detail::AsyncEventCopy& event) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(inboxMutex_);
+    inbox_.push_back(event);
+  }
+  const uint64_t one = 1;
+  ssize_t written = write(inboxFd_, &one, sizeof one);  // EAGAIN: the counter is full, a wake-up is due anyway
+  (void)written;
+}
+
+void CompletionDispatcher::onInboxReadable(int fd, short, void* self) noexcept {
+  uint64_t count = 0;
+  ssize_t got = read(fd, &count, sizeof count);
+  (void)got;
+  auto* dispatcher = static_cast<CompletionDispatcher*>(self);
+  std::vector<detail::AsyncEventCopy> events;
+  {
+    std::lock_guard<std::mutex> lock(dispatcher->inboxMutex_);
+    events.swap(dispatcher->inbox_);
+  }
+  for (const auto& event : events) dispatcher->handleAsync(event);
+}
+
+void CompletionDispatcher::onAsyncReadable(int, short, void* self) noexcept {
+  static_cast<CompletionDispatcher*>(self)->drainAsyncEvents();
+}
+
+void CompletionDispatcher::drainAsyncEvents() noexcept {
+  ibv_async_event event{};
+  for (;;) {
+    if (ibv_get_async_event(context_, &event) != 0) {
+      if (errno != EAGAIN && errno != EINTR) markDeviceRemoved();  // the device is gone: the fd stays in error
+      return;
+    }
+    ++stats_.asyncEvents;
+    // Copy what is needed, then ack: destroying a QP or CQ waits for its events to be acked.
+    detail::AsyncEventCopy copy;
+    copy.type = event.event_type;
+    switch (copy.type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+      case IBV_EVENT_PATH_MIG_ERR:
+        copy.qpNum = event.element.qp->qp_num;
+        break;
+      case IBV_EVENT_CQ_ERR:
+        copy.cq = event.element.cq;
+        break;
+      default:
+        break;
+    }
+    ibv_ack_async_event(&event);
+    // Another Reactor's QP or CQ: it goes to that Reactor (device-wide events go to all).
+    if (!detail::AsyncEventRouter::instance().forward(context_, this, copy)) handleAsync(copy);
+  }
+}
+
+void CompletionDispatcher::handleAsync(const detail::AsyncEventCopy& event) noexcept {
+  std::vector<CompletionHandler*> targets;
+  switch (event.type) {
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_PATH_MIG_ERR:
+      if (auto it = byQpNum_.find(event.qpNum); it != byQpNum_.end()) targets.push_back(it->second->handler_);
+      break;
+    case IBV_EVENT_CQ_ERR:
+      targets = handlersWhere([&event](const Attachment& a) { return a.cq_.cq.get() == event.cq; });
+      break;
+    case IBV_EVENT_DEVICE_FATAL:
+      markDeviceRemoved();  // tells every connection on the device
+      return;
+    default:
+      return;  // informational (port up/down, COMM_EST, LAST_WQE_REACHED, ...): the CM reports what matters
+  }
+  for (CompletionHandler* handler : targets) handler->onAsyncError(event.type);
+}
+
+std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(uint32_t entries,
+                                                                               CompletionHandler* handler, int& error) {
+  error = 0;
+  if (removed_) {
+    error = -ENODEV;
+    return nullptr;
+  }
+  if (entries == 0 || entries > static_cast<uint32_t>(maxCqe_)) {
+    error = -EINVAL;
+    return nullptr;
+  }
+  SharedCq* chosen = nullptr;
+  for (auto& cq : cqs_) {
+    if (cq->capacity - cq->reserved >= entries) {
+      chosen = cq.get();
+      break;
+    }
+  }
+  if (chosen == nullptr) {
+    auto cq = std::make_unique<SharedCq>();
+    cq->capacity = std::min(std::max(kSharedCqEntries, entries), static_cast<uint32_t>(maxCqe_));
+    cq->cq = CompletionQueue::create(context_, static_cast<int>(cq->capacity), channel_.get(), cq.get(), error);
+    if (!cq->cq) return nullptr;
+    if (int rc = ibv_req_notify_cq(cq->cq.get(), 0); rc != 0) {
+      error = -rc;
+      return nullptr;
+    }
+    chosen = cq.get();
+    detail::AsyncEventRouter::instance().ownCq(cq->cq.get(), this);
+    cqs_.push_back(std::move(cq));
+  }
+  chosen->reserved += entries;
+  ++attachments_;
+  uint32_t serial = nextSerial_;
+  nextSerial_ = nextSerial_ == detail::wrid::kSerialMask ? 1 : nextSerial_ + 1;
+  return std::unique_ptr<Attachment>(new Attachment(*this, *chosen, entries, serial, handler));
+}
+
+void CompletionDispatcher::onReadable(int, short, void* self) noexcept {
+  static_cast<CompletionDispatcher*>(self)->run();
+}
+
+void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
+  auto it = byQpNum_.find(wc.qp_num);
+  if (it == byQpNum_.end() || detail::wrid::serial(wc.wr_id) != it->second->serial_) {
+    ++stats_.strayCompletions;
+    return;
+  }
+  it->second->handler_->onCompletion(wc);
+}
+
+void CompletionDispatcher::reportCqError(SharedCq& cq, int err, const char* op) noexcept {
+  for (CompletionHandler* handler : handlersWhere([&cq](const Attachment& a) { return &a.cq_ == &cq; }))
+    handler->onCompletionQueueError(err, op);
+}
+
+bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcept {
+  ibv_wc wcs[CompletionStats::kBatch];
+  for (;;) {
+    if (handled >= budget) return false;
+    int n = ibv_poll_cq(cq.cq.get(), CompletionStats::kBatch, wcs);
+    ++stats_.polls;
+    if (n < 0) {
+      ++stats_.pollFailures;
+      reportCqError(cq, n, "ibv_poll_cq");
+      return true;  // nothing more to hand out from it
+    }
+    ++stats_.perPoll[n];
+    if (n == 0 && cq.firstPoll) ++stats_.emptyFirstPolls;
+    cq.firstPoll = false;
+    if (n == 0) return true;
+    stats_.completions += n;
+    handled += n;
+    for (int i = 0; i < n; ++i) deliver(wcs[i]);
+  }
+}
+
+void CompletionDispatcher::run() noexcept {
+  if (delivering_) return;  // an application callback ran a nested loop: the outer pass goes on
+  ibv_cq* eventCq = nullptr;
+  void* eventContext = nullptr;
+  for (;;) {
+    if (ibv_get_cq_event(channel_.get(), &eventCq, &eventContext) != 0) {
+      if (errno != EAGAIN && errno != EINTR) {  // the device is gone: the channel stays in error
+        markDeviceRemoved();
+        return;
+      }
+      break;
+    }
+    auto* cq = static_cast<SharedCq*>(eventContext);
+    ++stats_.events;
+    cq->cq.noteEvent();
+    cq->needsArm = true;
+    cq->firstPoll = true;
+    if (!cq->queued) {
+      cq->queued = true;
+      ready_.push_back(cq);
+    }
+  }
+
+  int handled = 0;
+  delivering_ = true;
+  while (!ready_.empty()) {
+    SharedCq* cq = ready_.front();
+    if (cq->needsArm) {
+      cq->needsArm = false;
+      if (int rc = ibv_req_notify_cq(cq->cq.get(), 0); rc != 0) {  // arm before polling: the notify race
+        ++stats_.notifyFailures;
+        reportCqError(*cq, -rc, "ibv_req_notify_cq");
+      }
+    }
+    if (!serve(*cq, kBudget, handled)) {
+      // Budget spent: this CQ goes to the back, and the rest waits for a later turn.
+      ++stats_.budgetYields;
+      ready_.pop_front();
+      ready_.push_back(cq);
+      resume_.schedule();
+      break;
+    }
+    cq->queued = false;
+    ready_.pop_front();
+  }
+  delivering_ = false;
+}
+
+}  // namespace evrdma

@@ -1,0 +1,175 @@
+// CompletionDispatcher: one non-blocking completion channel per device, watched by the reactor,
+// and a small pool of CQs shared by every connection on that device (a CQ per connection runs out
+// of resources fast: soft-iWARP, for one, maps each CQ into the process and allows 144 pages).
+//
+// A connection attaches with the number of CQ entries it may need (its send + receive depth); the
+// reservation guarantees the shared CQ cannot overflow. Each work completion goes to the handler
+// of its QP (by qp_num), and only if its wr_id carries the attachment's serial, so completions left
+// behind by a destroyed QP never reach a newer QP that got the same number.
+//
+// On readiness: every completion event is taken (ibv_get_cq_event until EAGAIN; acks batched per
+// CQ and flushed before the CQ is destroyed), each CQ that had an event is re-armed, and only then
+// polled until empty: a completion landing between the last poll and the arm still raises an
+// event. At most kBudget completions are handled per turn; the rest wait for a later turn, after
+// the loop has polled its other sources and timers, and a CQ that spent the budget goes to the
+// back of the ready list, so one busy CQ cannot starve the others.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include <mutex>
+
+#include "evrdma/Verbs.h"
+#include "AsyncEventRouter.h"
+#include "evrdma/CompletionStats.h"
+#include "WorkRequestId.h"
+#include "NextTurn.h"
+
+struct event;
+
+namespace evrdma {
+
+class Reactor;
+
+class CompletionHandler {
+ public:
+  virtual void onCompletion(const ibv_wc& wc) noexcept = 0;
+  // An asynchronous error event of the device about this handler's QP (QP_FATAL, QP_REQ_ERR,
+  // QP_ACCESS_ERR, PATH_MIG_ERR), its CQ (CQ_ERR) or the whole device (DEVICE_FATAL).
+  virtual void onAsyncError(ibv_event_type type) noexcept = 0;
+  // The shared CQ itself failed (ibv_req_notify_cq or ibv_poll_cq returned an error): its
+  // completions can no longer be trusted to arrive. `err` is -errno, `op` the call.
+  virtual void onCompletionQueueError(int err, const char* op) noexcept = 0;
+  // The device is being removed: nothing posted will come back, and its resources must go.
+  virtual void onDeviceRemoved() noexcept = 0;
+
+ protected:
+  ~CompletionHandler() = default;
+};
+
+
+// Device async events are read from the context's fd, which every Reactor on the device watches:
+// one read by another Reactor arrives through this dispatcher's inbox (see AsyncEventRouter).
+class CompletionDispatcher final : private detail::AsyncInbox {
+ public:
+  static constexpr int kBudget = 256;
+  static constexpr uint32_t kSharedCqEntries = 512;
+
+ private:
+  struct SharedCq;
+
+ public:
+  // A reservation on a shared CQ for one QP. Destroy it only outside its handler's callbacks
+  // (connections destroy theirs deferred), after the QP is gone.
+  class Attachment {
+   public:
+    ~Attachment();
+    Attachment(const Attachment&) = delete;
+    Attachment& operator=(const Attachment&) = delete;
+    ibv_cq* cq() const noexcept;
+    uint32_t serial() const noexcept { return serial_; }
+    // Routes the completions of `qpNum` to the handler; call once the QP exists.
+    void bind(uint32_t qpNum) noexcept;
+    // Delivers every completion already in the CQ now (for every QP on it, in order), without
+    // waiting for the channel: a CM event such as DISCONNECTED may be read before the
+    // completions that preceded it. Does nothing while the dispatcher is delivering already.
+    void deliverPending() noexcept;
+
+   private:
+    friend class CompletionDispatcher;
+    Attachment(CompletionDispatcher& owner, SharedCq& cq, uint32_t entries, uint32_t serial,
+               CompletionHandler* handler)
+        : owner_(owner), cq_(cq), entries_(entries), serial_(serial), handler_(handler) {}
+    CompletionDispatcher& owner_;
+    SharedCq& cq_;
+    uint32_t entries_;
+    uint32_t serial_;
+    CompletionHandler* handler_;
+    uint32_t qpNum_ = 0;
+    bool bound_ = false;
+  };
+
+  CompletionDispatcher(Reactor& reactor, ibv_context* context) : reactor_(reactor), context_(context) {}
+  ~CompletionDispatcher();
+  CompletionDispatcher(const CompletionDispatcher&) = delete;
+  CompletionDispatcher& operator=(const CompletionDispatcher&) = delete;
+
+  // Creates the channel and starts watching it. Returns 0 or -errno.
+  int init() noexcept;
+
+  // Reserves `entries` CQ entries for one QP whose completions go to `handler`. Null + -errno.
+  std::unique_ptr<Attachment> attach(uint32_t entries, CompletionHandler* handler, int& error);
+
+  ibv_context* context() const noexcept { return context_; }
+  // The device is going away (DEVICE_REMOVAL, DEVICE_FATAL, or its fds failed): every attached
+  // handler hears onDeviceRemoved, its events are removed from the loop (a removed device's fds
+  // stay readable: the loop would spin), no new attachment is accepted (-ENODEV), and once the
+  // last one is gone its CQs, channel and PD are destroyed (before librdmacm closes the device's
+  // context with the last id on it), so the device's removal can complete.
+  void markDeviceRemoved() noexcept;
+  bool deviceRemoved() const noexcept { return removed_; }
+  // The device's protection domain, shared by every connection on it and by the memory the
+  // application registers for them: a region stays usable across connections. It is freed with
+  // the Reactor, so every MemoryRegion on it must be gone by then.
+  ibv_pd* protectionDomain() const noexcept { return pd_.get(); }
+  const CompletionStats& stats() const noexcept { return stats_; }
+  size_t sharedCqCount() const noexcept { return cqs_.size(); }
+
+ private:
+  struct SharedCq {
+    CompletionQueue cq;
+    uint32_t capacity = 0;
+    uint32_t reserved = 0;
+    bool queued = false;  // waiting in ready_
+    bool needsArm = false;
+    bool firstPoll = false;
+  };
+
+  static void onReadable(int, short, void* self) noexcept;
+  static void onAsyncReadable(int, short, void* self) noexcept;
+  void drainAsyncEvents() noexcept;
+  void handleAsync(const detail::AsyncEventCopy& event) noexcept;
+  void post(const detail::AsyncEventCopy& event) noexcept override;  // any thread
+  static void onInboxReadable(int, short, void* self) noexcept;
+  void run() noexcept;
+  // Polls one CQ until it is empty or `budget` completions were handled; adds them to `handled`.
+  // Returns false if the CQ may hold more (budget spent) or failed.
+  bool serve(SharedCq& cq, int budget, int& handled) noexcept;
+  void reportCqError(SharedCq& cq, int err, const char* op) noexcept;
+  // The handlers of the bound attachments that `matches`, copied: calling them may change the map.
+  template <typename Predicate>
+  std::vector<CompletionHandler*> handlersWhere(Predicate matches) const;
+  void deliver(const ibv_wc& wc) noexcept;
+  void detach(Attachment& attachment) noexcept;
+  void releaseIfUnused() noexcept;
+  void releaseVerbs() noexcept;
+
+  Reactor& reactor_;
+  ibv_context* context_;
+  int maxCqe_ = 0;
+  ProtectionDomain pd_;  // declared first: freed after the CQs and the channel
+  CompletionChannel channel_;
+  event* event_ = nullptr;
+  detail::NextTurn resume_;  // budget spent: serve the ready CQs again on a later turn
+  event* asyncEvent_ = nullptr;  // the device's async event fd (shared by the process's users of it)
+  int inboxFd_ = -1;              // eventfd: another Reactor handed us an async event
+  event* inboxEvent_ = nullptr;
+  std::mutex inboxMutex_;
+  std::vector<detail::AsyncEventCopy> inbox_;
+  std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
+  std::deque<SharedCq*> ready_;
+  bool delivering_ = false;
+  std::unordered_map<uint32_t, Attachment*> byQpNum_;
+  uint32_t nextSerial_ = 1;
+  size_t attachments_ = 0;
+  bool removed_ = false;
+  bool releaseScheduled_ = false;
+  CompletionStats stats_;
+};
+
+}  // namespace evrdma

@@ -1,0 +1,41 @@
+// EventHolder: the libevent event behind a Timer, SignalWatch or FdWatch, and its callback.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "ReactorMember.h"
+#include "evrdma/Reactor.h"
+
+struct event;
+struct timeval;
+
+namespace evrdma {
+
+namespace detail {
+// The event and its callback. The callback is shared so that the trampoline keeps it alive while
+// it runs, even if the watch that owns it is destroyed by the callback itself. If the Reactor is
+// destroyed first, the event goes with it and the holder stays empty.
+class EventHolder final : public ReactorMember {
+ public:
+  explicit EventHolder(Reactor& reactor) : reactor_(&reactor) { reactor.join(this); }
+  EventHolder(const EventHolder&) = delete;
+  EventHolder& operator=(const EventHolder&) = delete;
+  ~EventHolder();
+  // Makes the event; returns 0, -ENOMEM, or -ESHUTDOWN once the Reactor is gone.
+  int make(int fd, short what, std::function<void(short)> callback);
+  int add(const timeval* timeout) noexcept;
+  void remove() noexcept;
+  bool pending() const noexcept;
+  void reset() noexcept;
+  void onReactorGone() noexcept override;
+
+ private:
+  static void trampoline(int fd, short what, void* arg) noexcept;
+  Reactor* reactor_;
+  event* event_ = nullptr;
+  std::shared_ptr<std::function<void(short)>> callback_;
+};
+}  // namespace detail
+
+}  // namespace evrdma

@@ -1,0 +1,108 @@
+#include "evrdma/MemoryRegion.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "evrdma/ByteOrder.h"
+
+namespace evrdma {
+namespace {
+
+constexpr uint32_t kRemoteBits = kRemoteRead | kRemoteWrite;
+
+}  // namespace
+
+void RemoteRegion::encode(uint8_t* out) const noexcept {
+  putBig64(out, address);
+  putBig64(out + 8, length);
+  putBig32(out + 16, rkey);
+  putBig32(out + 20, access);
+}
+
+bool RemoteRegion::decode(const uint8_t* data, size_t size, RemoteRegion& out) noexcept {
+  if (data == nullptr || size < kWireSize) return false;
+  RemoteRegion r;
+  r.address = getBig64(data);
+  r.length = getBig64(data + 8);
+  r.rkey = getBig32(data + 16);
+  r.access = getBig32(data + 20);
+  if (r.length == 0 || r.address + r.length < r.address) return false;  // empty, or wraps around
+  if ((r.access & ~kRemoteBits) != 0 || (r.access & kRemoteBits) == 0) return false;
+  out = r;
+  return true;
+}
+
+int RemoteRegion::check(uint64_t offset, uint64_t bytes, bool write) const noexcept {
+  if (offset > length || bytes > length - offset) return -ERANGE;
+  if ((access & (write ? kRemoteWrite : kRemoteRead)) == 0) return -EACCES;
+  return 0;
+}
+
+void MemoryRegion::FreeDeleter::operator()(uint8_t* p) const noexcept { std::free(p); }
+
+void MemoryRegion::reset() noexcept {
+  mr_.reset();
+  owned_.reset();
+  access_ = 0;
+}
+
+MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
+  if (this != &other) {
+    reset();
+    mr_ = std::move(other.mr_);
+    owned_ = std::move(other.owned_);
+    access_ = std::exchange(other.access_, 0);
+  }
+  return *this;
+}
+
+MemoryRegion MemoryRegion::wrap(ibv_pd* pd, void* address, size_t length, int access, int& error) {
+  MemoryRegion region;
+  if (pd == nullptr || address == nullptr || length == 0) {
+    error = -EINVAL;
+    return region;
+  }
+  if (access & kRemoteWrite) access |= kLocalWrite;  // the verbs require it
+  errno = 0;
+  region.mr_.reset(ibv_reg_mr(pd, address, length, access));
+  error = region.mr_ ? 0 : (errno ? -errno : -ENOMEM);
+  region.access_ = region.mr_ ? access : 0;
+  return region;
+}
+
+MemoryRegion MemoryRegion::allocate(ibv_pd* pd, size_t length, int access, int& error) {
+  void* memory = nullptr;
+  if (length == 0) {
+    error = -EINVAL;
+    return MemoryRegion();
+  }
+  if (posix_memalign(&memory, 4096, length) != 0) {
+    error = -ENOMEM;
+    return MemoryRegion();
+  }
+  std::memset(memory, 0, length);
+  std::unique_ptr<uint8_t[], FreeDeleter> owned(static_cast<uint8_t*>(memory));
+  MemoryRegion region = wrap(pd, memory, length, access, error);
+  if (region) region.owned_ = std::move(owned);
+  return region;
+}
+
+int MemoryRegion::remote(RemoteRegion& out) const noexcept {
+  out = RemoteRegion{};
+  uint32_t granted = static_cast<uint32_t>(access_) & kRemoteBits;
+  if (!mr_ || granted == 0) return -EACCES;
+  out.address = reinterpret_cast<uintptr_t>(mr_->addr);
+  out.length = mr_->length;
+  out.rkey = mr_->rkey;
+  out.access = granted;
+  return 0;
+}
+
+bool MemoryRegion::contains(size_t offset, size_t bytes) const noexcept {
+  size_t size = length();
+  return offset <= size && bytes <= size - offset;
+}
+
+}  // namespace evrdma

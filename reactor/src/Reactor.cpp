@@ -1,0 +1,119 @@
+#include "evrdma/Reactor.h"
+
+#include <event2/event.h>
+#include <rdma/rdma_cma.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "CmDispatcher.h"
+#include "CompletionDispatcher.h"
+#include "NextTurn.h"
+#include "ReactorMember.h"
+
+namespace evrdma {
+
+Reactor::Reactor()
+    : base_(event_base_new()), ownsBase_(true), deferLater_(std::make_unique<detail::NextTurn>()) {
+  makeDeferEvents();
+}
+
+Reactor::Reactor(event_base* borrowed)
+    : base_(borrowed), ownsBase_(false), deferLater_(std::make_unique<detail::NextTurn>()) {
+  makeDeferEvents();
+}
+
+void Reactor::makeDeferEvents() noexcept {
+  if (base_ != nullptr) deferEvent_ = event_new(base_, -1, 0, &Reactor::onDeferEvent, this);
+  if (deferEvent_ != nullptr && deferLater_->init(base_, &Reactor::onDeferEvent, this) != 0) {
+    event_free(deferEvent_);
+    deferEvent_ = nullptr;  // valid() says so
+  }
+}
+
+Reactor::~Reactor() {
+  dying_ = true;
+  deferred_.clear();  // destroyed unrun: nothing of the application's is called from here
+  // Each member lets go of the Reactor; one may free others (a Listener its Agents) meanwhile.
+  while (!members_.empty()) {
+    detail::ReactorMember* member = *members_.begin();
+    members_.erase(members_.begin());
+    member->onReactorGone();
+  }
+  deferred_.clear();
+  deferLater_->cancel();
+  completions_.clear();
+  cm_.reset();
+  if (deferEvent_ != nullptr) event_free(deferEvent_);
+  if (ownsBase_ && base_ != nullptr) event_base_free(base_);
+}
+
+int Reactor::run() noexcept { return event_base_loop(base_, EVLOOP_NO_EXIT_ON_EMPTY) < 0 ? -1 : 0; }
+
+void Reactor::stop() noexcept { event_base_loopbreak(base_); }
+
+void Reactor::defer(std::function<void()> fn) {
+  if (dying_) return;
+  bool wasEmpty = deferred_.empty();
+  deferred_.push_back(std::move(fn));
+  // From any other callback, event_active runs the closures right after it. From a deferred
+  // closure that would be no yield (libevent runs the event again in the same pass):
+  // runDeferred schedules the next batch for a later turn instead.
+  if (wasEmpty && !runningDeferred_) event_active(deferEvent_, EV_TIMEOUT, 0);
+}
+
+void Reactor::onDeferEvent(int, short, void* self) noexcept { static_cast<Reactor*>(self)->runDeferred(); }
+
+void Reactor::runDeferred() noexcept {
+  if (runningDeferred_ || deferred_.empty()) return;
+  std::vector<std::function<void()>> batch;
+  batch.swap(deferred_);
+  runningDeferred_ = true;
+  for (auto& fn : batch) fn();
+  runningDeferred_ = false;
+  if (!deferred_.empty() && !dying_) deferLater_->schedule();
+}
+
+CmDispatcher* Reactor::cm(int& error) {
+  error = 0;
+  if (!cm_) {
+    auto dispatcher = std::make_unique<CmDispatcher>(*this);
+    if ((error = dispatcher->init()) != 0) return nullptr;
+    cm_ = std::move(dispatcher);
+  }
+  return cm_.get();
+}
+
+void Reactor::releaseCompletions(ibv_context* device) noexcept {
+  auto it = completions_.find(device);
+  if (it != completions_.end() && it->second->deviceRemoved()) completions_.erase(it);
+  forgetRemovedDevices();
+}
+
+void Reactor::deviceRemoved(ibv_context* device) noexcept {
+  if (auto it = completions_.find(device); it != completions_.end()) it->second->markDeviceRemoved();
+}
+
+void forgetRemovedDevices() noexcept {
+  // librdmacm keeps each device's verbs context open until it notices, while listing the
+  // devices, that one is gone; then it closes it once no id uses it. A device whose driver
+  // cannot disassociate its users (rxe, siw) is only removed once that context is closed.
+  int count = 0;
+  if (ibv_context** devices = rdma_get_devices(&count)) rdma_free_devices(devices);
+}
+
+CompletionDispatcher* Reactor::completions(ibv_context* device, int& error) {
+  error = 0;
+  auto& slot = completions_[device];
+  if (!slot) {
+    auto dispatcher = std::make_unique<CompletionDispatcher>(*this, device);
+    if ((error = dispatcher->init()) != 0) {
+      completions_.erase(device);
+      return nullptr;
+    }
+    slot = std::move(dispatcher);
+  }
+  return slot.get();
+}
+
+}  // namespace evrdma

@@ -1,0 +1,20 @@
+// ReactorMember: the interface of everything made on a Reactor that must let go of it if the
+// Reactor is destroyed first (see the lifetimes contract in Reactor.h).
+#pragma once
+
+namespace evrdma {
+namespace detail {
+// Everything made on a Reactor that must let go of it if the Reactor is destroyed first:
+// connections, listeners, timers and watches.
+class ReactorMember {
+ public:
+  // The Reactor is being destroyed: release everything held on it now, and call nothing of the
+  // application's (no callback fires). The object stays a closed shell until its owner drops it.
+  virtual void onReactorGone() noexcept = 0;
+
+ protected:
+  ~ReactorMember() = default;
+};
+}  // namespace detail
+
+}  // namespace evrdma

@@ -1,0 +1,95 @@
+#include "evrdma/Watch.h"
+
+#include <event2/event.h>
+
+#include <cerrno>
+#include <csignal>
+#include <utility>
+
+#include "EventHolder.h"
+#include "evrdma/Reactor.h"
+
+namespace evrdma {
+namespace detail {
+
+EventHolder::~EventHolder() {
+  reset();
+  if (reactor_ != nullptr) reactor_->leave(this);
+}
+
+void EventHolder::onReactorGone() noexcept {
+  reset();
+  reactor_ = nullptr;
+}
+
+int EventHolder::make(int fd, short what, std::function<void(short)> callback) {
+  reset();
+  if (reactor_ == nullptr || reactor_->dying()) return -ESHUTDOWN;
+  callback_ = std::make_shared<std::function<void(short)>>(std::move(callback));
+  event_ = event_new(reactor_->base(), fd, what, &EventHolder::trampoline, this);
+  return event_ != nullptr ? 0 : -ENOMEM;
+}
+
+void EventHolder::trampoline(int, short what, void* arg) noexcept {
+  auto keepAlive = static_cast<EventHolder*>(arg)->callback_;
+  (*keepAlive)(what);
+}
+
+int EventHolder::add(const timeval* timeout) noexcept {
+  if (event_ == nullptr) return -EINVAL;
+  return event_add(event_, timeout) == 0 ? 0 : -EINVAL;
+}
+
+void EventHolder::remove() noexcept {
+  if (event_ != nullptr) event_del(event_);
+}
+
+bool EventHolder::pending() const noexcept {
+  return event_ != nullptr && event_pending(event_, EV_TIMEOUT | EV_READ | EV_WRITE | EV_SIGNAL, nullptr) != 0;
+}
+
+void EventHolder::reset() noexcept {
+  if (event_ != nullptr) event_free(event_);
+  event_ = nullptr;
+  callback_.reset();
+}
+
+}  // namespace detail
+
+Timer::Timer(Reactor& reactor, std::function<void()> callback)
+    : callback_(std::make_shared<std::function<void()>>(std::move(callback))),
+      event_(std::make_unique<detail::EventHolder>(reactor)) {}
+Timer::~Timer() = default;
+
+int Timer::start(std::chrono::milliseconds delay, bool periodic) noexcept {
+  // A new event each start: one-shot and periodic differ in EV_PERSIST, fixed at creation.
+  int rc = event_->make(-1, periodic ? EV_PERSIST : 0, [cb = callback_](short) { (*cb)(); });
+  if (rc != 0) return rc;
+  if (delay.count() < 0) delay = std::chrono::milliseconds(0);
+  timeval tv{static_cast<time_t>(delay.count() / 1000), static_cast<suseconds_t>(delay.count() % 1000 * 1000)};
+  return event_->add(&tv);
+}
+
+int Timer::startOnce(std::chrono::milliseconds delay) noexcept { return start(delay, false); }
+int Timer::startPeriodic(std::chrono::milliseconds period) noexcept { return start(period, true); }
+void Timer::cancel() noexcept { event_->remove(); }
+bool Timer::active() const noexcept { return event_->pending(); }
+
+SignalWatch::SignalWatch(Reactor& reactor, int signo, std::function<void(int)> callback) : event_(std::make_unique<detail::EventHolder>(reactor)) {
+  error_ = event_->make(signo, EV_SIGNAL | EV_PERSIST, [cb = std::move(callback), signo](short) { cb(signo); });
+  if (error_ == 0) error_ = event_->add(nullptr);
+}
+
+FdWatch::FdWatch(Reactor& reactor, int fd, short events, std::function<void(short)> callback) : event_(std::make_unique<detail::EventHolder>(reactor)) {
+  error_ = event_->make(fd, static_cast<short>((events & (EV_READ | EV_WRITE)) | EV_PERSIST), std::move(callback));
+  if (error_ == 0) error_ = event_->add(nullptr);
+}
+
+}  // namespace evrdma
+
+namespace evrdma {
+SignalWatch::~SignalWatch() = default;
+FdWatch::~FdWatch() = default;
+void FdWatch::pause() noexcept { event_->remove(); }
+int FdWatch::resume() noexcept { return event_->add(nullptr); }
+}  // namespace evrdma

@@ -1,0 +1,201 @@
+// FramedSender without a device: the post is a fake that records each request, and the frame
+// slots are plain memory. What went out is read back with the frame parser.
+#include "FramedSender.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "Frame.h"
+
+namespace {
+
+using evrdma::ConnectionStats;
+using evrdma::Frame;
+using evrdma::FrameType;
+using evrdma::OpType;
+using evrdma::SendOp;
+using evrdma::detail::FramedSender;
+
+constexpr uint32_t kRecvDepth = 8;
+constexpr uint32_t kSlots = 4;
+
+class FramedSenderTest : public ::testing::Test {
+ protected:
+  FramedSenderTest()
+      : slots(kSlots * FramedSender::kSlotSize),
+        sender(kRecvDepth, slots.data(), kSlots, 42, stats, [this](const SendOp& op) {
+          if (failPosts != 0) return failPosts;
+          sent.push_back(op);
+          return 0;
+        }) {}
+
+  // The frame a request carries: its header (a frame slot, or the copy buffer) and its payload.
+  Frame frameOf(const SendOp& op) {
+    std::vector<uint8_t> bytes;
+    if (op.header.length > 0) {
+      auto* h = reinterpret_cast<const uint8_t*>(op.header.addr);
+      bytes.assign(h, h + op.header.length);
+      bytes.resize(bytes.size() + op.sge.length);  // the payload's bytes do not matter here
+    } else {
+      auto* b = reinterpret_cast<const uint8_t*>(op.sge.addr);
+      bytes.assign(b, b + op.sge.length);
+    }
+    keep.push_back(bytes);
+    Frame frame;
+    const char* why = "";
+    EXPECT_EQ(evrdma::parseFrame(keep.back().data(), keep.back().size(), frame, why), 0) << why;
+    return frame;
+  }
+  // A message copied into a send buffer of the test's own, header written as a connection does.
+  SendOp copied(uint64_t tag, std::vector<uint8_t>& buffer, uint32_t length = 10) {
+    buffer.assign(Frame::kHeaderSize + length, 0);
+    evrdma::writeFrameHeader(buffer.data(), FrameType::Data, 0, length, 0);
+    SendOp op;
+    op.tag = tag;
+    op.sge.addr = reinterpret_cast<uintptr_t>(buffer.data());
+    op.sge.length = static_cast<uint32_t>(buffer.size());
+    op.copySlot = 0;
+    return op;
+  }
+  static SendOp zeroCopy(uint64_t tag, OpType type, uint32_t length = 1000) {
+    SendOp op;
+    op.type = type;
+    op.tag = tag;
+    op.sge.addr = 0x1000 * tag;
+    op.sge.length = length;
+    return op;
+  }
+  // The start of a connection: our hello went out (it settles the credits owed at the start), and
+  // the peer's frames have returned `credits` so far.
+  void helloThenCredits(uint32_t credits) {
+    ASSERT_EQ(sender.sendHello(64), 0);
+    sender.onCreditsReturned(static_cast<uint16_t>(credits));
+  }
+
+  ConnectionStats stats;
+  std::vector<uint8_t> slots;
+  std::vector<SendOp> sent;
+  std::vector<std::vector<uint8_t>> keep;
+  int failPosts = 0;
+  FramedSender sender;
+};
+
+TEST_F(FramedSenderTest, TheHelloGoesOutAtOnceInAFrameSlotAndGrantsEveryReceiveButTheOneItUses) {
+  ASSERT_EQ(sender.sendHello(4096), 0);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(sent[0].internal);
+  EXPECT_EQ(sent[0].sge.lkey, 42u);
+  EXPECT_GE(sent[0].frameSlot, 0);
+  Frame hello = frameOf(sent[0]);
+  EXPECT_EQ(hello.type, FrameType::Hello);
+  EXPECT_EQ(hello.maxMessageSize, 4096u);
+  EXPECT_EQ(hello.credits, kRecvDepth - 1);
+  EXPECT_EQ(sender.credits().credits(), 0u) << "the one credit assumed at the start paid for the hello";
+}
+
+TEST_F(FramedSenderTest, AMessageWithoutCreditsWaitsAndGoesOutWhenThePeerReturnsSome) {
+  helloThenCredits(0);
+  std::vector<uint8_t> buffer;
+  const SendOp message = copied(7, buffer);
+  ASSERT_EQ(sender.sendCopied(message, buffer.data()), 0);
+  EXPECT_EQ(sent.size(), 1u) << "no credit: it waits";
+  EXPECT_EQ(sender.waiting(), 1u);
+  EXPECT_EQ(stats.creditWaits, 1u);
+  ASSERT_EQ(sender.pump(), 0);
+  EXPECT_EQ(stats.creditWaits, 1u) << "one wait is counted once";
+  sender.onReceiveReposted();  // we owe the peer one: it rides on the message
+  sender.onCreditsReturned(3);
+  ASSERT_EQ(sender.pump(), 0);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1].tag, 7u);
+  EXPECT_EQ(sender.waiting(), 0u);
+  EXPECT_EQ(frameOf(sent[1]).credits, 1u) << "owed credits are written when the frame goes out";
+}
+
+TEST_F(FramedSenderTest, WritesAndReadsIssuedBehindAWaitingSendKeepTheirPlace) {
+  helloThenCredits(1);  // the last credit is kept for a credit-only frame: a message needs two
+  const size_t before = sent.size();
+  ASSERT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::Send)), 0);
+  ASSERT_EQ(sender.sendZeroCopy(zeroCopy(2, OpType::Write)), 0);
+  ASSERT_EQ(sender.sendZeroCopy(zeroCopy(3, OpType::Read)), 0);
+  EXPECT_EQ(sent.size(), before) << "a write or read needs no credit, but must not overtake the send";
+  sender.onCreditsReturned(5);
+  ASSERT_EQ(sender.pump(), 0);
+  ASSERT_EQ(sent.size(), before + 3);
+  EXPECT_EQ(sent[before].tag, 1u);
+  EXPECT_EQ(sent[before + 1].tag, 2u);
+  EXPECT_EQ(sent[before + 2].tag, 3u);
+}
+
+TEST_F(FramedSenderTest, AZeroCopySendGetsItsHeaderInAFrameSlotAndWaitsWhenNoneIsFree) {
+  helloThenCredits(100);
+  sender.releaseSlot(sent[0].frameSlot);  // the hello completed
+  sent.clear();
+  for (uint64_t tag = 1; tag <= kSlots; ++tag) ASSERT_EQ(sender.sendZeroCopy(zeroCopy(tag, OpType::Send, 500)), 0);
+  ASSERT_EQ(sent.size(), kSlots);
+  for (const SendOp& op : sent) {
+    EXPECT_EQ(op.header.length, Frame::kHeaderSize);
+    EXPECT_EQ(op.header.lkey, 42u);
+    EXPECT_EQ(frameOf(op).payloadLength, 500u) << "the header announces the application's bytes";
+  }
+  EXPECT_EQ(sender.freeSlots(), 0u);
+  ASSERT_EQ(sender.sendZeroCopy(zeroCopy(9, OpType::Send)), 0);
+  EXPECT_EQ(sent.size(), kSlots) << "no free frame slot: it waits";
+  sender.releaseSlot(sent[0].frameSlot);  // the first send completed
+  ASSERT_EQ(sender.pump(), 0);
+  ASSERT_EQ(sent.size(), kSlots + 1);
+  EXPECT_EQ(sent.back().tag, 9u);
+  EXPECT_EQ(sent.back().frameSlot, sent[0].frameSlot) << "it got the slot that came back";
+}
+
+TEST_F(FramedSenderTest, AWriteWithImmediateSpendsACreditButCarriesNoHeader) {
+  helloThenCredits(3);
+  const uint32_t before = sender.credits().credits();
+  ASSERT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::WriteWithImm)), 0);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1].header.length, 0u);
+  EXPECT_EQ(sent[1].frameSlot, -1);
+  EXPECT_EQ(sender.credits().credits(), before - 1);
+}
+
+TEST_F(FramedSenderTest, ACreditOnlyFrameGoesOutOnceEnoughReceivesAreOwed) {
+  helloThenCredits(2);  // owes nothing now
+  const uint32_t threshold = sender.credits().threshold();
+  for (uint32_t i = 0; i + 1 < threshold; ++i) sender.onReceiveReposted();
+  sender.maybeSendCreditFrame();
+  EXPECT_EQ(sent.size(), 1u) << "below the threshold, credits wait to ride on a message";
+  sender.onReceiveReposted();
+  sender.maybeSendCreditFrame();
+  ASSERT_EQ(sent.size(), 2u);
+  Frame credit = frameOf(sent[1]);
+  EXPECT_EQ(credit.type, FrameType::Credit);
+  EXPECT_EQ(credit.credits, threshold);
+  EXPECT_EQ(stats.creditFramesSent, 1u);
+}
+
+TEST_F(FramedSenderTest, StoppingHandsBackWhatWaitedInOrderAndSendsNothingMore) {
+  helloThenCredits(1);
+  const size_t before = sent.size();
+  ASSERT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::Send)), 0);
+  ASSERT_EQ(sender.sendZeroCopy(zeroCopy(2, OpType::Read)), 0);
+  std::vector<SendOp> never = sender.stop();
+  ASSERT_EQ(never.size(), 2u);
+  EXPECT_EQ(never[0].tag, 1u);
+  EXPECT_EQ(never[1].tag, 2u);
+  sender.onCreditsReturned(10);
+  for (int i = 0; i < 10; ++i) sender.onReceiveReposted();
+  EXPECT_EQ(sender.pump(), 0);
+  sender.maybeSendCreditFrame();
+  EXPECT_EQ(sent.size(), before) << "nothing goes out after stop()";
+}
+
+TEST_F(FramedSenderTest, AFailedPostIsReturnedToTheCaller) {
+  helloThenCredits(3);
+  failPosts = -EIO;
+  EXPECT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::Write)), -EIO);
+}
+
+}  // namespace
