@@ -1,10 +1,11 @@
 # A thin wrapper around CMake and the tools in tools/. Everything here works on a fresh Debian 12
 # machine after `make deps`.
 BUILD_DIR ?= build
+PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RDMA_RUN ?= tools/rdma-run
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps build install test demo bench clean
 
 all: build
 
@@ -14,6 +15,11 @@ deps:
 build:
 	cmake -S . -B $(BUILD_DIR) >/dev/null
 	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+# Installs the library (shared and static), its public headers, the CMake package and evrdma.pc
+# under PREFIX (use sudo for a system prefix).
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 test:
 	BUILD_DIR=$(BUILD_DIR) tools/run-tests

@@ -1,0 +1,75 @@
+#!/bin/bash
+# The library as a user gets it (label `install`, on the host): `cmake --install` into a temporary
+# prefix must lay out the public headers (and no internal one), the shared library with its
+# SOVERSION, the static library, the CMake package and evrdma.pc; every installed header must
+# compile on its own; and a small consumer (consumer.cpp) must build three ways: find_package,
+# pkg-config, add_subdirectory (where evrdma must leave the parent's cache alone and build neither
+# its tests nor its demos). The README's example is built from the README itself, with pkg-config.
+# The programs land in BUILD/consumers/bin; installed_consumers_test.sh runs them over RDMA.
+#   usage: install_test.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src=$(cd "$1" && pwd) build=$(cd "$2" && pwd)
+out=$build/consumers prefix=$build/consumers/prefix
+rm -rf "$out"
+mkdir -p "$out/bin"
+fail() { echo "install_test: FAILED: $*" >&2; exit 1; }
+jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "--- cmake --install $build --prefix $prefix"
+cmake --install "$build" --prefix "$prefix" | tee "$out/install.log"
+
+libdir=$(find "$prefix" -name 'libevrdma.a' -printf '%h\n')
+[ -n "$libdir" ] || fail "no libevrdma.a installed"
+for f in include/evrdma/Reactor.h include/evrdma/Connection.h include/evrdma/Client.h include/evrdma/Listener.h \
+         include/evrdma/Callbacks.h include/evrdma/Watch.h include/evrdma/MemoryRegion.h; do
+    [ -f "$prefix/$f" ] || fail "$f not installed"
+done
+for f in libevrdma.so libevrdma.a pkgconfig/evrdma.pc cmake/evrdma/evrdmaConfig.cmake \
+         cmake/evrdma/evrdmaConfigVersion.cmake cmake/evrdma/evrdmaTargets.cmake; do
+    [ -e "$libdir/$f" ] || fail "${libdir#"$prefix"/}/$f not installed"
+done
+soname=$(objdump -p "$libdir/libevrdma.so" | awk '/SONAME/ {print $2}')
+[[ "$soname" =~ ^libevrdma\.so\.[0-9]+\.[0-9]+$ ]] || fail "libevrdma.so has SONAME '$soname', expected libevrdma.so.MAJOR.MINOR"
+[ -f "$libdir/$soname" ] || fail "$soname (the SONAME) not installed"
+for h in "$src"/reactor/src/*.h "$src"/handlers/src/*.h; do
+    [ ! -e "$prefix/include/evrdma/$(basename "$h")" ] || fail "internal header $(basename "$h") was installed"
+done
+installed=$(find "$prefix/include" -name '*.h' | wc -l)
+echo "--- every one of the $installed installed headers compiles on its own"
+for h in "$prefix"/include/evrdma/*.h; do
+    echo "#include <evrdma/$(basename "$h")>" | g++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" -x c++ - ||
+        fail "evrdma/$(basename "$h") does not compile on its own"
+done
+
+echo "--- 1. find_package(evrdma CONFIG)"
+cmake -S "$src/tests/consumer" -B "$out/find-package" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$out/find-package" -j"$jobs"
+cp "$out/find-package/evrdma-consumer" "$out/bin/consumer-find-package"
+cp "$out/find-package/evrdma-consumer-static" "$out/bin/consumer-find-package-static"
+
+echo "--- 2. pkg-config evrdma"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+pkg-config --modversion evrdma
+# shellcheck disable=SC2046
+g++ -std=c++17 -Wall -Wextra -Werror "$src/tests/consumer/consumer.cpp" -o "$out/bin/consumer-pkg-config" \
+    $(pkg-config --cflags --libs evrdma) -Wl,-rpath,"$libdir"
+echo "--- the README's example, as the README shows it"
+awk '/^```cpp$/ {inside=1; next} /^```$/ && inside {exit} inside' "$src/README.md" >"$out/readme_example.cpp"
+[ -s "$out/readme_example.cpp" ] || fail "no \`\`\`cpp block in README.md"
+diff -u "$src/demos/hello_embedded.cpp" "$out/readme_example.cpp" ||
+    fail "the README's example is not demos/hello_embedded.cpp"
+# shellcheck disable=SC2046
+g++ -std=c++17 -Wall -Wextra -Werror "$out/readme_example.cpp" -o "$out/bin/readme-example" \
+    $(pkg-config --cflags --libs evrdma) -Wl,-rpath,"$libdir"
+
+echo "--- 3. add_subdirectory(evrdma)"
+cmake -S "$src/tests/consumer" -B "$out/subproject" -DEVRDMA_SOURCE_DIR="$src" >/dev/null
+grep -q '^CMAKE_BUILD_TYPE:STRING=$' "$out/subproject/CMakeCache.txt" ||
+    fail "as a subproject evrdma changed the parent's CMAKE_BUILD_TYPE: $(grep '^CMAKE_BUILD_TYPE' "$out/subproject/CMakeCache.txt")"
+targets=$(cmake --build "$out/subproject" --target help)
+if grep -qE '^\.\.\. (pingpong|blast|unit_|rdma_)' <<<"$targets"; then fail "as a subproject evrdma builds its demos or tests"; fi
+cmake --build "$out/subproject" -j"$jobs"
+cp "$out/subproject/evrdma-consumer" "$out/bin/consumer-add-subdirectory"
+
+ls -l "$out/bin"
+echo "install_test: installed $installed headers; consumers built three ways (find_package, pkg-config, add_subdirectory)"

@@ -1,0 +1,27 @@
+#!/bin/bash
+# Runs what install_test.sh built against the installed evrdma (label `rdma`): each consumer
+# checks 200 echoes over the test bed's RDMA device, and the README's example gets its echo
+# from a pingpong-server.
+#   usage: installed_consumers_test.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+bin=$build/consumers/bin
+[ -x "$bin/consumer-pkg-config" ] || { echo "installed_consumers_test: $bin is empty: run the install test first (ctest -L install)" >&2; exit 1; }
+: "${EVRDMA_RDMA_IP:?run under tools/rdma-run}"
+for consumer in consumer-find-package consumer-find-package-static consumer-pkg-config consumer-add-subdirectory; do
+    echo "--- $consumer"
+    timeout 60 "$bin/$consumer" "$EVRDMA_RDMA_IP" 200
+done
+echo "--- readme-example against pingpong-server"
+port=17771
+"$build/demos/pingpong-server" -a "$EVRDMA_RDMA_IP" -p "$port" -e 1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 50); do
+    out=$(timeout 30 "$bin/readme-example" "$EVRDMA_RDMA_IP" "$port" 2>&1) && break
+    sleep 0.2  # the server may not listen yet
+done
+echo "$out"
+[ "$out" = "echo: hello" ] || { echo "installed_consumers_test: the README's example printed '$out'" >&2; exit 1; }
+wait $server
+echo "installed_consumers_test: every consumer ran over RDMA"
