@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RDMA_RUN ?= tools/rdma-run
 
-.PHONY: all deps build install test demo bench clean
+.PHONY: all deps build install deb test demo bench clean
 
 all: build
 
@@ -20,6 +20,10 @@ build:
 # under PREFIX (use sudo for a system prefix).
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+# Debian packages libevrdma and libevrdma-dev (CPack) in $(BUILD_DIR)/packages.
+deb: build
+	cd $(BUILD_DIR) && cpack -B packages
 
 test:
 	BUILD_DIR=$(BUILD_DIR) tools/run-tests

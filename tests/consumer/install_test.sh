@@ -5,7 +5,10 @@
 # compile on its own; and a small consumer (consumer.cpp) must build three ways: find_package,
 # pkg-config, add_subdirectory (where evrdma must leave the parent's cache alone and build neither
 # its tests nor its demos). The README's example is built from the README itself, with pkg-config.
-# The programs land in BUILD/consumers/bin; installed_consumers_test.sh runs them over RDMA.
+# Then the Debian packages (make deb): libevrdma and libevrdma-dev, unpacked, must give the same
+# consumer through pkg-config and find_package.
+# The programs land in BUILD/consumers/bin; installed_consumers_test.sh runs them over RDMA (and
+# installs the packages for real in the test bed's throw-away guest).
 #   usage: install_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$(cd "$1" && pwd) build=$(cd "$2" && pwd)
@@ -71,5 +74,24 @@ if grep -qE '^\.\.\. (pingpong|blast|unit_|rdma_)' <<<"$targets"; then fail "as 
 cmake --build "$out/subproject" -j"$jobs"
 cp "$out/subproject/evrdma-consumer" "$out/bin/consumer-add-subdirectory"
 
+echo "--- 4. the Debian packages (make deb)"
+(cd "$build" && cpack -B "$out/packages" >/dev/null)
+runtime=$(ls "$out"/packages/libevrdma_*.deb) dev=$(ls "$out"/packages/libevrdma-dev_*.deb)
+dpkg-deb -f "$runtime" Package Version Depends
+dpkg-deb -f "$dev" Package Version Depends
+dpkg-deb -f "$dev" Depends | grep -q 'libevrdma (= ' || fail "libevrdma-dev does not depend on its libevrdma"
+dpkg-deb -f "$runtime" Depends | grep -q 'librdmacm1' || fail "libevrdma does not depend on librdmacm1"
+grep -q "usr/lib/$soname " <<<"$(dpkg-deb -c "$runtime")" || fail "libevrdma lacks $soname"
+grep -q 'usr/include/evrdma/Connection.h' <<<"$(dpkg-deb -c "$dev")" || fail "libevrdma-dev lacks the headers"
+root=$out/deb-root
+dpkg-deb -x "$runtime" "$root"
+dpkg-deb -x "$dev" "$root"
+# shellcheck disable=SC2046
+g++ -std=c++17 -Wall -Wextra -Werror "$src/tests/consumer/consumer.cpp" -o "$out/bin/consumer-deb" \
+    $(PKG_CONFIG_PATH=$root/usr/lib/pkgconfig pkg-config --cflags --libs evrdma)  # no rpath: runs once installed
+LD_LIBRARY_PATH=$root/usr/lib "$out/bin/consumer-deb" --help >/dev/null || fail "consumer-deb does not load"
+cmake -S "$src/tests/consumer" -B "$out/deb-find-package" -DCMAKE_PREFIX_PATH="$root/usr" >/dev/null
+cmake --build "$out/deb-find-package" -j"$jobs" >/dev/null
+
 ls -l "$out/bin"
-echo "install_test: installed $installed headers; consumers built three ways (find_package, pkg-config, add_subdirectory)"
+echo "install_test: installed $installed headers; consumers built three ways (find_package, pkg-config, add_subdirectory) and from the Debian packages"

@@ -24,4 +24,14 @@ done
 echo "$out"
 [ "$out" = "echo: hello" ] || { echo "installed_consumers_test: the README's example printed '$out'" >&2; exit 1; }
 wait $server
+echo "--- the Debian packages"
+if [ "${EVRDMA_TESTBED:-}" = vm ]; then
+    # The guest's root file system is a throw-away layer: install the packages for real there.
+    dpkg -i "$build"/consumers/packages/libevrdma_*.deb "$build"/consumers/packages/libevrdma-dev_*.deb
+    [ "$(pkg-config --modversion evrdma)" = "$(dpkg-deb -f "$build"/consumers/packages/libevrdma_*.deb Version)" ] ||
+        { echo "installed_consumers_test: pkg-config does not find the installed evrdma" >&2; exit 1; }
+    timeout 60 "$bin/consumer-deb" "$EVRDMA_RDMA_IP" 200  # finds libevrdma.so.* where the package put it
+else
+    LD_LIBRARY_PATH=$build/consumers/deb-root/usr/lib timeout 60 "$bin/consumer-deb" "$EVRDMA_RDMA_IP" 200
+fi
 echo "installed_consumers_test: every consumer ran over RDMA"
