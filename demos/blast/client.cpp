@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   blast::Mode mode = blast::Mode::Send;
   bool verify = false, trace = false, figures = false;
   int opt;
-  while ((opt = getopt(argc, argv, "a:p:m:b:s:c:n:vtxh")) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:m:b:s:c:n:vtxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;

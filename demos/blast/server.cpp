@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
                      exitAfter = 0;
   bool trace = false, figures = false;
   int opt;
-  while ((opt = getopt(argc, argv, "a:p:b:s:c:e:txh")) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:b:s:c:e:txh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;

@@ -1,11 +1,16 @@
-// Small command-line helpers shared by the pingpong programs.
+// Small command-line helpers shared by the demo programs.
 #pragma once
+
+#include <getopt.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
 namespace pingpong {
+
+// Every program takes --help as well as -h.
+inline const option kLongOptions[] = {{"help", no_argument, nullptr, 'h'}, {nullptr, 0, nullptr, 0}};
 
 // A whole decimal number from 0 to `max` (no sign, no trailing characters).
 inline bool parseNumber(const char* text, unsigned long long max, unsigned long long& out) {

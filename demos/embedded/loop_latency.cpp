@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   std::string address;
   unsigned long long clients = 4, size = 64, seconds = 3;
   int opt;
-  while ((opt = getopt(argc, argv, "a:n:s:d:h")) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:n:s:d:h", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   bool verify = false, figures = false;
   pingpong::Trace trace = pingpong::Trace::Off;
   int opt;
-  while ((opt = getopt(argc, argv, "a:p:c:s:n:vtTxh")) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:vtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   pingpong::Trace trace = pingpong::Trace::Off;
   bool figures = false, disconnectAfterLast = false;
   int opt;
-  while ((opt = getopt(argc, argv, "a:p:c:s:m:e:DvtTxh")) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:c:s:m:e:DvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;

@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   bool persistent = false;
   rping::Settings settings;
   int opt;
-  while ((opt = getopt(argc, argv, "sca:p:S:C:vVdPh")) != -1) {
+  while ((opt = getopt_long(argc, argv, "sca:p:S:C:vVdPh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 's': role = 1; break;

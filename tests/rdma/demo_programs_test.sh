@@ -26,9 +26,13 @@ check "evrdma-loop-latency measures both phases and prints their ratio" $([ "$st
 "$build/demos/evrdma-loop-latency" >/dev/null 2>"$log"
 status=$?
 check "evrdma-loop-latency without -a says what is missing: $(cat "$log")" $([ "$status" = 2 ] && grep -q "required" "$log"; echo $?)
-for program in devices pingpong-server pingpong-client hello_embedded evrdma-loop-latency; do
-    "$build/demos/$program" --help >/dev/null 2>&1 || "$build/demos/$program" -h >/dev/null 2>&1
-    check "$program has --help/-h" $?
+for program in devices pingpong-server pingpong-client blast-server blast-client evrdma-rping hello_embedded \
+               evrdma-loop-latency; do
+    for flag in --help -h; do
+        "$build/demos/$program" "$flag" >"$log" 2>&1
+        status=$?
+        check "$program $flag prints its usage and exits 0" $([ "$status" = 0 ] && grep -qi "usage" "$log"; echo $?)
+    done
 done
 "$build/demos/pingpong-client" -a nonsense -c 1 >/dev/null 2>"$log"
 check "pingpong-client rejects a bad address clearly: $(cat "$log")" $(grep -q "not a numeric address" "$log"; echo $?)
