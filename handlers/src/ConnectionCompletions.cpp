@@ -1,6 +1,7 @@
 // Connection, completions: each work completion of the connection's QP, routed to what it means
 // (a send finished, a message or frame arrived, a receive to post again) and to the application's
-// callbacks, with the statistics and the words for what went wrong.
+// callbacks, with the statistics and the words for what went wrong; and what the device reports
+// about the QP or its CQ.
 #include "evrdma/Connection.h"
 
 #include <arpa/inet.h>
@@ -190,6 +191,21 @@ bool Connection::onFrame(const uint8_t* data, const ibv_wc& wc) noexcept {
       return true;
     }
   }
+}
+
+void Connection::onAsyncError(ibv_event_type type) noexcept {
+  errorText_ = std::string("device async event: ") + ibv_event_type_str(type);
+  // iWARP reports no completion for a message its receive buffer cannot hold: the QP goes fatal.
+  if (type == IBV_EVENT_QP_FATAL && !supportsImmediateData())
+    errorText_ += " (on iWARP: a message longer than this side's maxMessageSize (" +
+                  std::to_string(options_.maxMessageSize) +
+                  " B), or one that found no receive posted; both sides must use the same maxMessageSize)";
+  fail(-EIO, errorText_.c_str());
+}
+
+void Connection::onCompletionQueueError(int err, const char* op) noexcept {
+  errorText_ = std::string(op) + " failed on the connection's completion queue";
+  fail(err, errorText_.c_str());
 }
 
 }  // namespace evrdma

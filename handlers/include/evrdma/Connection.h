@@ -1,7 +1,9 @@
 // Connection: what an Agent (server side) and a Client share: one RC connection, its cm_id, its
 // explicit state, the application's handler, and the teardown. The parts behind it, each in its own
 // file under handlers/src: QueuePair (verbs resources and receive posting), FramedSender (credits,
-// frame slots, the waiting line), RegionExchange (memory-region exchange), WorkRequestId (wr_id).
+// frame slots, the waiting line), RegionExchange (memory-region exchange), WorkRequestId (wr_id);
+// the class itself by concern in Connection.cpp (the CM state machine), ConnectionSending.cpp,
+// ConnectionCompletions.cpp and ConnectionTeardown.cpp.
 //
 // The rule for every CM event in every state (one switch, in Connection::onCmEvent):
 //   ADDR_RESOLVED      ResolvingAddr  -> the role: resolve the route    -> ResolvingRoute

@@ -1,0 +1,151 @@
+// Connection, teardown: failures (reported once, then the close), the device going away, the
+// Reactor going first, and the close in two steps: rdma_disconnect, then, once DISCONNECTED and
+// every flushed work request are back (or disconnectTimeout ran out), every resource released and
+// onClosed as the last callback, on a later turn. Every accepted operation gets its onOpDone first.
+#include "evrdma/Connection.h"
+
+#include <string>
+
+#include "CompletionDispatcher.h"
+#include "FramedSender.h"
+#include "QueuePair.h"
+#include "RegionExchange.h"
+#include "SendQueue.h"
+#include "evrdma/Reactor.h"
+
+namespace evrdma {
+
+void Connection::onDeviceGone() noexcept {
+  // Every connection on the device hears it (this one too, if its QP exists): onDeviceRemoved.
+  if (queuePair_ && queuePair_->completions() != nullptr) queuePair_->completions()->markDeviceRemoved();
+  onDeviceRemoved();
+}
+
+void Connection::onDeviceRemoved() noexcept {
+  // Nothing posted will come back, and the removal waits for our resources: release them now
+  // rather than after disconnectTimeout.
+  if (deviceGone_ || finished_) return;
+  deviceGone_ = true;
+  // Also when the connection was already closing because the peer went (the removal may break
+  // it from the other end first): the application learns why. Not after its own close().
+  if (teardownStarted_ && !failed_ && !closeRequested_) {
+    failed_ = true;
+    handler_->onError(*this, -ENODEV, "device removal: the RDMA device went away");
+  }
+  fail(-ENODEV, "device removal: the RDMA device went away");
+  if (teardownStarted_) {
+    disconnectDone_ = true;
+    scheduleFinish();
+  }
+}
+
+void Connection::failLater(int err, const char* op) noexcept {
+  if (teardownStarted_ || finished_) return;
+  failed_ = true;
+  // The caller is inside one of our calls (postSend, endBatch...): it gets the error as the
+  // return value, and onError comes after it returned (deferred before finish(), so it precedes
+  // onClosed).
+  laterErrorText_ = op;
+  reactor_.defer([this, err] { handler_->onError(*this, err, laterErrorText_.c_str()); });
+  beginTeardown();
+}
+
+void Connection::fail(int err, const char* op) noexcept {
+  if (teardownStarted_ || finished_) return;
+  failed_ = true;
+  handler_->onError(*this, err, op);
+  beginTeardown();
+}
+
+void Connection::close() noexcept {
+  if (!teardownStarted_) closeRequested_ = true;
+  beginTeardown();
+}
+
+void Connection::reportUnfinished(const SendOp& op, ibv_wc_status status) noexcept {
+  // Copied sends used evrdma's own buffers, and internal frames are evrdma's: nothing to give back.
+  if (orphaned_ || op.internal || op.copySlot >= 0) return;
+  handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});
+}
+
+void Connection::beginTeardown() noexcept {
+  if (teardownStarted_ || finished_) return;
+  teardownStarted_ = true;
+  // Never posted: nothing to wait for. Reported as flushed just before onClosed, in the order
+  // issued (the send queue's backlog is older than what waits for credits).
+  if (SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr)
+    for (const SendOp& op : queue->takeBacklog()) {
+      ++stats_.requestsDropped;
+      dropped_.push_back(op);
+    }
+  if (framedSender_)
+    for (const SendOp& op : framedSender_->stop()) {
+      ++stats_.requestsDropped;
+      dropped_.push_back(op);
+    }
+  const bool wasConnected = state_ == ConnectionState::Established;
+  setState(ConnectionState::Disconnecting);
+  if (!wasConnected || !queuePair_ || !queuePair_->hasQp() || deviceGone_) {
+    // Nothing established: destroying the id cancels a resolution or a pending connect.
+    disconnectDone_ = true;
+    scheduleFinish();
+    return;
+  }
+  // Moves the QP to the error state, which flushes every posted work request back to us.
+  if (rdma_disconnect(id_.get()) != 0) disconnectDone_ = true;  // EINVAL: the peer went first
+  disconnectTimer_.startOnce(options_.disconnectTimeout);
+  maybeFinish();
+}
+
+void Connection::maybeFinish() noexcept {
+  const SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr;
+  const size_t sendsInFlight = queue ? queue->inFlight() : 0;
+  if (teardownStarted_ && disconnectDone_ && postedRecvs() == 0 && sendsInFlight == 0) scheduleFinish();
+}
+
+void Connection::scheduleFinish() noexcept {
+  if (finishScheduled_ || finished_) return;
+  finishScheduled_ = true;
+  // Never inside a callback of this connection: the handler may still be on the stack.
+  reactor_.defer([this] { finish(); });
+}
+
+void Connection::finish() noexcept {
+  disconnectTimer_.cancel();
+  if (queuePair_) queuePair_->destroyQp();  // the device touches no memory of ours from here on
+  // What the flush did not hand back (disconnectTimeout ran out first), then what never went out.
+  if (SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr)
+    for (const SendOp& op : queue->takeInFlight()) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
+  for (const SendOp& op : dropped_) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
+  dropped_.clear();
+  releaseResources();
+  finished_ = true;
+  setState(failed_ ? ConnectionState::Failed : ConnectionState::Closed);
+  handler_->onClosed(*this);
+  onFinished();
+}
+
+void Connection::releaseResources() noexcept {
+  // The QP first (the device touches no memory of ours from then on), then what used it: the
+  // regions lent to the peer, the frame slots' users, the CQ entries and buffers, the id.
+  if (queuePair_) queuePair_->destroyQp();
+  regionExchange_.reset();
+  framedSender_.reset();
+  queuePair_.reset();
+  dropped_.clear();
+  id_.reset();
+}
+
+void Connection::onReactorGone() noexcept {
+  // Silent: the application hears nothing (see Reactor), and nothing here touches the Reactor.
+  orphaned_ = true;
+  if (!finished_) {
+    teardownStarted_ = true;
+    finished_ = true;
+    releaseResources();
+    setState(failed_ ? ConnectionState::Failed : ConnectionState::Closed);
+  }
+  onOrphaned();  // may free this object
+}
+
+}  // namespace evrdma
