@@ -34,6 +34,7 @@ void usage(FILE* out, const char* prog) {
                "  -x        print figures: per connection and in all (round trips/s, Mb/s, us per\n"
                "            round trip), CPU use, completion-poll histogram\n"
                "  -h        this help\n"
+               "SIGINT closes every connection; SIGUSR1 prints where each one stands.\n"
                "Exit status: 0 when every connection made all its round trips, else 1 (2: bad usage).\n",
                prog, pingsr::kDefaultPort);
 }
@@ -111,6 +112,15 @@ int main(int argc, char** argv) {
   }
   evrdma::SignalWatch onInt(reactor, SIGINT, [&](int) {
     for (auto& c : clients) c->close();
+  });
+  // Where every connection stands (for a run that seems stuck).
+  evrdma::SignalWatch onUsr1(reactor, SIGUSR1, [&](int) {
+    for (size_t i = 0; i < clients.size(); ++i) {
+      const evrdma::Connection& c = *clients[i];
+      std::fprintf(stderr, "pingpong-client: connection %zu: %s, sent %llu, received %llu, receives posted %u\n", i,
+                   evrdma::toString(c.state()), static_cast<unsigned long long>(c.stats().messagesSent),
+                   static_cast<unsigned long long>(c.stats().messagesReceived), c.postedRecvs());
+    }
   });
   reactor.run();
   double wall = std::chrono::duration<double>(pingpong::Clock::now() - started).count();

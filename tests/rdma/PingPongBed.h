@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -114,6 +116,13 @@ class PingPongBed : public ::testing::Test {
     int status = -1;
     bool exited = runUntil([&] { return waitpid(child, &status, WNOHANG) == child; }, limit);
     if (!exited) {
+      kill(child, SIGUSR1);  // a pingpong-client prints where each of its connections stands
+      runUntil([] { return false; }, std::chrono::milliseconds(1000));
+      // Where it hangs: the kernel stack of each of its threads (the guest runs as root).
+      const std::string task = "/proc/" + std::to_string(child) + "/task";
+      std::string cmd = "for t in " + task + "/*; do echo \"== child " + std::to_string(child) +
+                        " thread $(basename $t): $(cat $t/wchan 2>/dev/null)\"; cat $t/stack 2>/dev/null; done >&2";
+      if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not read the child's stacks\n");
       kill(child, SIGKILL);
       waitpid(child, nullptr, 0);
       return -1;

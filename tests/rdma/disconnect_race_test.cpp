@@ -17,6 +17,15 @@ using namespace evrdma::test;
 
 TEST_F(PingPongBed, AnEchoSentJustBeforeThePeerDisconnectsIsNeverLost) {
   factory_->disconnectAfterLastEcho = true;
+  factory_->agentClosedHook = [](const pingpong::EchoAgent& agent, const evrdma::Connection& c) {
+    if (agent.echoed() < agent.info().count)  // the server's side of a conversation that did not finish
+      std::fprintf(stderr, "agent for %s closed %s after %llu of %llu echoes: received %llu, sent %llu%s%s\n",
+                   c.peerAddress().c_str(), evrdma::toString(c.state()),
+                   static_cast<unsigned long long>(agent.echoed()), static_cast<unsigned long long>(agent.info().count),
+                   static_cast<unsigned long long>(c.stats().messagesReceived),
+                   static_cast<unsigned long long>(c.stats().messagesSent), agent.error.empty() ? "" : ": ",
+                   agent.error.c_str());
+  };
   constexpr int kProcessesPerCount = 40, kClientsPerProcess = 5;
   int failedProcesses = 0;
   for (uint64_t count = 1; count <= 3; ++count) {
