@@ -22,6 +22,8 @@ class CompletionDispatcher;
 namespace detail {
 class ReactorMember;  // what to close when the Reactor goes first (reactor/src/ReactorMember.h)
 class NextTurn;
+class EventHolder;
+class QueuePair;
 }  // namespace detail
 
 // Lifetimes. Destroying the Reactor is final and silent: every Client, Listener (with its
@@ -58,6 +60,16 @@ class Reactor {
   // callback. Never call it from another thread. Dropped (not run) once the Reactor is dying.
   void defer(std::function<void()> fn);
 
+ private:
+  // What evrdma's own objects use of their Reactor; nothing for an application here.
+  friend class CmDispatcher;
+  friend class CompletionDispatcher;
+  friend class Connection;
+  friend class Client;
+  friend class Listener;
+  friend class detail::EventHolder;
+  friend class detail::QueuePair;
+
   // The CM event channel of this reactor, made on first use. Null, with `error` = -errno, when the
   // machine has no RDMA CM (e.g. no rdma_ucm module).
   CmDispatcher* cm(int& error);
@@ -76,7 +88,6 @@ class Reactor {
   // True while ~Reactor runs: nothing new may be started.
   bool dying() const noexcept { return dying_; }
 
- private:
   void makeDeferEvents() noexcept;
   static void onDeferEvent(int, short, void* self) noexcept;
   void runDeferred() noexcept;
