@@ -23,6 +23,8 @@ void usage(FILE* out, const char* prog) {
                "until SIGINT or SIGTERM.\n"
                "  -a ADDR   address to listen on (numeric IPv4/IPv6; default 0.0.0.0)\n"
                "  -p PORT   port (default %u)\n"
+               "  -B N      connect requests the kernel keeps waiting for the server (default 0: the\n"
+               "            kernel's limit, net.rdma_ucm.max_backlog); past it bursts of connects time out\n"
                "  -b N      most buffers in flight a client may ask for (default 1024)\n"
                "  -s BYTES  largest size a client may ask for (default 16777216)\n"
                "  -c N      largest count a client may ask for (default 1000000000)\n"
@@ -42,12 +44,14 @@ int main(int argc, char** argv) {
   unsigned long long port = blast::kDefaultPort, maxBuffers = 1024, maxSize = 16u << 20, maxCount = 1000000000,
                      exitAfter = 0;
   bool trace = false, figures = false;
+  unsigned long long backlog = 0;  // the kernel's limit
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:b:s:c:e:txh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:b:s:c:e:txh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
       case 'p': ok = pingpong::parseNumber(optarg, 65535, port); break;
+      case 'B': ok = pingpong::parseNumber(optarg, 1 << 20, backlog); break;
       case 'b': ok = pingpong::parseNumber(optarg, 4096, maxBuffers) && maxBuffers > 0; break;
       case 's': ok = pingpong::parseNumber(optarg, 1u << 30, maxSize) && maxSize > 0; break;
       case 'c': ok = pingpong::parseNumber(optarg, ~0ull, maxCount) && maxCount > 0; break;
@@ -85,7 +89,7 @@ int main(int argc, char** argv) {
     lifetime.agentClosed(factory.agentsServed, exitAfter);
   };
 
-  if (int rc = listener->listen(address, static_cast<uint16_t>(port)); rc != 0) {
+  if (int rc = listener->listen(address, static_cast<uint16_t>(port), static_cast<int>(backlog)); rc != 0) {
     std::fprintf(stderr, "blast-server: cannot listen on %s port %llu: %s%s\n", address.c_str(), port,
                  std::strerror(-rc), pingpong::setupErrorHint(rc));
     return 1;

@@ -23,6 +23,8 @@ void usage(FILE* out, const char* prog) {
                "message echoed back), many at once, until SIGINT or SIGTERM.\n"
                "  -a ADDR   address to listen on (numeric IPv4/IPv6; default 0.0.0.0)\n"
                "  -p PORT   port (default %u)\n"
+               "  -B N      connect requests the kernel keeps waiting for the server (default 0: the\n"
+               "            kernel's limit, net.rdma_ucm.max_backlog); past it bursts of connects time out\n"
                "  -c N      largest count a client may ask for (default 1000000000)\n"
                "  -s BYTES  largest data_size a client may ask for (default 16777216)\n"
                "  -m N      at most N clients at once; more are rejected (default 0: no limit)\n"
@@ -42,12 +44,14 @@ int main(int argc, char** argv) {
   unsigned long long port = pingsr::kDefaultPort, maxCount = 1000000000, maxSize = 16u << 20, maxAgents = 0, exitAfter = 0;
   pingpong::Trace trace = pingpong::Trace::Off;
   bool figures = false, disconnectAfterLast = false;
+  unsigned long long backlog = 0;  // the kernel's limit
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:c:s:m:e:DvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:c:s:m:e:DvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
       case 'p': ok = pingpong::parseNumber(optarg, 65535, port); break;
+      case 'B': ok = pingpong::parseNumber(optarg, 1 << 20, backlog); break;
       case 'c': ok = pingpong::parseNumber(optarg, ~0ull, maxCount) && maxCount > 0; break;
       case 's': ok = pingpong::parseNumber(optarg, 1ull << 30, maxSize) && maxSize > 0; break;
       case 'm': ok = pingpong::parseNumber(optarg, 1u << 20, maxAgents); break;
@@ -88,7 +92,7 @@ int main(int argc, char** argv) {
     lifetime.agentClosed(factory.agentsServed, exitAfter);
   };
 
-  if (int rc = listener->listen(address, static_cast<uint16_t>(port)); rc != 0) {
+  if (int rc = listener->listen(address, static_cast<uint16_t>(port), static_cast<int>(backlog)); rc != 0) {
     std::fprintf(stderr, "pingpong-server: cannot listen on %s port %llu: %s%s\n", address.c_str(), port,
                  std::strerror(-rc), pingpong::setupErrorHint(rc));
     return 1;

@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "CmDispatcher.h"
@@ -64,9 +65,19 @@ int Listener::listen(const std::string& address, uint16_t port, int backlog) noe
   CmId id;
   if (int rc = cm->createId(sink_.get(), RDMA_PS_TCP, id); rc != 0) return rc;
   if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&local)) != 0) return errno ? -errno : -EINVAL;
-  if (rdma_listen(id.get(), backlog) != 0) return errno ? -errno : -EINVAL;
+  // The kernel takes 0 (and anything over its limit) as its limit.
+  if (rdma_listen(id.get(), backlog < 0 ? 0 : backlog) != 0) return errno ? -errno : -EINVAL;
   id_ = std::move(id);
   return 0;
+}
+
+int Listener::kernelMaxBacklog() noexcept {
+  int value = 1024;  // the kernel's default
+  if (FILE* f = std::fopen("/proc/sys/net/rdma_ucm/max_backlog", "re")) {
+    if (std::fscanf(f, "%d", &value) != 1 || value <= 0) value = 1024;
+    std::fclose(f);
+  }
+  return value;
 }
 
 uint16_t Listener::port() const noexcept { return id_ ? ntohs(rdma_get_src_port(id_.get())) : 0; }

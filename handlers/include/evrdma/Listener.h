@@ -38,8 +38,13 @@ class Listener final {
   // Binds to a numeric IPv4/IPv6 address ("0.0.0.0" or "::" for all) and port (0: any free one)
   // and listens. Returns 0 or -errno: -EINVAL (not a numeric address), -EADDRINUSE (port taken),
   // -EADDRNOTAVAIL (not an address of this machine), -ENODEV (no RDMA CM), -EALREADY,
-  // -ESHUTDOWN (its Reactor is gone).
-  int listen(const std::string& address, uint16_t port, int backlog = 128) noexcept;
+  // -ESHUTDOWN (its Reactor is gone). `backlog`: connect requests the kernel keeps waiting for us
+  // before it drops new ones (the client then retries seconds later); 0, the default, or anything
+  // above the kernel's limit means that limit (net.rdma_ucm.max_backlog, 1024 unless changed: see
+  // kernelMaxBacklog()). A small backlog makes bursts of connects time out.
+  int listen(const std::string& address, uint16_t port, int backlog = 0) noexcept;
+  // The kernel's limit on a listener's backlog (net.rdma_ucm.max_backlog); 1024 if unreadable.
+  static int kernelMaxBacklog() noexcept;
   // The port bound (useful after listening on port 0).
   uint16_t port() const noexcept;
 
