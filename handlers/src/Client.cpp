@@ -38,7 +38,7 @@ void Client::Release::operator()(Client* client) const noexcept {
 Client::Client(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options)
     : Connection(reactor, std::move(handler), options, true),
       clientOptions_(options),
-      connectTimer_(reactor, [this] { fail(-ETIMEDOUT, "connect: no answer within connectTimeout"); }) {}
+      connectTimer_(reactor, [this] { onConnectTimeout(); }) {}
 
 Client::Ptr Client::create(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options) {
   return Ptr(new Client(reactor, std::move(handler), options));
@@ -119,6 +119,19 @@ void Client::onConnectRejected(const CmEvent& event) noexcept {
   }
   handler_->onRejected(*this, info);
   close();
+}
+
+void Client::onConnectTimeout() noexcept {
+  // libevent runs expired timers before a turn the CM dispatcher deferred (it drains a bounded
+  // number of events per turn): the answer may be in our own CM event queue, behind a burst of
+  // events. That wait is ours, not the peer's: the verdict waits until the queue has drained.
+  int error = 0;
+  const CmDispatcher* cm = reactor_.cm(error);
+  if (cm != nullptr && cm->backlogged()) {
+    connectTimer_.startOnce(std::chrono::milliseconds(5));
+    return;
+  }
+  fail(-ETIMEDOUT, "connect: no answer within connectTimeout");
 }
 
 void Client::onEstablishedByRole() noexcept { connectTimer_.cancel(); }

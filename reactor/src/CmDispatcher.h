@@ -38,6 +38,8 @@ class CmDispatcher {
   uint64_t eventsWithoutHandler() const noexcept { return orphans_; }
   // Turns that stopped at the budget and left the rest for a later turn.
   uint64_t budgetYields() const noexcept { return budgetYields_; }
+  // Events are waiting in the channel for a later turn (the last drain stopped at the budget).
+  bool backlogged() const noexcept { return resume_.scheduled(); }
 
  private:
   static void onReadable(int, short, void* self) noexcept;

@@ -74,6 +74,16 @@ void Reactor::runDeferred() noexcept {
   if (!deferred_.empty() && !dying_) deferLater_->schedule();
 }
 
+CmEventStats Reactor::cmEventStats() const noexcept {
+  CmEventStats out;
+  if (cm_) {
+    out.dispatched = cm_->eventsDispatched();
+    out.withoutHandler = cm_->eventsWithoutHandler();
+    out.budgetYields = cm_->budgetYields();
+  }
+  return out;
+}
+
 CmDispatcher* Reactor::cm(int& error) {
   error = 0;
   if (!cm_) {

@@ -23,7 +23,9 @@ class Client : public Connection {
   static Ptr create(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options = {});
 
   // Starts connecting to a numeric IPv4/IPv6 `address` and `port`, carrying `privateData` in the
-  // request. Returns 0: the outcome arrives as onEstablished, onRejected or onError, then onClosed.
+  // request. connectTimeout counts from rdma_connect to the answer's arrival: an answer that
+  // arrived in time but waits in this reactor's own CM event queue behind a burst of other events
+  // is not a timeout (the verdict waits until that queue has drained). Returns 0: the outcome arrives as onEstablished, onRejected or onError, then onClosed.
   // Or returns -errno at once, and no callback fires: -EINVAL (not a numeric address), -EMSGSIZE
   // (private data longer than any transport carries), -EINVAL (unusable options, see
   // Connection::checkOptions), -EALREADY (not Idle), -ENODEV (no RDMA CM on
@@ -39,6 +41,7 @@ class Client : public Connection {
   void onEstablishedByRole() noexcept override;
   void onFinished() noexcept override;
   void onOrphaned() noexcept override;
+  void onConnectTimeout() noexcept;
 
   ClientOptions clientOptions_;
   std::vector<uint8_t> privateData_;

@@ -26,6 +26,13 @@ class EventHolder;
 class QueuePair;
 }  // namespace detail
 
+// What the Reactor's RDMA CM event channel did (all zero before its first use).
+struct CmEventStats {
+  uint64_t dispatched = 0;      // events handed to a connection or listener
+  uint64_t withoutHandler = 0;  // events for an id nobody owned any more (dropped)
+  uint64_t budgetYields = 0;    // turns that stopped at the budget and left the rest for later
+};
+
 // Lifetimes. Destroying the Reactor is final and silent: every Client, Listener (with its
 // Agents), Timer and watch still on it is closed at once, its RDMA resources released, and no
 // callback fires (no onError, no onClosed); closures still deferred are destroyed without
@@ -59,6 +66,8 @@ class Reactor {
   // on a later turn, after the loop has polled its sockets, signals and timers. Safe from any
   // callback. Never call it from another thread. Dropped (not run) once the Reactor is dying.
   void defer(std::function<void()> fn);
+
+  CmEventStats cmEventStats() const noexcept;
 
  private:
   // What evrdma's own objects use of their Reactor; nothing for an application here.

@@ -1,0 +1,150 @@
+// A burst of connects whose answers all arrive while the client's loop is busy: the answers wait in
+// the client's own CM event queue, which the dispatcher drains 64 per turn, and libevent runs
+// expired timers before the turns it deferred. connectTimeout must not count that wait.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "PingPong.h"
+#include "evrdma/Client.h"
+#include "evrdma/Listener.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/Watch.h"
+#include "rdma/TestBed.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// A pingpong server on a Reactor of its own, on its own thread: it answers while the client's
+// thread is busy. hold(true) keeps its loop busy too, so connect requests wait for it.
+class ServerThread {
+ public:
+  explicit ServerThread(const std::string& ip)
+      : factory_(pingsr::Limits{}, pingpong::Trace::Off, 0), listener_(evrdma::Listener::create(reactor_, factory_)) {
+    EXPECT_EQ(listener_->listen(ip, 0), 0);
+    port_ = listener_->port();
+    thread_ = std::thread([this] {
+      evrdma::Timer check(reactor_, [this] {
+        while (hold_ && !stop_) std::this_thread::sleep_for(1ms);
+        if (stop_) reactor_.stop();
+      });
+      check.startPeriodic(5ms);
+      reactor_.run();
+    });
+  }
+  ~ServerThread() {
+    stop_ = true;
+    thread_.join();
+    listener_.reset();
+  }
+  uint16_t port() const { return port_; }
+  void hold(bool on) { hold_ = on; }
+
+ private:
+  evrdma::Reactor reactor_;
+  pingpong::EchoFactory factory_;
+  evrdma::Listener::Ptr listener_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> hold_{false};
+  std::thread thread_;
+};
+
+TEST(ConnectTimeout, AnAnswerWaitingInTheClientsOwnEventQueueIsNotATimeout) {
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  // soft-iWARP maps every queue into the process and allows about 70 connections per process, both
+  // sides in this one: there 32 clients check that nothing breaks, and rxe, with more answers than
+  // one turn's budget, proves the mechanism.
+  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
+  const bool iwarp = driver != nullptr && std::string(driver) == "siw";
+  const size_t clients = iwarp ? 32 : 150;
+  ServerThread server(bed.ip);
+  ASSERT_NE(server.port(), 0);
+
+  evrdma::Reactor reactor;
+  std::vector<pingpong::PingResult> results;
+  std::vector<evrdma::Client::Ptr> connections;
+  evrdma::ClientOptions options;
+  options.maxMessageSize = 64;
+  options.recvDepth = 2;
+  options.sendDepth = 2;
+  options.connectTimeout = 2000ms;
+  pingsr::ConnectInfo info{1, 64};
+  // One round trip first: the server's first connection sets up its device (PD, channel, CQs),
+  // which takes long enough under emulation to time a client out for real.
+  {
+    bool warm = false;
+    auto handler = std::make_unique<pingpong::PingClient>(0, info, true, pingpong::Trace::Off,
+                                                          [&](const pingpong::PingResult& r) { warm = r.succeeded; });
+    evrdma::ClientOptions patient = options;
+    patient.connectTimeout = 30s;
+    auto first = evrdma::Client::create(reactor, std::move(handler), patient);
+    ASSERT_EQ(first->connect(bed.ip, server.port(), pingsr::encode(info)), 0);
+    evrdma::Timer check(reactor, [&] {
+      if (warm || first->state() == evrdma::ConnectionState::Failed) reactor.stop();
+    });
+    check.startPeriodic(2ms);
+    reactor.run();
+    ASSERT_TRUE(warm);
+  }
+  const evrdma::CmEventStats before = reactor.cmEventStats();
+  server.hold(true);  // the requests wait for the server until every client has sent its own
+  for (size_t i = 0; i < clients; ++i) {
+    auto handler = std::make_unique<pingpong::PingClient>(static_cast<uint32_t>(i), info, true, pingpong::Trace::Off,
+                                                          [&](const pingpong::PingResult& r) { results.push_back(r); });
+    connections.push_back(evrdma::Client::create(reactor, std::move(handler), options));
+    ASSERT_EQ(connections.back()->connect(bed.ip, server.port(), pingsr::encode(info)), 0);
+  }
+  bool blocked = false;
+  auto deadline = std::chrono::steady_clock::now() + 120s;
+  evrdma::Timer watch(reactor, [&] {
+    if (!blocked) {
+      bool allSent = true;
+      for (auto& c : connections)
+        if (c->state() == evrdma::ConnectionState::ResolvingAddr || c->state() == evrdma::ConnectionState::ResolvingRoute)
+          allSent = false;
+      if (allSent) {
+        // The server answers them all while this loop is busy for longer than connectTimeout:
+        // every answer arrives in time and waits in our queue.
+        server.hold(false);
+        blocked = true;
+        std::this_thread::sleep_for(6s);  // the application busy in a callback
+      }
+    }
+    if (results.size() == clients || std::chrono::steady_clock::now() > deadline) reactor.stop();
+  });
+  watch.startPeriodic(1ms);
+  reactor.run();
+
+  ASSERT_TRUE(blocked);
+  ASSERT_EQ(results.size(), clients) << "not every client finished within 120 s";
+  size_t timedOut = 0, succeeded = 0;
+  for (const auto& r : results) {
+    if (r.succeeded) ++succeeded;
+    if (r.error.find("connectTimeout") != std::string::npos) {
+      ++timedOut;
+      std::printf("client %u timed out %.3f s after connect()\n", r.index,
+                  std::chrono::duration<double>(r.finishedAt - r.connectStarted).count());
+    }
+  }
+  EXPECT_EQ(timedOut, 0u) << "answers that waited in our own queue were taken for timeouts";
+  EXPECT_EQ(succeeded, clients);
+  // The scenario really happened: the answers did not fit in one turn.
+  if (!iwarp) {
+    EXPECT_GT(reactor.cmEventStats().budgetYields, before.budgetYields);
+  }
+  std::printf("[ figures  ] %zu clients, connectTimeout 2 s, loop blocked after the last request: %zu succeeded, "
+              "%zu timed out, CM budget yields %llu\n",
+              clients, succeeded, timedOut, static_cast<unsigned long long>(reactor.cmEventStats().budgetYields));
+}
+
+}  // namespace
