@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "FramedSender.h"
+#include "MemoryLock.h"
 #include "Frame.h"
 #include "WorkRequestId.h"
 #include "evrdma/Reactor.h"
@@ -26,14 +27,28 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
 
   // Least access: receives are written by the local HCA only; sends are only read.
   op = "receive/send buffer registration";
-  recvRing_ = MemoryRegion::allocate(pd_, bufferSize_ * options.recvDepth, kLocalWrite, error);
-  if (!recvRing_) return error;
-  sendBuffers_ = BufferPool::allocate(pd_, options.sendDepth, bufferSize_, 0, error);
-  if (!sendBuffers_) return error;
-  if (options.framed) {
+  const size_t ringBytes = bufferSize_ * options.recvDepth, sendBytes = bufferSize_ * options.sendDepth;
+  const size_t slotBytes = options.framed ? size_t{options.sendDepth + 1} * FramedSender::kSlotSize : 0;
+  recvRing_ = MemoryRegion::allocate(pd_, ringBytes, kLocalWrite, error);
+  if (recvRing_) sendBuffers_ = BufferPool::allocate(pd_, options.sendDepth, bufferSize_, 0, error);
+  if (sendBuffers_ && options.framed) {
     frameSlotCount_ = options.sendDepth + 1;
-    frameSlots_ = MemoryRegion::allocate(pd_, size_t{frameSlotCount_} * FramedSender::kSlotSize, 0, error);
-    if (!frameSlots_) return error;
+    frameSlots_ = MemoryRegion::allocate(pd_, slotBytes, 0, error);
+  }
+  if (!recvRing_ || !sendBuffers_ || (options.framed && !frameSlots_)) {
+    // Registered memory counts against RLIMIT_MEMLOCK; past it the kernel says only ENOMEM.
+    const size_t page = 4096;
+    auto pages = [page](size_t bytes) { return (bytes + page - 1) / page * page; };
+    const uint64_t perConnection = pages(ringBytes) + pages(sendBytes) + pages(slotBytes);
+    uint64_t more = pages(ringBytes);
+    if (recvRing_) more = pages(sendBytes);
+    if (recvRing_ && sendBuffers_) more = pages(slotBytes);
+    const std::string hint = memoryLockHint(currentMemoryLockState(), more, perConnection);
+    if (!hint.empty()) {
+      failure_ = hint;
+      op = failure_.c_str();
+    }
+    return error;
   }
 
   op = "ibv_create_cq";

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "CompletionDispatcher.h"
@@ -62,6 +63,7 @@ class QueuePair {
   uint32_t frameSlotCount() const noexcept { return frameSlotCount_; }
 
  private:
+  std::string failure_;  // names a failed setUp step in words, when `op` alone would not
   size_t bufferSize_ = 0;
   uint32_t frameSlotCount_ = 0;
   uint32_t postedReceives_ = 0;
