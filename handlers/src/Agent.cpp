@@ -9,8 +9,15 @@
 namespace evrdma {
 
 Agent::Agent(Listener& listener, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
-             const ConnectionOptions& options)
-    : Connection(reactor, std::move(handler), options, false), listener_(listener) {}
+             const ConnectionOptions& options, std::chrono::milliseconds acceptTimeout)
+    : Connection(reactor, std::move(handler), options, false),
+      listener_(listener),
+      acceptTimeout_(acceptTimeout),
+      acceptTimer_(reactor, [this] {
+        // The client never completed the connection (it went away, or never reads its events):
+        // the agent's resources go back instead of waiting for the transport to give up.
+        fail(-ETIMEDOUT, "accept: the client did not complete the connection within acceptTimeout");
+      }) {}
 
 int Agent::accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op) noexcept {
   adoptId(std::move(id));
@@ -25,6 +32,7 @@ int Agent::accept(CmId id, const std::vector<uint8_t>& privateData, const char*&
     op = "rdma_accept";
     return errno ? -errno : -EINVAL;
   }
+  if (acceptTimeout_.count() > 0) acceptTimer_.startOnce(acceptTimeout_);
   return 0;
 }
 
@@ -35,6 +43,11 @@ void Agent::onConnectFailed(const CmEvent& event) noexcept {
   fail(event.status < 0 ? event.status : -ECONNABORTED, "accept: the client never completed the connection");
 }
 
-void Agent::onFinished() noexcept { listener_.agentFinished(this); }
+void Agent::onEstablishedByRole() noexcept { acceptTimer_.cancel(); }
+
+void Agent::onFinished() noexcept {
+  acceptTimer_.cancel();
+  listener_.agentFinished(this);
+}
 
 }  // namespace evrdma

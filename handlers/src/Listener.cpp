@@ -25,8 +25,8 @@ class Listener::Sink final : public CmEventHandler, public detail::ReactorMember
   Listener& listener_;
 };
 
-Listener::Listener(Reactor& reactor, AgentFactory& factory)
-    : reactor_(reactor), factory_(factory), sink_(std::make_unique<Sink>(*this)) {
+Listener::Listener(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options)
+    : reactor_(reactor), factory_(factory), options_(options), sink_(std::make_unique<Sink>(*this)) {
   reactor.join(sink_.get());
 }
 
@@ -40,7 +40,9 @@ void Listener::Release::operator()(Listener* listener) const noexcept {
   listener->maybeDelete();
 }
 
-Listener::Ptr Listener::create(Reactor& reactor, AgentFactory& factory) { return Ptr(new Listener(reactor, factory)); }
+Listener::Ptr Listener::create(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options) {
+  return Ptr(new Listener(reactor, factory, options));
+}
 
 Listener::~Listener() {
   if (!orphaned_) reactor_.leave(sink_.get());
@@ -111,6 +113,11 @@ void Listener::onConnectRequest(const CmEvent& event) noexcept {
     reject(event.id, "the server is shutting down");
     return;
   }
+  if (options_.maxAgents != 0 && agents_.size() >= options_.maxAgents) {
+    ++stats_.rejectedBusy;
+    reject(event.id, "server busy: " + std::to_string(agents_.size()) + " agents (maxAgents)");
+    return;
+  }
   ConnectRequest request{formatAddress(rdma_get_peer_addr(event.id)), event.privateData, event.initiatorDepth,
                          event.responderResources};
   AcceptDecision decision = factory_.onConnectRequest(request);
@@ -122,7 +129,8 @@ void Listener::onConnectRequest(const CmEvent& event) noexcept {
     reject(event.id, decision.rejectReason.empty() ? "rejected" : decision.rejectReason);
     return;
   }
-  std::unique_ptr<Agent> owned(new Agent(*this, reactor_, std::move(decision.handler), decision.options));
+  std::unique_ptr<Agent> owned(
+      new Agent(*this, reactor_, std::move(decision.handler), decision.options, options_.acceptTimeout));
   Agent* agent = owned.get();
   agents_.emplace(agent, std::move(owned));
   const char* op = nullptr;

@@ -2,9 +2,11 @@
 // factory accepted. Owned by the Listener, which frees it after onClosed.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include "evrdma/Connection.h"
+#include "evrdma/Watch.h"
 
 namespace evrdma {
 
@@ -17,15 +19,18 @@ class Agent : public Connection {
  private:
   friend class Listener;
   Agent(Listener& listener, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
-        const ConnectionOptions& options);
+        const ConnectionOptions& options, std::chrono::milliseconds acceptTimeout);
   // Takes the request's id, sets up verbs and accepts. Returns 0, or -errno with `op` set (the
   // Listener then rejects the request).
   int accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op) noexcept;
   void onConnectRejected(const CmEvent& event) noexcept override;
   void onConnectFailed(const CmEvent& event) noexcept override;
+  void onEstablishedByRole() noexcept override;
   void onFinished() noexcept override;
 
   Listener& listener_;
+  std::chrono::milliseconds acceptTimeout_;
+  Timer acceptTimer_;
 };
 
 }  // namespace evrdma

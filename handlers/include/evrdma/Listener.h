@@ -2,6 +2,7 @@
 // reason the client can read, as its AgentFactory decides. It owns its Agents.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -19,8 +20,19 @@ struct CmEvent;
 struct ListenerStats {
   uint64_t requests = 0;
   uint64_t accepted = 0;
-  uint64_t rejected = 0;       // by the factory, or because the agent could not be set up
+  uint64_t rejected = 0;       // by the factory, past maxAgents, or because the agent could not be set up
+  uint64_t rejectedBusy = 0;   // of those: past maxAgents
   uint64_t agentsClosed = 0;
+};
+
+// Admission control: what a Listener takes on before it refuses.
+struct ListenerOptions {
+  // The most agents at once (0: no limit); past it a request is rejected with "server busy: N
+  // agents (maxAgents)" before the factory is asked, and nothing is allocated for it.
+  size_t maxAgents = 0;
+  // How long an accepted agent may wait for the client to complete the connection (0: for ever);
+  // then it fails with -ETIMEDOUT and its resources go back.
+  std::chrono::milliseconds acceptTimeout{10000};
 };
 
 class Listener final {
@@ -33,7 +45,7 @@ class Listener final {
   using Ptr = std::unique_ptr<Listener, Release>;
 
   // `factory` is borrowed: it must outlive the Listener.
-  static Ptr create(Reactor& reactor, AgentFactory& factory);
+  static Ptr create(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options = {});
 
   // Binds to a numeric IPv4/IPv6 address ("0.0.0.0" or "::" for all) and port (0: any free one)
   // and listens. Returns 0 or -errno: -EINVAL (not a numeric address), -EADDRINUSE (port taken),
@@ -62,7 +74,7 @@ class Listener final {
   // Receives the listening id's CM events and the Reactor's end, for the methods below.
   class Sink;
   friend class Sink;
-  Listener(Reactor& reactor, AgentFactory& factory);
+  Listener(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options);
   ~Listener();
   void onReactorGone() noexcept;
   void onCmEvent(const CmEvent& event) noexcept;
@@ -73,6 +85,7 @@ class Listener final {
 
   Reactor& reactor_;
   AgentFactory& factory_;
+  ListenerOptions options_;
   std::unique_ptr<Sink> sink_;
   CmId id_;
   std::map<Agent*, std::unique_ptr<Agent>> agents_;

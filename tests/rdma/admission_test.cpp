@@ -1,0 +1,164 @@
+// Admission control: a Listener past its maxAgents refuses with a reason before anything is
+// allocated, and an agent whose client never completes the connection does not hold its
+// resources for ever.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "evrdma/Client.h"
+#include "evrdma/Listener.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/Watch.h"
+#include "rdma/TestBed.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct AgentEvents {
+  std::atomic<int> established{0}, timedOut{0}, closed{0};
+  std::string lastError;  // written by the server's thread, read after it stopped
+};
+
+struct RecordingAgent : evrdma::ConnectionHandler {
+  AgentEvents& events;
+  explicit RecordingAgent(AgentEvents& e) : events(e) {}
+  void onEstablished(evrdma::Connection&) noexcept override { ++events.established; }
+  void onError(evrdma::Connection&, int err, const char* op) noexcept override {
+    if (err == -ETIMEDOUT) ++events.timedOut;
+    events.lastError = op;
+  }
+  void onClosed(evrdma::Connection&) noexcept override { ++events.closed; }
+};
+
+struct CountingFactory : evrdma::AgentFactory {
+  AgentEvents events;
+  std::atomic<int> asked{0};
+  evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
+    ++asked;
+    return evrdma::AcceptDecision::accept(std::make_unique<RecordingAgent>(events));
+  }
+};
+
+struct ClientRecord : evrdma::ConnectionHandler {
+  bool established = false, rejected = false;
+  std::string reason;
+  void onEstablished(evrdma::Connection&) noexcept override { established = true; }
+  void onRejected(evrdma::Connection&, const evrdma::RejectInfo& info) noexcept override {
+    rejected = true;
+    reason = info.reason;
+  }
+};
+
+// Runs `reactor` until `done()` or `limit`.
+bool runUntil(evrdma::Reactor& reactor, const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  bool reached = false;
+  evrdma::Timer check(reactor, [&] {
+    reached = done();
+    if (reached || std::chrono::steady_clock::now() > deadline) reactor.stop();
+  });
+  check.startPeriodic(2ms);
+  reactor.run();
+  return reached;
+}
+
+TEST(Admission, PastMaxAgentsARequestIsRejectedAsBusyBeforeTheFactoryIsAsked) {
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  evrdma::Reactor reactor;
+  CountingFactory factory;
+  evrdma::ListenerOptions options;
+  options.maxAgents = 3;
+  auto listener = evrdma::Listener::create(reactor, factory, options);
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  std::vector<ClientRecord*> records;
+  std::vector<evrdma::Client::Ptr> clients;
+  for (int i = 0; i < 5; ++i) {
+    auto record = std::make_unique<ClientRecord>();
+    records.push_back(record.get());
+    clients.push_back(evrdma::Client::create(reactor, std::move(record)));
+    ASSERT_EQ(clients.back()->connect(bed.ip, listener->port()), 0);
+    // One at a time, so which ones get in is known.
+    ASSERT_TRUE(runUntil(reactor, [&] { return records.back()->established || records.back()->rejected; }, 30s));
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(records[i]->established) << "client " << i;
+  for (int i = 3; i < 5; ++i) {
+    EXPECT_TRUE(records[i]->rejected) << "client " << i;
+    EXPECT_EQ(records[i]->reason, "server busy: 3 agents (maxAgents)");
+  }
+  EXPECT_EQ(factory.asked.load(), 3) << "a request past maxAgents never reaches the factory";
+  EXPECT_EQ(listener->stats().rejectedBusy, 2u);
+  EXPECT_EQ(listener->agentCount(), 3u);
+  // One leaves: there is room again.
+  clients[0]->close();
+  ASSERT_TRUE(runUntil(reactor, [&] { return listener->agentCount() == 2; }, 30s));
+  auto record = std::make_unique<ClientRecord>();
+  ClientRecord* late = record.get();
+  clients.push_back(evrdma::Client::create(reactor, std::move(record)));
+  ASSERT_EQ(clients.back()->connect(bed.ip, listener->port()), 0);
+  ASSERT_TRUE(runUntil(reactor, [&] { return late->established || late->rejected; }, 30s));
+  EXPECT_TRUE(late->established);
+  clients.clear();
+  listener.reset();
+  runUntil(reactor, [] { return false; }, 200ms);
+}
+
+TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBack) {
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
+  const bool iwarp = driver != nullptr && std::string(driver) == "siw";
+  // The server on its own thread, with acceptTimeout 500 ms.
+  evrdma::Reactor serverReactor;
+  CountingFactory factory;
+  evrdma::ListenerOptions options;
+  options.acceptTimeout = 500ms;
+  auto listener = evrdma::Listener::create(serverReactor, factory, options);
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  const uint16_t port = listener->port();
+  std::atomic<bool> stop{false};
+  std::thread server([&] {
+    evrdma::Timer check(serverReactor, [&] {
+      if (stop) serverReactor.stop();
+    });
+    check.startPeriodic(5ms);
+    serverReactor.run();
+  });
+
+  // The client sends its request, then its loop stops reading CM events: on InfiniBand and RoCE
+  // librdmacm completes a connection (QP to RTS, the RTU) only when the client reads the answer.
+  evrdma::Reactor reactor;
+  auto record = std::make_unique<ClientRecord>();
+  auto client = evrdma::Client::create(reactor, std::move(record));
+  ASSERT_EQ(client->connect(bed.ip, port), 0);
+  ASSERT_TRUE(runUntil(reactor, [&] { return client->state() == evrdma::ConnectionState::Connecting; }, 30s));
+  std::this_thread::sleep_for(2s);  // the client does nothing; the server's loop runs
+  stop = true;
+  server.join();
+
+  if (iwarp) {
+    // iWARP: the kernels finish MPA on their own, whatever the client's process does: the agent is
+    // established and acceptTimeout, rightly, never fires.
+    EXPECT_EQ(factory.events.established.load(), 1);
+    EXPECT_EQ(factory.events.timedOut.load(), 0);
+  } else {
+    EXPECT_EQ(factory.events.established.load(), 0);
+    EXPECT_EQ(factory.events.timedOut.load(), 1) << factory.events.lastError;
+    EXPECT_EQ(factory.events.closed.load(), 1) << "its resources went back (onClosed is the last callback)";
+    EXPECT_NE(factory.events.lastError.find("acceptTimeout"), std::string::npos) << factory.events.lastError;
+    EXPECT_EQ(listener->agentCount(), 0u);
+  }
+  client.reset();
+  runUntil(reactor, [] { return false; }, 200ms);
+  listener.reset();
+}
+
+}  // namespace
