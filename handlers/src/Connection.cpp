@@ -107,7 +107,7 @@ int Connection::setUpVerbs(const char*& op) noexcept {
         region->remote(remote);
         return region;
       },
-      *sink_);
+      *sink_, stats_);
   return 0;
 }
 

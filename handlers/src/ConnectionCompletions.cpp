@@ -184,9 +184,7 @@ bool Connection::onFrame(const uint8_t* data, const ibv_wc& wc) noexcept {
     case FrameType::Credit:
       return true;
     default: {
-      const uint64_t lentBefore = regionExchange_->regionsLent();
       if (regionExchange_->onFrame(frame, why) != 0) fail(-EPROTO, why);
-      stats_.regionsLent += regionExchange_->regionsLent() - lentBefore;
       noteBacklog();
       return true;
     }

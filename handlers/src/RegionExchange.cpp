@@ -16,12 +16,13 @@ bool sameRegion(const RemoteRegion& r, uint32_t rkey, uint64_t address) {
 }  // namespace
 
 RegionExchange::RegionExchange(uint64_t maxLentBytes, uint32_t maxPeerRegions, SendFrame send, Allocate allocate,
-                               Events& events)
+                               Events& events, ConnectionStats& stats)
     : maxLentBytes_(maxLentBytes),
       maxPeerRegions_(maxPeerRegions),
       send_(std::move(send)),
       allocate_(std::move(allocate)),
-      events_(events) {}
+      events_(events),
+      stats_(stats) {}
 
 int RegionExchange::request(uint64_t bytes, int access, uint64_t tag) noexcept {
   if (bytes == 0 || (access & ~kRemoteAccess) != 0 || (access & kRemoteAccess) == 0) return -EINVAL;
@@ -92,7 +93,7 @@ void RegionExchange::onRequest(const Frame& frame) noexcept {
     return;
   }
   lentBytes_ += frame.requestBytes;
-  ++regionsLent_;
+  ++stats_.regionsLent;
   lent_.push_back({remote, std::move(region)});
   if (send_(regionGrantFrame(frame.requestId, remote, 0)) != 0) return;
   events_.onLent(*lent_.back().region);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "evrdma/ConnectionOptions.h"
 #include "evrdma/MemoryRegion.h"
 
 namespace evrdma {
@@ -42,7 +43,9 @@ class RegionExchange {
     ~Events() = default;
   };
 
-  RegionExchange(uint64_t maxLentBytes, uint32_t maxPeerRegions, SendFrame send, Allocate allocate, Events& events);
+  // Counts the regions it lends in `stats`.
+  RegionExchange(uint64_t maxLentBytes, uint32_t maxPeerRegions, SendFrame send, Allocate allocate, Events& events,
+                 ConnectionStats& stats);
 
   // Asks the peer for `bytes` with `access` (kRemoteRead and/or kRemoteWrite). 0, -EINVAL (0 bytes
   // or a bad access), -ENOSPC (maxPeerRegions held or asked for), or the sender's error.
@@ -60,7 +63,6 @@ class RegionExchange {
 
   const std::vector<RemoteRegion>& peerRegions() const noexcept { return peerRegions_; }
   uint64_t lentBytes() const noexcept { return lentBytes_; }
-  uint64_t regionsLent() const noexcept { return regionsLent_; }
 
  private:
   struct Request {
@@ -86,7 +88,7 @@ class RegionExchange {
   std::vector<Lent> lent_;
   std::vector<RemoteRegion> sent_;
   uint64_t lentBytes_ = 0;
-  uint64_t regionsLent_ = 0;
+  ConnectionStats& stats_;
 };
 
 }  // namespace evrdma::detail
