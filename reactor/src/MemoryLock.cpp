@@ -1,46 +1,13 @@
 #include "MemoryLock.h"
 
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <cstring>
 
 namespace evrdma::detail {
 namespace {
 
 std::string kib(uint64_t bytes) { return std::to_string((bytes + 1023) / 1024) + " KiB"; }
-
-// A "Name:   value kB" line of /proc/self/status, in bytes; 0 when absent.
-uint64_t statusKib(const char* name) noexcept {
-  uint64_t value = 0;
-  if (FILE* f = std::fopen("/proc/self/status", "re")) {
-    char line[256];
-    const size_t length = std::strlen(name);
-    while (std::fgets(line, sizeof line, f) != nullptr) {
-      if (std::strncmp(line, name, length) == 0 && line[length] == ':') {
-        unsigned long long kb = 0;
-        if (std::sscanf(line + length + 1, "%llu", &kb) == 1) value = kb * 1024;
-        break;
-      }
-    }
-    std::fclose(f);
-  }
-  return value;
-}
-
-// CAP_IPC_LOCK (bit 14) in the effective set: the limit does not apply.
-bool hasIpcLock() noexcept {
-  if (FILE* f = std::fopen("/proc/self/status", "re")) {
-    char line[256];
-    unsigned long long caps = 0;
-    while (std::fgets(line, sizeof line, f) != nullptr)
-      if (std::sscanf(line, "CapEff: %llx", &caps) == 1) break;
-    std::fclose(f);
-    return (caps & (1ull << 14)) != 0;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -48,8 +15,16 @@ MemoryLockState currentMemoryLockState() noexcept {
   MemoryLockState state;
   rlimit limit{};
   if (getrlimit(RLIMIT_MEMLOCK, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) state.limit = limit.rlim_cur;
-  state.pinned = statusKib("VmPin");
-  state.exempt = hasIpcLock();
+  // VmPin: what this process has pinned; CapEff bit 14: CAP_IPC_LOCK, which lifts the limit.
+  if (FILE* f = std::fopen("/proc/self/status", "re")) {
+    char line[256];
+    unsigned long long kb = 0, caps = 0;
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::sscanf(line, "VmPin: %llu", &kb) == 1) state.pinned = kb * 1024;
+      if (std::sscanf(line, "CapEff: %llx", &caps) == 1) state.exempt = (caps & (1ull << 14)) != 0;
+    }
+    std::fclose(f);
+  }
   return state;
 }
 
