@@ -132,6 +132,15 @@ TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBa
     check.startPeriodic(5ms);
     serverReactor.run();
   });
+  // Joined on every way out, a failed ASSERT included (a joinable thread destroyed terminates).
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Joiner() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{stop, server};
 
   // The client sends its request, then its loop stops reading CM events: on InfiniBand and RoCE
   // librdmacm completes a connection (QP to RTS, the RTU) only when the client reads the answer.
@@ -142,7 +151,7 @@ TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBa
   ASSERT_TRUE(runUntil(reactor, [&] { return client->state() == evrdma::ConnectionState::Connecting; }, 30s));
   std::this_thread::sleep_for(2s);  // the client does nothing; the server's loop runs
   stop = true;
-  server.join();
+  server.join();  // the server's objects are only read once its thread is done
 
   if (iwarp) {
     // iWARP: the kernels finish MPA on their own, whatever the client's process does: the agent is
