@@ -287,6 +287,12 @@ evrdma::AcceptDecision BlastFactory::onConnectRequest(const evrdma::ConnectReque
   auto agent = std::make_unique<BlastAgent>(request, trace_);
   agent->closedHook = [this](const BlastAgent& a, const evrdma::Connection& c) {
     --activeAgents;
+    // Never established, no error: the client gave up before the accept reached it (counted in
+    // Listener::stats().abandoned), not a client served.
+    if (a.established == Clock::time_point{} && a.error.empty()) {
+      if (agentClosedHook) agentClosedHook(a, c);
+      return;
+    }
     ++agentsServed;
     if (!a.complete) ++(a.error.empty() ? agentsIncomplete : agentsFailed);
     if (agentClosedHook) agentClosedHook(a, c);

@@ -98,9 +98,11 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   reactor.run();
-  std::printf("blast-server: served %llu clients (%llu failed, %llu left early), rejected %llu requests\n",
+  std::printf("blast-server: served %llu clients (%llu failed, %llu left early), rejected %llu requests, %llu abandoned by "
+              "their clients\n",
               static_cast<unsigned long long>(factory.agentsServed), static_cast<unsigned long long>(factory.agentsFailed),
-              static_cast<unsigned long long>(factory.agentsIncomplete), static_cast<unsigned long long>(listener->stats().rejected));
+              static_cast<unsigned long long>(factory.agentsIncomplete), static_cast<unsigned long long>(listener->stats().rejected),
+              static_cast<unsigned long long>(listener->stats().abandoned));
   if (figures) pingpong::printProcessFigures("blast-server", cpu, completions);
   listener.reset();
   return factory.agentsFailed == 0 && (factory.agentsIncomplete == 0 || lifetime.stoppedBySignal()) ? 0 : 1;

@@ -87,6 +87,13 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
   auto agent = std::make_unique<EchoAgent>(info, trace_, disconnectAfterLastEcho);
   agent->closedHook = [this](const EchoAgent& a, const evrdma::Connection& c) {
     --activeAgents;
+    // Never established, no error: the client gave up before the accept reached it (counted in
+    // Listener::stats().abandoned), not a client served.
+    const bool abandoned = a.established == Clock::time_point{} && a.error.empty();
+    if (abandoned) {
+      if (agentClosedHook) agentClosedHook(a, c);
+      return;
+    }
     ++agentsServed;
     totalEchoes += a.echoed();
     if (!a.error.empty())

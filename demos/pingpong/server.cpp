@@ -102,10 +102,11 @@ int main(int argc, char** argv) {
 
   reactor.run();
   const evrdma::ListenerStats& stats = listener->stats();
-  std::printf("pingpong-server: served %llu clients (%llu failed, %llu left early), %llu echoes, rejected %llu requests\n",
+  std::printf("pingpong-server: served %llu clients (%llu failed, %llu left early), %llu echoes, rejected %llu requests, "
+              "%llu abandoned by their clients\n",
               static_cast<unsigned long long>(factory.agentsServed), static_cast<unsigned long long>(factory.agentsFailed),
               static_cast<unsigned long long>(factory.agentsIncomplete), static_cast<unsigned long long>(factory.totalEchoes),
-              static_cast<unsigned long long>(stats.rejected));
+              static_cast<unsigned long long>(stats.rejected), static_cast<unsigned long long>(stats.abandoned));
   if (figures) pingpong::printProcessFigures("pingpong-server", cpu, completions);
   listener.reset();
   // Clients cut short by a signal are a clean shutdown; errors, or clients that left early

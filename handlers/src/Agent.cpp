@@ -36,8 +36,8 @@ int Agent::accept(CmId id, const std::vector<uint8_t>& privateData, const char*&
   return 0;
 }
 
-// The client refused our accept (e.g. it timed out meanwhile), or never completed the connection.
-void Agent::onConnectRejected(const CmEvent& event) noexcept { onConnectFailed(event); }
+// The client refused our accept: its connect timed out before the accept reached it.
+void Agent::onConnectRejected(const CmEvent&) noexcept { listener_.agentAbandoned(this); }
 
 void Agent::onConnectFailed(const CmEvent& event) noexcept {
   fail(event.status < 0 ? event.status : -ECONNABORTED, "accept: the client never completed the connection");

@@ -113,6 +113,12 @@ void Listener::onConnectRequest(const CmEvent& event) noexcept {
     reject(event.id, "the server is shutting down");
     return;
   }
+  if (!requestStillWaiting(event.id)) {
+    // It waited in the backlog longer than the client's connect timeout: nobody to answer.
+    ++stats_.abandoned;
+    rdma_destroy_id(event.id);
+    return;
+  }
   if (options_.maxAgents != 0 && agents_.size() >= options_.maxAgents) {
     ++stats_.rejectedBusy;
     reject(event.id, "server busy: " + std::to_string(agents_.size()) + " agents (maxAgents)");
@@ -135,6 +141,12 @@ void Listener::onConnectRequest(const CmEvent& event) noexcept {
   agents_.emplace(agent, std::move(owned));
   const char* op = nullptr;
   if (int rc = agent->accept(CmId(event.id), decision.privateData, op); rc != 0) {
+    // The client gave up meanwhile: that, not `op`, failed. (On iWARP its TCP connection is gone:
+    // the accept's MPA reply meets a reset.)
+    if (rc == -ECONNRESET || !requestStillWaiting(agent->cmId())) {
+      agentAbandoned(agent);
+      return;
+    }
     // Tell the client why, then let the handler the factory made hear it too: onError, onClosed.
     std::string reason = std::string("server could not set up the connection: ") + op + ": " + strerror(-rc);
     auto payload = encodeRejectReason(reason);
@@ -151,6 +163,21 @@ void Listener::reject(rdma_cm_id* id, const std::string& reason) noexcept {
   rdma_reject(id, payload.data(), static_cast<uint8_t>(payload.size()));
   rdma_destroy_id(id);  // its event is acked already
   ++stats_.rejected;
+}
+
+bool Listener::requestStillWaiting(rdma_cm_id* id) noexcept {
+  // The QP attributes for INIT come from the kernel's CM state of the request: once the client
+  // rejected it (it does when its connect times out) or went away, that state is gone and the
+  // kernel answers EINVAL, as it would to rdma_create_qp and rdma_accept.
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  int mask = 0;
+  return rdma_init_qp_attr(id, &attr, &mask) == 0 || errno != EINVAL;
+}
+
+void Listener::agentAbandoned(Agent* agent) noexcept {
+  ++stats_.abandoned;
+  agent->close();  // not a failure: onClosed only
 }
 
 void Listener::agentFinished(Agent* agent) noexcept {

@@ -9,6 +9,7 @@
 #include <string>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -34,6 +35,12 @@ class ServerThread {
     thread_ = std::thread([this] {
       evrdma::Timer check(reactor_, [this] {
         while (hold_ && !stop_) std::this_thread::sleep_for(1ms);
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          stats_ = listener_->stats();
+          agents_ = listener_->agentCount();
+          agentsFailed_ = factory_.agentsFailed;
+        }
         if (stop_) reactor_.stop();
       });
       check.startPeriodic(5ms);
@@ -47,6 +54,13 @@ class ServerThread {
   }
   uint16_t port() const { return port_; }
   void hold(bool on) { hold_ = on; }
+  // The listener's figures and the agents that ended with an error, as of the loop's last check.
+  evrdma::ListenerStats stats(uint64_t& agentsFailed, size_t& agents) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    agentsFailed = agentsFailed_;
+    agents = agents_;
+    return stats_;
+  }
 
  private:
   evrdma::Reactor reactor_;
@@ -55,6 +69,10 @@ class ServerThread {
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> hold_{false};
+  std::mutex mutex_;
+  evrdma::ListenerStats stats_;
+  uint64_t agentsFailed_ = 0;
+  size_t agents_ = 0;
   std::thread thread_;
 };
 
@@ -145,6 +163,65 @@ TEST(ConnectTimeout, AnAnswerWaitingInTheClientsOwnEventQueueIsNotATimeout) {
   std::printf("[ figures  ] %zu clients, connectTimeout 2 s, loop blocked after the last request: %zu succeeded, "
               "%zu timed out, CM budget yields %llu\n",
               clients, succeeded, timedOut, static_cast<unsigned long long>(reactor.cmEventStats().budgetYields));
+}
+
+// Requests that waited in the server's backlog longer than their client's connectTimeout: the
+// clients gave up (and told the server's CM so) before the server read them. They are abandoned,
+// not failures of the server: no agent fails, nothing is rejected, the factory never hears of them.
+TEST(ConnectTimeout, RequestsTheClientsGaveUpOnAreCountedAsAbandonedNotAsFailedAgents) {
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  const size_t clients = 20;
+  ServerThread server(bed.ip);
+  ASSERT_NE(server.port(), 0);
+  server.hold(true);
+
+  evrdma::Reactor reactor;
+  std::vector<pingpong::PingResult> results;
+  std::vector<evrdma::Client::Ptr> connections;
+  evrdma::ClientOptions options;
+  options.maxMessageSize = 64;
+  options.recvDepth = 2;
+  options.sendDepth = 2;
+  options.connectTimeout = 500ms;
+  pingsr::ConnectInfo info{1, 64};
+  for (size_t i = 0; i < clients; ++i) {
+    auto handler = std::make_unique<pingpong::PingClient>(static_cast<uint32_t>(i), info, true, pingpong::Trace::Off,
+                                                          [&](const pingpong::PingResult& r) { results.push_back(r); });
+    connections.push_back(evrdma::Client::create(reactor, std::move(handler), options));
+    ASSERT_EQ(connections.back()->connect(bed.ip, server.port(), pingsr::encode(info)), 0);
+  }
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  evrdma::Timer watch(reactor, [&] {
+    if (results.size() == clients || std::chrono::steady_clock::now() > deadline) reactor.stop();
+  });
+  watch.startPeriodic(5ms);
+  reactor.run();
+  ASSERT_EQ(results.size(), clients);
+  size_t timedOut = 0;
+  for (const auto& r : results)
+    if (r.error.find("connectTimeout") != std::string::npos) ++timedOut;
+  ASSERT_EQ(timedOut, clients) << "the server's loop was held: every client must have timed out";
+  connections.clear();
+
+  server.hold(false);  // now the server reads the requests its clients gave up on
+  evrdma::ListenerStats stats;
+  uint64_t agentsFailed = 0;
+  size_t agents = 0;
+  for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
+    stats = server.stats(agentsFailed, agents);
+    if (stats.requests >= clients && agents == 0) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  std::printf("[ figures  ] %zu requests abandoned by their clients: requests %llu, abandoned %llu, accepted %llu, "
+              "rejected %llu, agents failed %llu\n",
+              clients, static_cast<unsigned long long>(stats.requests), static_cast<unsigned long long>(stats.abandoned),
+              static_cast<unsigned long long>(stats.accepted), static_cast<unsigned long long>(stats.rejected),
+              static_cast<unsigned long long>(agentsFailed));
+  EXPECT_EQ(stats.requests, clients);
+  EXPECT_EQ(stats.abandoned, clients);
+  EXPECT_EQ(stats.rejected, 0u);
+  EXPECT_EQ(agentsFailed, 0u);
 }
 
 }  // namespace

@@ -22,6 +22,11 @@ struct ListenerStats {
   uint64_t accepted = 0;
   uint64_t rejected = 0;       // by the factory, past maxAgents, or because the agent could not be set up
   uint64_t rejectedBusy = 0;   // of those: past maxAgents
+  // Requests whose client gave up before we accepted (its connect timed out while the request
+  // waited in the backlog, or it went away): not rejected, not failed. Seen before the factory
+  // is asked, the factory never hears of it; seen later (the client refused our accept), the
+  // agent's handler hears onClosed only, without onError, and the agent never was established.
+  uint64_t abandoned = 0;
   uint64_t agentsClosed = 0;
 };
 
@@ -80,6 +85,10 @@ class Listener final {
   void onCmEvent(const CmEvent& event) noexcept;
   void onConnectRequest(const CmEvent& event) noexcept;
   void reject(rdma_cm_id* id, const std::string& reason) noexcept;
+  // False once the client has given up on the request `id` came with (the kernel's CM no longer
+  // waits for our answer to it).
+  static bool requestStillWaiting(rdma_cm_id* id) noexcept;
+  void agentAbandoned(Agent* agent) noexcept;
   void agentFinished(Agent* agent) noexcept;
   void maybeDelete() noexcept;
 
