@@ -1,5 +1,6 @@
 #include "PingPong.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -121,10 +122,26 @@ void PingClient::onEstablished(evrdma::Connection& c) noexcept {
   result_.establishedAt = Clock::now();
   if (trace_ != Trace::Off) trace("client", c, "established");
   message_.assign(info_.dataSize, 0);
+  connection_ = &c;
+  if (roundTripTimeout_.count() > 0)
+    roundTripTimer_ = std::make_unique<evrdma::Timer>(c.reactor(), [this] { onRoundTripTimeout(); });
   sendNext(c);
 }
 
+void PingClient::onRoundTripTimeout() noexcept {
+  evrdma::Connection& c = *connection_;
+  const evrdma::SendQueueStats queue = c.sendQueueStats();
+  result_.error = "round trip " + std::to_string(result_.roundTrips + 1) + ": no echo within " +
+                  std::to_string(roundTripTimeout_.count()) + " ms (connection " + evrdma::toString(c.state()) +
+                  ", messages sent " + std::to_string(c.stats().messagesSent) + ", received " +
+                  std::to_string(c.stats().messagesReceived) + ", sends in flight " + std::to_string(queue.inFlight) +
+                  ", receives posted " + std::to_string(c.postedRecvs()) + ")";
+  c.close();
+}
+
 void PingClient::sendNext(evrdma::Connection& c) noexcept {
+  sentAt_ = Clock::now();
+  if (roundTripTimer_) roundTripTimer_->startOnce(roundTripTimeout_);
   if (verify_)
     for (size_t j = 0; j < message_.size(); ++j) message_[j] = patternByte(result_.index, result_.roundTrips, j);
   int rc = c.postSend(message_.data(), message_.size(), result_.roundTrips);
@@ -159,6 +176,7 @@ void PingClient::onRecv(evrdma::Connection& c, const uint8_t* data, size_t lengt
     }
     result_.verifiedBytes += length;
   }
+  result_.longestRoundTrip = std::max(result_.longestRoundTrip, Clock::now() - sentAt_);
   ++result_.roundTrips;
   if (trace_ == Trace::Messages) trace("client", c, ("round trip " + std::to_string(result_.roundTrips)).c_str());
   if (result_.roundTrips == info_.count) {
@@ -188,6 +206,8 @@ void PingClient::onError(evrdma::Connection& c, int err, const char* op) noexcep
 }
 
 void PingClient::onClosed(evrdma::Connection& c) noexcept {
+  roundTripTimer_.reset();
+  connection_ = nullptr;
   if (trace_ != Trace::Off) trace("client", c, "closed");
   if (!result_.succeeded && result_.finishedAt == Clock::time_point{}) result_.finishedAt = Clock::now();
   if (result_.succeeded && !result_.error.empty()) result_.succeeded = false;

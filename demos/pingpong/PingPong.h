@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "PingSr.h"
 #include "evrdma/Callbacks.h"
 #include "evrdma/Connection.h"
+#include "evrdma/Watch.h"
 
 namespace pingpong {
 
@@ -82,6 +84,7 @@ struct PingResult {
   bool established = false, succeeded = false, rejected = false;
   std::string error;  // rejection reason or failure
   Clock::time_point connectStarted, establishedAt, finishedAt;
+  Clock::duration longestRoundTrip{};  // from a send to its echo
   double seconds() const { return std::chrono::duration<double>(finishedAt - establishedAt).count(); }
 };
 
@@ -102,9 +105,13 @@ class PingClient : public evrdma::ConnectionHandler {
   void onError(evrdma::Connection& c, int err, const char* op) noexcept override;
   void onClosed(evrdma::Connection& c) noexcept override;
   const PingResult& result() const { return result_; }
+  // A round trip whose echo has not come back within `timeout` ends the connection with an error
+  // saying so (a lost message is never waited for silently). 0: no limit.
+  void setRoundTripTimeout(std::chrono::milliseconds timeout) { roundTripTimeout_ = timeout; }
 
  private:
   void sendNext(evrdma::Connection& c) noexcept;
+  void onRoundTripTimeout() noexcept;
   pingsr::ConnectInfo info_;
   bool verify_;
   Trace trace_;
@@ -112,6 +119,10 @@ class PingClient : public evrdma::ConnectionHandler {
   PingResult result_;
   std::vector<uint8_t> message_;
   bool sendPending_ = false;  // the next message waits for a free send buffer
+  Clock::time_point sentAt_;
+  std::chrono::milliseconds roundTripTimeout_{0};
+  evrdma::Connection* connection_ = nullptr;  // while established, for the timer
+  std::unique_ptr<evrdma::Timer> roundTripTimer_;
 };
 
 // "12.3 us" style helpers for figures.

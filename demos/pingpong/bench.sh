@@ -22,7 +22,7 @@ read -r perf_typical perf_avg < <(awk '/t_typical/ { getline; print $5, $6 }' "$
 wait_for "$log/ours-server" listening
 "$build/demos/pingpong-client" -a "$ip" -c "$iterations" -s "$size" -x >"$log/ours-client" 2>&1
 wait
-ours_rtt=$(sed -n 's/.*, \([0-9.]*\) us per round trip$/\1/p' "$log/ours-client" | head -n 1)
+ours_rtt=$(sed -n 's/.*, \([0-9.]*\) us per round trip, .*/\1/p' "$log/ours-client" | head -n 1)
 
 echo "round-trip latency, $size B messages, $iterations iterations, on $dev, both waiting on completion events:"
 if [ -n "${perf_avg:-}" ] && [ -n "$ours_rtt" ]; then

@@ -30,21 +30,24 @@ void usage(FILE* out, const char* prog) {
                "  -s BYTES  data_size: bytes per message (default 64)\n"
                "  -n N      connections at once, all from this one thread (default 1)\n"
                "  -v        verify every byte of every echo\n"
+               "  -R MS     round-trip timeout: a connection whose echo has not come back within MS\n"
+               "            milliseconds fails, saying so (default 30000; 0: wait for ever)\n"
                "  -t        trace connections;  -T  trace every message too\n"
                "  -x        print figures: per connection and in all (round trips/s, Mb/s, us per\n"
-               "            round trip), CPU use, completion-poll histogram\n"
+               "            round trip, longest round trip), CPU use, completion-poll histogram\n"
                "  -h        this help\n"
                "SIGINT closes every connection; SIGUSR1 prints where each one stands.\n"
                "Exit status: 0 when every connection made all its round trips, else 1 (2: bad usage).\n",
                prog, pingsr::kDefaultPort);
 }
 
-void printFigures(const char* label, uint64_t roundTrips, uint64_t size, double seconds) {
+void printFigures(const char* label, uint64_t roundTrips, uint64_t size, double seconds, double longestMs) {
   double rate = seconds > 0 ? roundTrips / seconds : 0;
   double megabits = seconds > 0 ? 2.0 * roundTrips * size * 8 / seconds / 1e6 : 0;
-  std::printf("%s: %llu round trips of %llu B in %.3f s: %.0f round trips/s, %.2f Mb/s (both ways), %.1f us per round trip\n",
+  std::printf("%s: %llu round trips of %llu B in %.3f s: %.0f round trips/s, %.2f Mb/s (both ways), %.1f us per round trip, "
+              "longest round trip %.3f ms\n",
               label, static_cast<unsigned long long>(roundTrips), static_cast<unsigned long long>(size), seconds, rate,
-              megabits, roundTrips ? seconds * 1e6 / roundTrips : 0.0);
+              megabits, roundTrips ? seconds * 1e6 / roundTrips : 0.0, longestMs);
 }
 
 }  // namespace
@@ -52,11 +55,11 @@ void printFigures(const char* label, uint64_t roundTrips, uint64_t size, double 
 int main(int argc, char** argv) {
   const char* envAddress = std::getenv("EVRDMA_RDMA_IP");
   std::string address = envAddress != nullptr ? envAddress : "";
-  unsigned long long port = pingsr::kDefaultPort, count = 1000, size = 64, connections = 1;
+  unsigned long long port = pingsr::kDefaultPort, count = 1000, size = 64, connections = 1, roundTripTimeout = 30000;
   bool verify = false, figures = false;
   pingpong::Trace trace = pingpong::Trace::Off;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:vtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:R:vtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -64,6 +67,7 @@ int main(int argc, char** argv) {
       case 'c': ok = pingpong::parseNumber(optarg, ~0ull, count) && count > 0; break;
       case 's': ok = pingpong::parseNumber(optarg, 1ull << 30, size) && size > 0; break;
       case 'n': ok = pingpong::parseNumber(optarg, 100000, connections) && connections > 0; break;
+      case 'R': ok = pingpong::parseNumber(optarg, 86400000, roundTripTimeout); break;
       case 'v': verify = true; break;
       case 't': trace = pingpong::Trace::Connections; break;
       case 'T': trace = pingpong::Trace::Messages; break;
@@ -102,6 +106,7 @@ int main(int argc, char** argv) {
           results.push_back(r);
           if (--open == 0) reactor.stop();
         });
+    handler->setRoundTripTimeout(std::chrono::milliseconds(roundTripTimeout));
     clients.push_back(evrdma::Client::create(reactor, std::move(handler), options));
     if (int rc = clients.back()->connect(address, static_cast<uint16_t>(port), pingsr::encode(info)); rc != 0) {
       std::fprintf(stderr, "pingpong-client: cannot connect to %s port %llu: %s%s\n", address.c_str(), port,
@@ -128,16 +133,19 @@ int main(int argc, char** argv) {
     completions.note(*c);
 
   uint64_t roundTrips = 0, succeeded = 0;
-  double longest = 0;
+  double longest = 0, longestRoundTripMs = 0;
   std::sort(results.begin(), results.end(), [](auto& a, auto& b) { return a.index < b.index; });
   for (const auto& r : results) {
     roundTrips += r.roundTrips;
     if (r.succeeded) ++succeeded;
     if (r.established && r.seconds() > longest) longest = r.seconds();
+    const double roundTripMs = std::chrono::duration<double, std::milli>(r.longestRoundTrip).count();
+    longestRoundTripMs = std::max(longestRoundTripMs, roundTripMs);
     if (!r.error.empty()) std::printf("connection %u: %s\n", r.index, r.error.c_str());
-    if (figures && r.established) printFigures(("connection " + std::to_string(r.index)).c_str(), r.roundTrips, size, r.seconds());
+    if (figures && r.established)
+      printFigures(("connection " + std::to_string(r.index)).c_str(), r.roundTrips, size, r.seconds(), roundTripMs);
   }
-  if (figures && connections > 1) printFigures("all connections", roundTrips, size, longest);
+  if (figures && connections > 1) printFigures("all connections", roundTrips, size, longest, longestRoundTripMs);
   std::printf("pingpong-client: %llu of %llu connections completed %llu round trips of %llu B%s (%.3f s in all)\n",
               static_cast<unsigned long long>(succeeded), connections, count, size, verify ? ", every byte verified" : "",
               wall);

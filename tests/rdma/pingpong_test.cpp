@@ -46,6 +46,36 @@ TEST_F(PingPongBed, SixtyFourConcurrentClientsAllFinishVerified) {
   std::printf("[ figures  ] 64 clients: at most %zu agents at once\n", mostAgents);
 }
 
+// A server that stops answering (here: it swallows the 5th message; in the field: a lost message,
+// a stuck peer) is never waited for silently: the round trip times out and says where it stood.
+TEST_F(PingPongBed, AnEchoThatNeverComesBackIsReportedAfterTheRoundTripTimeout) {
+  class SwallowFifth : public evrdma::ConnectionHandler {
+    void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override {
+      if (++received_ != 5) c.postSend(data, length);
+    }
+    int received_ = 0;
+  };
+  class Factory : public evrdma::AgentFactory {
+    evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
+      evrdma::ConnectionOptions options;
+      options.maxMessageSize = 64;
+      return evrdma::AcceptDecision::accept(std::make_unique<SwallowFifth>(), options);
+    }
+  } factory;
+  std::vector<PingResult> results;
+  auto handler = std::make_unique<pingpong::PingClient>(0, pingsr::ConnectInfo{100, 64}, true, pingpong::Trace::Off,
+                                                        [&](const PingResult& r) { results.push_back(r); });
+  handler->setRoundTripTimeout(300ms);
+  evrdma::ClientOptions options;
+  options.maxMessageSize = 64;
+  Pair pair = listenAndConnect(factory, std::move(handler), options);
+  ASSERT_TRUE(runUntil([&] { return !results.empty(); }, 30s)) << "the client never gave up";
+  EXPECT_FALSE(results[0].succeeded);
+  EXPECT_EQ(results[0].roundTrips, 4u);
+  EXPECT_NE(results[0].error.find("round trip 5: no echo within 300 ms"), std::string::npos) << results[0].error;
+  std::printf("[ figures  ] %s\n", results[0].error.c_str());
+}
+
 TEST_F(PingPongBed, AClientKilledMidRunLeavesTheServerServingTheOthers) {
   // A second process, killed with SIGKILL while it ping-pongs; its kernel resources die with it.
   pid_t child = spawnPingClient({"-c", "100000000", "-s", "64"});
