@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RDMA_RUN ?= tools/rdma-run
 
-.PHONY: all deps build install deb test demo bench clean
+.PHONY: all deps build install deb test demo bench scale clean
 
 all: build
 
@@ -39,6 +39,11 @@ demo: build
 # the same loop quiet (evrdma-loop-latency).
 bench: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 1800 -- sh -c 'demos/pingpong/bench.sh 5000 64 && echo && demos/blast/bench.sh 65536 2000 16 && echo && $(BUILD_DIR)/demos/evrdma-loop-latency -a "$$EVRDMA_RDMA_IP" -d 3'
+
+# Many agents on one server, measured in the test bed: a storm of 1000 connects while another
+# client ping-pongs (its longest round trip against the quiet server's).
+scale: build
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3600 -- sh -c 'demos/scale/storm.sh 1000'
 
 clean:
 	rm -rf $(BUILD_DIR)

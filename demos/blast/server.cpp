@@ -25,6 +25,8 @@ void usage(FILE* out, const char* prog) {
                "  -p PORT   port (default %u)\n"
                "  -B N      connect requests the kernel keeps waiting for the server (default 0: the\n"
                "            kernel's limit, net.rdma_ucm.max_backlog); past it bursts of connects time out\n"
+               "  -A N      connect requests answered per loop turn (default 4; 0: no limit): fewer keep\n"
+               "            connected clients served smoothly while a storm of connects comes in\n"
                "  -b N      most buffers in flight a client may ask for (default 1024)\n"
                "  -s BYTES  largest size a client may ask for (default 16777216)\n"
                "  -c N      largest count a client may ask for (default 1000000000)\n"
@@ -45,13 +47,20 @@ int main(int argc, char** argv) {
                      exitAfter = 0;
   bool trace = false, figures = false;
   unsigned long long backlog = 0;  // the kernel's limit
+  evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:b:s:c:e:txh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:b:s:c:e:txh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
       case 'p': ok = pingpong::parseNumber(optarg, 65535, port); break;
       case 'B': ok = pingpong::parseNumber(optarg, 1 << 20, backlog); break;
+      case 'A': {
+        unsigned long long perTurn = 0;
+        ok = pingpong::parseNumber(optarg, 1 << 20, perTurn);
+        listenerOptions.acceptsPerTurn = static_cast<uint32_t>(perTurn);
+        break;
+      }
       case 'b': ok = pingpong::parseNumber(optarg, 4096, maxBuffers) && maxBuffers > 0; break;
       case 's': ok = pingpong::parseNumber(optarg, 1u << 30, maxSize) && maxSize > 0; break;
       case 'c': ok = pingpong::parseNumber(optarg, ~0ull, maxCount) && maxCount > 0; break;
@@ -72,7 +81,7 @@ int main(int argc, char** argv) {
   }
   blast::Limits limits{static_cast<uint32_t>(maxBuffers), static_cast<uint32_t>(maxSize), maxCount};
   blast::BlastFactory factory(limits, trace);
-  evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory);
+  evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory, listenerOptions);
   pingpong::CpuMeter cpu;
   pingpong::DeviceFigures completions;
   pingpong::ServerLifetime lifetime("blast-server", reactor, *listener, factory.activeAgents);

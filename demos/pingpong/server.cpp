@@ -25,6 +25,8 @@ void usage(FILE* out, const char* prog) {
                "  -p PORT   port (default %u)\n"
                "  -B N      connect requests the kernel keeps waiting for the server (default 0: the\n"
                "            kernel's limit, net.rdma_ucm.max_backlog); past it bursts of connects time out\n"
+               "  -A N      connect requests answered per loop turn (default 4; 0: no limit): fewer keep\n"
+               "            connected clients served smoothly while a storm of connects comes in\n"
                "  -c N      largest count a client may ask for (default 1000000000)\n"
                "  -s BYTES  largest data_size a client may ask for (default 16777216)\n"
                "  -m N      at most N clients at once; more are rejected (default 0: no limit)\n"
@@ -45,13 +47,20 @@ int main(int argc, char** argv) {
   pingpong::Trace trace = pingpong::Trace::Off;
   bool figures = false, disconnectAfterLast = false;
   unsigned long long backlog = 0;  // the kernel's limit
+  evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:c:s:m:e:DvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:e:DvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
       case 'p': ok = pingpong::parseNumber(optarg, 65535, port); break;
       case 'B': ok = pingpong::parseNumber(optarg, 1 << 20, backlog); break;
+      case 'A': {
+        unsigned long long perTurn = 0;
+        ok = pingpong::parseNumber(optarg, 1 << 20, perTurn);
+        listenerOptions.acceptsPerTurn = static_cast<uint32_t>(perTurn);
+        break;
+      }
       case 'c': ok = pingpong::parseNumber(optarg, ~0ull, maxCount) && maxCount > 0; break;
       case 's': ok = pingpong::parseNumber(optarg, 1ull << 30, maxSize) && maxSize > 0; break;
       case 'm': ok = pingpong::parseNumber(optarg, 1u << 20, maxAgents); break;
@@ -76,7 +85,7 @@ int main(int argc, char** argv) {
   pingsr::Limits limits{maxCount, maxSize};
   pingpong::EchoFactory factory(limits, trace, maxAgents);
   factory.disconnectAfterLastEcho = disconnectAfterLast;
-  evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory);
+  evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory, listenerOptions);
   pingpong::CpuMeter cpu;
   pingpong::DeviceFigures completions;
   pingpong::ServerLifetime lifetime("pingpong-server", reactor, *listener, factory.activeAgents);

@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -51,6 +52,9 @@ Listener::~Listener() {
 void Listener::onReactorGone() noexcept {
   // Silent, like the Reactor's other members: the agents close without callbacks.
   orphaned_ = true;
+  for (const CmEvent& event : waiting_) rdma_destroy_id(event.id);
+  waiting_.clear();
+  nextTurn_.reset();
   id_.reset();
   agents_.clear();
   if (released_) delete this;
@@ -70,6 +74,7 @@ int Listener::listen(const std::string& address, uint16_t port, int backlog) noe
   // The kernel takes 0 (and anything over its limit) as its limit.
   if (rdma_listen(id.get(), backlog < 0 ? 0 : backlog) != 0) return errno ? -errno : -EINVAL;
   id_ = std::move(id);
+  backlog_ = backlog <= 0 ? kernelMaxBacklog() : std::min(backlog, kernelMaxBacklog());
   return 0;
 }
 
@@ -86,10 +91,16 @@ uint16_t Listener::port() const noexcept { return id_ ? ntohs(rdma_get_src_port(
 
 void Listener::close() noexcept {
   id_.reset();  // no more connect requests
+  while (!waiting_.empty()) {
+    CmEvent event = std::move(waiting_.front());
+    waiting_.pop_front();
+    reject(event.id, "the server is shutting down");
+  }
   for (auto& [agent, owned] : agents_) agent->close();
 }
 
 void Listener::onCmEvent(const CmEvent& event) noexcept {
+  if (event.type != RDMA_CM_EVENT_CONNECT_REQUEST && onWaitingRequestEvent(event)) return;
   switch (event.type) {
     case RDMA_CM_EVENT_CONNECT_REQUEST:
       onConnectRequest(event);
@@ -97,8 +108,10 @@ void Listener::onCmEvent(const CmEvent& event) noexcept {
     case RDMA_CM_EVENT_ADDR_CHANGE:
       return;  // informational
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      // The id must go for the removal to complete; listen() again once the device is back.
+      // The ids must go for the removal to complete; listen() again once the device is back.
       id_.reset();
+      for (const CmEvent& waiting : waiting_) rdma_destroy_id(waiting.id);
+      waiting_.clear();
       forgetRemovedDevices();
       factory_.onListenerError(-ENODEV, "device removal: the listener stopped (listen again once the device is back)");
       return;
@@ -109,6 +122,46 @@ void Listener::onCmEvent(const CmEvent& event) noexcept {
 
 void Listener::onConnectRequest(const CmEvent& event) noexcept {
   ++stats_.requests;
+  if (options_.acceptsPerTurn == 0 || (answeredThisTurn_ < options_.acceptsPerTurn && waiting_.empty())) {
+    ++answeredThisTurn_;
+    if (!nextTurn_) nextTurn_ = std::make_unique<Timer>(reactor_, [this] { onNextTurn(); });
+    if (!nextTurn_->active()) nextTurn_->startOnce(std::chrono::milliseconds(0));  // the count starts over then
+    answer(event);
+    return;
+  }
+  if (waiting_.size() >= static_cast<size_t>(backlog_)) {
+    ++stats_.rejectedWaiting;
+    reject(event.id, "server busy: " + std::to_string(waiting_.size()) + " requests waiting to be accepted");
+    return;
+  }
+  ++stats_.heldForLaterTurn;
+  waiting_.push_back(event);
+}
+
+void Listener::onNextTurn() noexcept {
+  answeredThisTurn_ = 0;
+  while (!waiting_.empty() && answeredThisTurn_ < options_.acceptsPerTurn) {
+    CmEvent event = std::move(waiting_.front());
+    waiting_.pop_front();
+    ++answeredThisTurn_;
+    answer(event);  // may close or release the listener: waiting_ is then empty
+  }
+  if (answeredThisTurn_ > 0 && nextTurn_) nextTurn_->startOnce(std::chrono::milliseconds(0));
+}
+
+bool Listener::onWaitingRequestEvent(const CmEvent& event) noexcept {
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if (it->id != event.id) continue;
+    // Its client went away before its turn came (REJECTED, DISCONNECTED...): nobody to answer.
+    waiting_.erase(it);
+    ++stats_.abandoned;
+    rdma_destroy_id(event.id);
+    return true;
+  }
+  return false;
+}
+
+void Listener::answer(const CmEvent& event) noexcept {
   if (!id_) {  // closing: a request that was already queued
     reject(event.id, "the server is shutting down");
     return;

@@ -18,7 +18,9 @@ class Reactor;
 
 class CmDispatcher {
  public:
-  static constexpr int kBudget = 64;
+  // Small: a CM event can cost milliseconds of work in its handler (an agent's teardown, a
+  // connect), and a storm of them must not hold the loop's other sources for long.
+  static constexpr int kBudget = 16;
 
   explicit CmDispatcher(Reactor& reactor) : reactor_(reactor) {}
   ~CmDispatcher();

@@ -1,12 +1,14 @@
 // Admission control: a Listener past its maxAgents refuses with a reason before anything is
 // allocated, and an agent whose client never completes the connection does not hold its
 // resources for ever.
+#include <event2/event.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -168,6 +170,74 @@ TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBa
   client.reset();
   runUntil(reactor, [] { return false; }, 200ms);
   listener.reset();
+}
+
+// A storm of connect requests is answered a few per loop turn, so the loop's other work (connected
+// peers, timers, sockets) goes on between them. The server's loop is driven one turn at a time
+// (EVLOOP_ONCE) and the factory's calls counted per turn.
+TEST(Admission, AStormOfRequestsIsAnsweredAtMostAcceptsPerTurnPerLoopTurn) {
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
+  const int clients = driver != nullptr && std::string(driver) == "siw" ? 24 : 40;
+  evrdma::Reactor reactor;
+  CountingFactory factory;
+  evrdma::ListenerOptions options;
+  options.acceptsPerTurn = 2;
+  auto listener = evrdma::Listener::create(reactor, factory, options);
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  const uint16_t port = listener->port();
+
+  // The clients, on a loop of their own on another thread; their requests pile up meanwhile.
+  std::atomic<int> clientsDone{0}, clientsEstablished{0};
+  std::atomic<bool> stopClients{false};
+  std::thread clientThread([&] {
+    evrdma::Reactor clientReactor;
+    std::vector<ClientRecord*> records;
+    std::vector<evrdma::Client::Ptr> connections;
+    for (int i = 0; i < clients; ++i) {
+      auto record = std::make_unique<ClientRecord>();
+      records.push_back(record.get());
+      connections.push_back(evrdma::Client::create(clientReactor, std::move(record)));
+      EXPECT_EQ(connections.back()->connect(bed.ip, port), 0);
+    }
+    runUntil(clientReactor, [&] {
+      int done = 0, established = 0;
+      for (auto* r : records) {
+        done += r->established || r->rejected;
+        established += r->established;
+      }
+      clientsDone = done;
+      clientsEstablished = established;
+      return stopClients.load();
+    }, 120s);
+  });
+  std::this_thread::sleep_for(1500ms);  // every request sent, none read yet
+
+  int turns = 0, mostPerTurn = 0, turnsWithAnswers = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (factory.asked < clients && std::chrono::steady_clock::now() < deadline) {
+    const int before = factory.asked;
+    event_base_loop(reactor.base(), EVLOOP_ONCE);
+    ++turns;
+    const int answered = factory.asked - before;
+    mostPerTurn = std::max(mostPerTurn, answered);
+    turnsWithAnswers += answered > 0;
+  }
+  runUntil(reactor, [&] { return clientsDone == clients; }, 60s);
+  stopClients = true;
+  clientThread.join();
+  std::printf("[ figures  ] %d requests, acceptsPerTurn 2: answered over %d turns, at most %d in one turn; "
+              "%d of %d clients established; %llu held for a later turn\n",
+              clients, turnsWithAnswers, mostPerTurn, clientsEstablished.load(), clients,
+              static_cast<unsigned long long>(listener->stats().heldForLaterTurn));
+  EXPECT_EQ(factory.asked, clients);
+  EXPECT_LE(mostPerTurn, 2);
+  EXPECT_GE(turnsWithAnswers, clients / 2);
+  EXPECT_GT(listener->stats().heldForLaterTurn, 0u) << "the requests never piled up: the test proved nothing";
+  EXPECT_EQ(clientsEstablished, clients);
+  listener.reset();
+  runUntil(reactor, [] { return false; }, 200ms);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // A burst of connects whose answers all arrive while the client's loop is busy: the answers wait in
-// the client's own CM event queue, which the dispatcher drains 64 per turn, and libevent runs
+// the client's own CM event queue, which the dispatcher drains 16 per turn, and libevent runs
 // expired timers before the turns it deferred. connectTimeout must not count that wait.
 #include <gtest/gtest.h>
 
@@ -34,7 +34,9 @@ class ServerThread {
     port_ = listener_->port();
     thread_ = std::thread([this] {
       evrdma::Timer check(reactor_, [this] {
+        held_ = hold_.load();
         while (hold_ && !stop_) std::this_thread::sleep_for(1ms);
+        held_ = false;
         {
           std::lock_guard<std::mutex> lock(mutex_);
           stats_ = listener_->stats();
@@ -54,6 +56,11 @@ class ServerThread {
   }
   uint16_t port() const { return port_; }
   void hold(bool on) { hold_ = on; }
+  // Holds the server's loop and returns once it really is held (no request is read from now on).
+  void holdNow() {
+    hold_ = true;
+    while (!held_) std::this_thread::sleep_for(1ms);
+  }
   // The listener's figures and the agents that ended with an error, as of the loop's last check.
   evrdma::ListenerStats stats(uint64_t& agentsFailed, size_t& agents) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -69,6 +76,7 @@ class ServerThread {
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> hold_{false};
+  std::atomic<bool> held_{false};
   std::mutex mutex_;
   evrdma::ListenerStats stats_;
   uint64_t agentsFailed_ = 0;
@@ -174,7 +182,7 @@ TEST(ConnectTimeout, RequestsTheClientsGaveUpOnAreCountedAsAbandonedNotAsFailedA
   const size_t clients = 20;
   ServerThread server(bed.ip);
   ASSERT_NE(server.port(), 0);
-  server.hold(true);
+  server.holdNow();
 
   evrdma::Reactor reactor;
   std::vector<pingpong::PingResult> results;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include "evrdma/Agent.h"
 #include "evrdma/Callbacks.h"
 #include "evrdma/Verbs.h"
+#include "evrdma/Watch.h"
 
 namespace evrdma {
 
@@ -28,6 +30,8 @@ struct ListenerStats {
   // agent's handler hears onClosed only, without onError, and the agent never was established.
   uint64_t abandoned = 0;
   uint64_t agentsClosed = 0;
+  uint64_t heldForLaterTurn = 0;  // requests past acceptsPerTurn, answered on a later turn
+  uint64_t rejectedWaiting = 0;   // rejected because more than the backlog waited (see acceptsPerTurn)
 };
 
 // Admission control: what a Listener takes on before it refuses.
@@ -38,6 +42,13 @@ struct ListenerOptions {
   // How long an accepted agent may wait for the client to complete the connection (0: for ever);
   // then it fails with -ETIMEDOUT and its resources go back.
   std::chrono::milliseconds acceptTimeout{10000};
+  // The most connect requests answered in one loop turn (0: no limit). Setting up an agent
+  // (queue pair, registered buffers, the accept) costs milliseconds under load; answering a
+  // storm of requests in one go would keep every connected peer, timer and socket of the loop
+  // waiting. Past it, requests wait for later turns, in the order they came, at most as many as
+  // the backlog (beyond that: rejected "server busy"); a client that gives up meanwhile is
+  // counted as abandoned.
+  uint32_t acceptsPerTurn = 4;
 };
 
 class Listener final {
@@ -84,6 +95,10 @@ class Listener final {
   void onReactorGone() noexcept;
   void onCmEvent(const CmEvent& event) noexcept;
   void onConnectRequest(const CmEvent& event) noexcept;
+  void answer(const CmEvent& event) noexcept;
+  void onNextTurn() noexcept;
+  // An event for a request still waiting its turn (its client gave up): true if it was one.
+  bool onWaitingRequestEvent(const CmEvent& event) noexcept;
   void reject(rdma_cm_id* id, const std::string& reason) noexcept;
   // False once the client has given up on the request `id` came with (the kernel's CM no longer
   // waits for our answer to it).
@@ -99,6 +114,11 @@ class Listener final {
   CmId id_;
   std::map<Agent*, std::unique_ptr<Agent>> agents_;
   ListenerStats stats_;
+  int backlog_ = 0;
+  // Requests past acceptsPerTurn, oldest first, and the zero-delay timer that starts the next turn.
+  std::deque<CmEvent> waiting_;
+  uint32_t answeredThisTurn_ = 0;
+  std::unique_ptr<Timer> nextTurn_;
   bool released_ = false;
   bool deleteScheduled_ = false;
   bool orphaned_ = false;  // the Reactor was destroyed first

@@ -1,0 +1,51 @@
+#!/bin/bash
+# storm.sh: how long a connected client waits for its echoes while a storm of connects hits the same
+# server. One pingpong-server; an observer client ping-pongs 64 B messages throughout; a second
+# client process opens N connections at once (5 verified round trips each). Prints the observer's
+# longest round trip during the storm, against the same observer on the quiet server just before.
+# Meant for tools/rdma-run (make scale).
+#   storm.sh [connections (1000)] [server options...]
+set -u
+case ${1:-} in -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+build=${BUILD_DIR:-build}
+connections=${1:-1000}
+shift || true
+ip=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+log=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
+wait_for() { for _ in $(seq 400); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+ulimit -n 65536 2>/dev/null || true
+
+"$build/demos/pingpong-server" -a "$ip" -p 7480 "$@" >"$log/server" 2>&1 &
+server=$!
+wait_for "$log/server" listening || { echo "storm: the server did not start"; cat "$log/server"; exit 1; }
+
+# The observer: ping-pongs until SIGINT, then prints its longest round trip.
+observe() {  # observe LOG SECONDS-OR-COMMAND...
+    local out=$1; shift
+    "$build/demos/pingpong-client" -a "$ip" -p 7480 -c 1000000000 -s 64 -v -x -R 0 >"$out" 2>&1 &
+    local observer=$!
+    sleep 1  # connected and ping-ponging
+    local started=$(date +%s.%N)
+    "$@"
+    local status=$?
+    local ended=$(date +%s.%N)
+    kill -INT $observer; wait $observer
+    echo "$status $(awk -v a="$started" -v b="$ended" 'BEGIN { print b - a }')"
+}
+longest() { sed -n 's/^connection 0: \([0-9]*\) round trips.*longest round trip \([0-9.]*\) ms$/\2 \1/p' "$1" | head -n 1; }
+
+read -r _ quiet_seconds < <(observe "$log/quiet" sleep 3)
+read -r storm_status storm_seconds < <(observe "$log/observer" sh -c \
+    "exec '$build/demos/pingpong-client' -a '$ip' -p 7480 -n '$connections' -c 5 -s 64 -v >'$log/storm' 2>&1")
+read -r quiet_ms quiet_trips < <(longest "$log/quiet")
+read -r storm_ms storm_trips < <(longest "$log/observer")
+kill -INT $server; wait $server
+established=$(sed -n 's/^pingpong-client: \([0-9]*\) of \([0-9]*\) connections.*/\1/p' "$log/storm")
+
+echo "connection storm: $connections connects at once against one pingpong-server ($*), one more client ping-ponging:"
+printf "  storm:    %s of %s connections completed their verified round trips in %.2f s\n" "${established:-?}" "$connections" "$storm_seconds"
+printf "  observer: longest round trip %8.3f ms during the storm (%s round trips)\n" "${storm_ms:-nan}" "${storm_trips:-?}"
+printf "            longest round trip %8.3f ms on the quiet server (%s round trips in %.1f s)\n" "${quiet_ms:-nan}" "${quiet_trips:-?}" "$quiet_seconds"
+grep -E "^pingpong-server: served" "$log/server" | sed 's/^/  /'
+[ "$storm_status" = 0 ] || { echo "  the storm's client failed:"; grep -v "^connection [0-9]*: [0-9]* round" "$log/storm" | head -n 5; }
