@@ -41,9 +41,10 @@ bench: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 1800 -- sh -c 'demos/pingpong/bench.sh 5000 64 && echo && demos/blast/bench.sh 65536 2000 16 && echo && $(BUILD_DIR)/demos/evrdma-loop-latency -a "$$EVRDMA_RDMA_IP" -d 3'
 
 # Many agents on one server, measured in the test bed: a storm of 1000 connects while another
-# client ping-pongs (its longest round trip against the quiet server's).
+# client ping-pongs (its longest round trip against the quiet server's), then 10 000 connection
+# cycles (the server's and the device's counts back to idle).
 scale: build
-	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3600 -- sh -c 'demos/scale/storm.sh 1000'
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3600 -- sh -c 'demos/scale/storm.sh 1000 && echo && demos/scale/churn.sh 10000'
 
 clean:
 	rm -rf $(BUILD_DIR)

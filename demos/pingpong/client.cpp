@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ void usage(FILE* out, const char* prog) {
                "  -c N      count: round trips per connection (default 1000)\n"
                "  -s BYTES  data_size: bytes per message (default 64)\n"
                "  -n N      connections at once, all from this one thread (default 1)\n"
+               "  -r N      each of them N times in a row: a new connection as soon as the previous\n"
+               "            one has closed (connection churn; default 1)\n"
                "  -v        verify every byte of every echo\n"
                "  -R MS     round-trip timeout: a connection whose echo has not come back within MS\n"
                "            milliseconds fails, saying so (default 30000; 0: wait for ever)\n"
@@ -55,11 +58,11 @@ void printFigures(const char* label, uint64_t roundTrips, uint64_t size, double 
 int main(int argc, char** argv) {
   const char* envAddress = std::getenv("EVRDMA_RDMA_IP");
   std::string address = envAddress != nullptr ? envAddress : "";
-  unsigned long long port = pingsr::kDefaultPort, count = 1000, size = 64, connections = 1, roundTripTimeout = 30000;
+  unsigned long long port = pingsr::kDefaultPort, count = 1000, size = 64, connections = 1, repeats = 1, roundTripTimeout = 30000;
   bool verify = false, figures = false;
   pingpong::Trace trace = pingpong::Trace::Off;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:R:vtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:r:R:vtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
       case 'c': ok = pingpong::parseNumber(optarg, ~0ull, count) && count > 0; break;
       case 's': ok = pingpong::parseNumber(optarg, 1ull << 30, size) && size > 0; break;
       case 'n': ok = pingpong::parseNumber(optarg, 100000, connections) && connections > 0; break;
+      case 'r': ok = pingpong::parseNumber(optarg, 100000000, repeats) && repeats > 0; break;
       case 'R': ok = pingpong::parseNumber(optarg, 86400000, roundTripTimeout); break;
       case 'v': verify = true; break;
       case 't': trace = pingpong::Trace::Connections; break;
@@ -100,22 +104,37 @@ int main(int argc, char** argv) {
   options.maxMessageSize = size;
   options.recvDepth = 2;
   options.sendDepth = 2;
-  for (unsigned long long i = 0; i < connections; ++i) {
+  bool interrupted = false;
+  // Slot `slot` makes its connection number `round` (of `repeats`); the next when it has closed.
+  std::function<int(size_t, unsigned long long)> start = [&](size_t slot, unsigned long long round) {
     auto handler = std::make_unique<pingpong::PingClient>(
-        static_cast<uint32_t>(i), info, verify, trace, [&](const pingpong::PingResult& r) {
+        static_cast<uint32_t>(round * connections + slot), info, verify, trace, [&, slot, round](const pingpong::PingResult& r) {
           results.push_back(r);
+          if (round + 1 < repeats && r.succeeded && !interrupted) {
+            // From inside the old connection's last callback: dropping its Ptr there is safe.
+            if (start(slot, round + 1) == 0) return;
+          }
           if (--open == 0) reactor.stop();
         });
     handler->setRoundTripTimeout(std::chrono::milliseconds(roundTripTimeout));
-    clients.push_back(evrdma::Client::create(reactor, std::move(handler), options));
-    if (int rc = clients.back()->connect(address, static_cast<uint16_t>(port), pingsr::encode(info)); rc != 0) {
+    if (slot < clients.size()) {
+      completions.note(*clients[slot]);
+      clients[slot] = evrdma::Client::create(reactor, std::move(handler), options);
+    } else {
+      clients.push_back(evrdma::Client::create(reactor, std::move(handler), options));
+    }
+    int rc = clients[slot]->connect(address, static_cast<uint16_t>(port), pingsr::encode(info));
+    if (rc != 0)
       std::fprintf(stderr, "pingpong-client: cannot connect to %s port %llu: %s%s\n", address.c_str(), port,
                    std::strerror(-rc), pingpong::setupErrorHint(rc));
-      return 1;
-    }
+    return rc;
+  };
+  for (unsigned long long i = 0; i < connections; ++i) {
+    if (start(i, 0) != 0) return 1;
     ++open;
   }
   evrdma::SignalWatch onInt(reactor, SIGINT, [&](int) {
+    interrupted = true;
     for (auto& c : clients) c->close();
   });
   // Where every connection stands (for a run that seems stuck).
@@ -146,10 +165,11 @@ int main(int argc, char** argv) {
       printFigures(("connection " + std::to_string(r.index)).c_str(), r.roundTrips, size, r.seconds(), roundTripMs);
   }
   if (figures && connections > 1) printFigures("all connections", roundTrips, size, longest, longestRoundTripMs);
+  const unsigned long long total = connections * repeats;
   std::printf("pingpong-client: %llu of %llu connections completed %llu round trips of %llu B%s (%.3f s in all)\n",
-              static_cast<unsigned long long>(succeeded), connections, count, size, verify ? ", every byte verified" : "",
+              static_cast<unsigned long long>(succeeded), total, count, size, verify ? ", every byte verified" : "",
               wall);
   if (figures) pingpong::printProcessFigures("pingpong-client", cpu, completions);
   clients.clear();
-  return succeeded == connections ? 0 : 1;
+  return succeeded == total ? 0 : 1;
 }
