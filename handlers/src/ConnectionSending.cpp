@@ -69,7 +69,7 @@ int Connection::copyAndSend(const void* data, size_t length, bool hasImm, uint32
   if (length > options_.maxMessageSize) return -EMSGSIZE;
   if (options_.framed && length > peerMaxMessageSize_) return -EMSGSIZE;  // the peer's buffers are smaller
   if (hasImm && !supportsImmediateData()) return -EOPNOTSUPP;
-  BufferPool& buffers = queuePair_->sendBuffers();
+  detail::SendBuffers& buffers = queuePair_->sendBuffers();
   const int slot = buffers.acquire();
   if (slot < 0) return -ENOBUFS;
   const size_t header = options_.framed ? Frame::kHeaderSize : 0;
@@ -81,7 +81,7 @@ int Connection::copyAndSend(const void* data, size_t length, bool hasImm, uint32
   op.tag = tag;
   op.sge.addr = reinterpret_cast<uintptr_t>(buffer);
   op.sge.length = static_cast<uint32_t>(header + length);
-  op.sge.lkey = buffers.region().lkey();
+  op.sge.lkey = buffers.lkey();
   op.copySlot = slot;
   op.hasImm = hasImm;
   op.imm = imm;

@@ -11,6 +11,42 @@
 
 namespace evrdma::detail {
 
+int ConnectionMemory::allocate(SmallBufferArena& arena, ibv_pd* pd, size_t bytes, int access) noexcept {
+  int error = 0;
+  // The arena registers for local write: enough for anything but remote access.
+  if (SmallBufferArena::serves(bytes) && (access & ~kLocalWrite) == 0) {
+    lease_ = arena.take(bytes, error);
+  } else {
+    region_ = MemoryRegion::allocate(pd, bytes, access, error);
+  }
+  return error;
+}
+
+size_t ConnectionMemory::pinnedBytes(size_t bytes) noexcept {
+  if (SmallBufferArena::serves(bytes)) return SmallBufferArena::blockSize(bytes);
+  const size_t page = 4096;
+  return (bytes + page - 1) / page * page;
+}
+
+int SendBuffers::allocate(SmallBufferArena& arena, ibv_pd* pd, uint32_t count, size_t size) noexcept {
+  if (count == 0 || size == 0) return -EINVAL;
+  if (size > SIZE_MAX / count) return -EOVERFLOW;
+  if (int rc = memory_.allocate(arena, pd, size_t{count} * size, 0); rc != 0) return rc;
+  size_ = size;
+  free_.reserve(count);
+  for (uint32_t index = count; index-- > 0;) free_.push_back(index);
+  return 0;
+}
+
+int SendBuffers::acquire() noexcept {
+  if (free_.empty()) return -ENOBUFS;
+  const uint32_t index = free_.back();
+  free_.pop_back();
+  return static_cast<int>(index);
+}
+
+void SendBuffers::release(uint32_t index) noexcept { free_.push_back(index); }
+
 size_t QueuePair::bufferSize(const ConnectionOptions& options) noexcept {
   if (!options.framed) return options.maxMessageSize;
   return Frame::kHeaderSize + std::max<size_t>(options.maxMessageSize, Frame::kLargestControlPayload);
@@ -25,24 +61,29 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   if (completions_ == nullptr) return error;
   pd_ = completions_->protectionDomain();
 
-  // Least access: receives are written by the local HCA only; sends are only read.
+  op = "ibv_create_cq";
+  attachment_ = completions_->attach(options.recvDepth + options.sendDepth, &handler, error);
+  if (!attachment_) return error;
+
+  // Receives are written by the local HCA only; sends are only read. Small buffers come from the
+  // device's arena (registered for local write), larger ones are regions of their own.
   op = "receive/send buffer registration";
   const size_t ringBytes = bufferSize_ * options.recvDepth, sendBytes = bufferSize_ * options.sendDepth;
   const size_t slotBytes = options.framed ? size_t{options.sendDepth + 1} * FramedSender::kSlotSize : 0;
-  recvRing_ = MemoryRegion::allocate(pd_, ringBytes, kLocalWrite, error);
-  if (recvRing_) sendBuffers_ = BufferPool::allocate(pd_, options.sendDepth, bufferSize_, 0, error);
-  if (sendBuffers_ && options.framed) {
+  SmallBufferArena& arena = completions_->smallBuffers();
+  error = recvRing_.allocate(arena, pd_, ringBytes, kLocalWrite);
+  if (error == 0) error = sendBuffers_.allocate(arena, pd_, options.sendDepth, bufferSize_);
+  if (error == 0 && options.framed) {
     frameSlotCount_ = options.sendDepth + 1;
-    frameSlots_ = MemoryRegion::allocate(pd_, slotBytes, 0, error);
+    error = frameSlots_.allocate(arena, pd_, slotBytes, 0);
   }
-  if (!recvRing_ || !sendBuffers_ || (options.framed && !frameSlots_)) {
+  if (error != 0) {
     // Registered memory counts against RLIMIT_MEMLOCK; past it the kernel says only ENOMEM.
-    const size_t page = 4096;
-    auto pages = [page](size_t bytes) { return (bytes + page - 1) / page * page; };
-    const uint64_t perConnection = pages(ringBytes) + pages(sendBytes) + pages(slotBytes);
-    uint64_t more = pages(ringBytes);
-    if (recvRing_) more = pages(sendBytes);
-    if (recvRing_ && sendBuffers_) more = pages(slotBytes);
+    auto pinned = [](size_t bytes) { return bytes == 0 ? 0 : ConnectionMemory::pinnedBytes(bytes); };
+    const uint64_t perConnection = pinned(ringBytes) + pinned(sendBytes) + pinned(slotBytes);
+    uint64_t more = pinned(ringBytes);
+    if (recvRing_) more = pinned(sendBytes);
+    if (recvRing_ && sendBuffers_) more = pinned(slotBytes);
     const std::string hint = memoryLockHint(currentMemoryLockState(), more, perConnection);
     if (!hint.empty()) {
       failure_ = hint;
@@ -50,10 +91,6 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
     }
     return error;
   }
-
-  op = "ibv_create_cq";
-  attachment_ = completions_->attach(options.recvDepth + options.sendDepth, &handler, error);
-  if (!attachment_) return error;
 
   op = "rdma_create_qp";
   ibv_qp_init_attr attr{};

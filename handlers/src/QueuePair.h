@@ -1,9 +1,10 @@
-// QueuePair: the verbs resources of one connection, made once its cm_id knows the device: the
-// receive ring (one registered buffer per posted receive), the send buffers of postSend(), the
-// frame slots of a framed connection, entries on one of the device's shared CQs, the RC QP and its
+// QueuePair: the verbs resources of one connection, made once its cm_id knows the device: entries
+// on one of the device's shared CQs, the receive ring (one registered buffer per posted receive),
+// the send buffers of postSend(), the frame slots of a framed connection, the RC QP and its
 // SendQueue; and the posting of receives. The members are declared in creation order, so
-// destroying the object releases them in the only safe order (QP before the CQ reservation,
-// before the memory it used). The protection domain is the device's (CompletionDispatcher).
+// destroying the object releases them in the only safe order (the QP before the memory it used
+// and its CQ reservation). The protection domain is the device's (CompletionDispatcher), and so
+// is the arena small buffers come from.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +15,7 @@
 
 #include "CompletionDispatcher.h"
 #include "SendQueue.h"
-#include "evrdma/BufferPool.h"
+#include "SmallBufferArena.h"
 #include "evrdma/ConnectionOptions.h"
 #include "evrdma/MemoryRegion.h"
 #include "evrdma/Verbs.h"
@@ -24,6 +25,41 @@ class Reactor;
 }
 
 namespace evrdma::detail {
+
+// Registered memory of one connection: a block of the device's SmallBufferArena when it is
+// small, else a region of its own.
+class ConnectionMemory {
+ public:
+  // Returns 0 or -errno.
+  int allocate(SmallBufferArena& arena, ibv_pd* pd, size_t bytes, int access) noexcept;
+  explicit operator bool() const noexcept { return static_cast<bool>(lease_) || static_cast<bool>(region_); }
+  uint8_t* data() const noexcept { return lease_ ? lease_.data() : region_.data(); }
+  uint32_t lkey() const noexcept { return lease_ ? lease_.lkey() : region_.lkey(); }
+  // What it pins: its block, or its region rounded to pages.
+  static size_t pinnedBytes(size_t bytes) noexcept;
+
+ private:
+  SmallBufferArena::Lease lease_;
+  MemoryRegion region_;
+};
+
+// postSend()'s buffers: `count` of `size` bytes in one ConnectionMemory, taken and given back by
+// index.
+class SendBuffers {
+ public:
+  int allocate(SmallBufferArena& arena, ibv_pd* pd, uint32_t count, size_t size) noexcept;
+  explicit operator bool() const noexcept { return static_cast<bool>(memory_); }
+  int acquire() noexcept;  // an index, or -ENOBUFS
+  void release(uint32_t index) noexcept;
+  uint8_t* data(uint32_t index) const noexcept { return memory_.data() + size_t{index} * size_; }
+  uint32_t lkey() const noexcept { return memory_.lkey(); }
+  uint32_t available() const noexcept { return static_cast<uint32_t>(free_.size()); }
+
+ private:
+  ConnectionMemory memory_;
+  size_t size_ = 0;
+  std::vector<uint32_t> free_;  // a stack: the most recently released buffer is warm in the cache
+};
 
 class QueuePair {
  public:
@@ -54,8 +90,8 @@ class QueuePair {
   CompletionDispatcher* completions() const noexcept { return completions_; }
   CompletionDispatcher::Attachment* attachment() const noexcept { return attachment_.get(); }
   ibv_pd* protectionDomain() const noexcept { return pd_; }
-  BufferPool& sendBuffers() noexcept { return sendBuffers_; }
-  const BufferPool& sendBuffers() const noexcept { return sendBuffers_; }
+  SendBuffers& sendBuffers() noexcept { return sendBuffers_; }
+  const SendBuffers& sendBuffers() const noexcept { return sendBuffers_; }
   SendQueue* sendQueue() const noexcept { return sendQueue_.get(); }
   // Framed: the frame slots' memory (FramedSender::kSlotSize each, sendDepth + 1 of them).
   uint8_t* frameSlots() const noexcept { return frameSlots_.data(); }
@@ -70,10 +106,10 @@ class QueuePair {
   CompletionDispatcher* completions_ = nullptr;
   ibv_pd* pd_ = nullptr;
   // Creation order; destroyed in reverse.
-  MemoryRegion recvRing_;  // bufferSize per slot, written by the local HCA only
-  BufferPool sendBuffers_;  // postSend()'s buffers, only read by the HCA
-  MemoryRegion frameSlots_;
   std::unique_ptr<CompletionDispatcher::Attachment> attachment_;
+  ConnectionMemory recvRing_;  // bufferSize per slot
+  SendBuffers sendBuffers_;    // postSend()'s buffers
+  ConnectionMemory frameSlots_;
   CmQueuePair qp_;
   std::unique_ptr<SendQueue> sendQueue_;
 };

@@ -98,6 +98,7 @@ void CompletionDispatcher::releaseVerbs() noexcept {
   byQpNum_.clear();
   cqs_.clear();  // each acks its events first
   channel_.reset();
+  smallBuffers_.reset();  // every connection on the device is gone: no block is leased
   pd_.reset();
 }
 

@@ -29,6 +29,7 @@
 #include "evrdma/CompletionStats.h"
 #include "WorkRequestId.h"
 #include "NextTurn.h"
+#include "SmallBufferArena.h"
 
 struct event;
 
@@ -117,6 +118,12 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   // application registers for them: a region stays usable across connections. It is freed with
   // the Reactor, so every MemoryRegion on it must be gone by then.
   ibv_pd* protectionDomain() const noexcept { return pd_.get(); }
+  // Registered memory for the connections' small buffers, on that protection domain.
+  detail::SmallBufferArena& smallBuffers() {
+    if (!smallBuffers_) smallBuffers_ = std::make_unique<detail::SmallBufferArena>(pd_.get());
+    return *smallBuffers_;
+  }
+  const detail::SmallBufferArena* smallBuffersIfAny() const noexcept { return smallBuffers_.get(); }
   const CompletionStats& stats() const noexcept { return stats_; }
   size_t sharedCqCount() const noexcept { return cqs_.size(); }
 
@@ -153,6 +160,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   ibv_context* context_;
   int maxCqe_ = 0;
   ProtectionDomain pd_;  // declared first: freed after the CQs and the channel
+  std::unique_ptr<detail::SmallBufferArena> smallBuffers_;  // freed before the PD
   CompletionChannel channel_;
   event* event_ = nullptr;
   detail::NextTurn resume_;  // budget spent: serve the ready CQs again on a later turn

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "SmallBufferArena.h"
 #include "evrdma/BufferPool.h"
 #include "evrdma/MemoryRegion.h"
 #include "evrdma/Verbs.h"
@@ -171,6 +172,40 @@ TEST_F(DeviceResources, ABufferPoolHandsOutEachRegisteredBufferOnceUntilItComesB
   EXPECT_EQ(error, -EOVERFLOW);
   pool = evrdma::BufferPool{};  // deregistered: the PD can go
   EXPECT_EQ(pd.reset(), 0);
+}
+
+// The small buffers of many connections share slabs: 300 blocks of 128 B take three 16 KiB slabs,
+// not 300 registrations of a page each; given back, the slabs are deregistered but one spare.
+TEST_F(DeviceResources, SmallBuffersShareRegisteredSlabsAndTheSlabsGoWhenUnused) {
+  using evrdma::detail::SmallBufferArena;
+  ProtectionDomain pd(ibv_alloc_pd(context_.get()));
+  ASSERT_TRUE(pd);
+  {
+    SmallBufferArena arena(pd.get());
+    std::vector<SmallBufferArena::Lease> leases;
+    int error = 0;
+    for (int i = 0; i < 300; ++i) {
+      leases.push_back(arena.take(100, error));  // a 128-byte block
+      ASSERT_TRUE(leases.back()) << strerror(-error);
+      const uint8_t* data = leases.back().data();
+      EXPECT_TRUE(std::all_of(data, data + 128, [](uint8_t b) { return b == 0; })) << "block " << i << " not zeroed";
+      std::fill(leases.back().data(), leases.back().data() + 128, static_cast<uint8_t>(i));
+      EXPECT_NE(leases.back().lkey(), 0u);
+    }
+    for (int i = 0; i < 300; ++i) {
+      const uint8_t* data = leases[i].data();
+      EXPECT_TRUE(std::all_of(data, data + 128, [i](uint8_t b) { return b == static_cast<uint8_t>(i); }))
+          << "block " << i << " overlaps another";
+    }
+    EXPECT_EQ(arena.slabCount(), 3u) << "128 blocks of 128 B per 16 KiB slab";
+    EXPECT_EQ(arena.blocksInUse(), 300u);
+    EXPECT_FALSE(arena.take(SmallBufferArena::kLargestBlock + 1, error));
+    EXPECT_EQ(error, -EINVAL);
+    leases.clear();
+    EXPECT_EQ(arena.slabCount(), 1u) << "one spare slab stays registered";
+    EXPECT_EQ(arena.blocksInUse(), 0u);
+  }
+  EXPECT_EQ(pd.reset(), 0) << "the arena deregistered everything";
 }
 
 }  // namespace
