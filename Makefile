@@ -40,11 +40,12 @@ demo: build
 bench: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 1800 -- sh -c 'demos/pingpong/bench.sh 5000 64 && echo && demos/blast/bench.sh 65536 2000 16 && echo && $(BUILD_DIR)/demos/evrdma-loop-latency -a "$$EVRDMA_RDMA_IP" -d 3'
 
-# Many agents on one server, measured in the test bed: a storm of 1000 connects while another
-# client ping-pongs (its longest round trip against the quiet server's), then 10 000 connection
-# cycles (the server's and the device's counts back to idle).
+# Many agents on one server, measured in the test bed: 10 000 concurrent agents (memory per agent,
+# setup time against cmtime), a storm of 1000 connects while another client ping-pongs (its
+# longest round trip against the quiet server's), then 10 000 connection cycles (the server's and
+# the device's counts back to idle).
 scale: build
-	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3600 -- sh -c 'demos/scale/storm.sh 1000 && echo && demos/scale/churn.sh 10000'
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3600 --mem 4G -- sh -c 'demos/scale/agents.sh 10000 5 10 && echo && demos/scale/storm.sh 1000 && echo && demos/scale/churn.sh 10000'
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -182,6 +182,11 @@ void PingClient::onRecv(evrdma::Connection& c, const uint8_t* data, size_t lengt
   if (result_.roundTrips == info_.count) {
     result_.finishedAt = Clock::now();
     result_.succeeded = true;
+    if (roundTripTimer_) roundTripTimer_->cancel();
+    if (holdOpen_) {
+      holdOpen_(result_);  // stays connected until closed
+      return;
+    }
     c.close();
     return;
   }

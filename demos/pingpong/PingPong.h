@@ -108,6 +108,8 @@ class PingClient : public evrdma::ConnectionHandler {
   // A round trip whose echo has not come back within `timeout` ends the connection with an error
   // saying so (a lost message is never waited for silently). 0: no limit.
   void setRoundTripTimeout(std::chrono::milliseconds timeout) { roundTripTimeout_ = timeout; }
+  // After its last round trip the connection stays open (until closed) and `completed` is told.
+  void holdOpen(std::function<void(const PingResult&)> completed) { holdOpen_ = std::move(completed); }
 
  private:
   void sendNext(evrdma::Connection& c) noexcept;
@@ -123,6 +125,7 @@ class PingClient : public evrdma::ConnectionHandler {
   std::chrono::milliseconds roundTripTimeout_{0};
   evrdma::Connection* connection_ = nullptr;  // while established, for the timer
   std::unique_ptr<evrdma::Timer> roundTripTimer_;
+  std::function<void(const PingResult&)> holdOpen_;
 };
 
 // "12.3 us" style helpers for figures.

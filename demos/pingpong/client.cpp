@@ -33,6 +33,10 @@ void usage(FILE* out, const char* prog) {
                "  -r N      each of them N times in a row: a new connection as soon as the previous\n"
                "            one has closed (connection churn; default 1)\n"
                "  -v        verify every byte of every echo\n"
+               "  -k        keep the connections open after their round trips, until SIGINT (prints a\n"
+               "            line once every one has finished them)\n"
+               "  -C MS     connect timeout: no answer from the server within MS milliseconds fails the\n"
+               "            connection (default 10000)\n"
                "  -R MS     round-trip timeout: a connection whose echo has not come back within MS\n"
                "            milliseconds fails, saying so (default 30000; 0: wait for ever)\n"
                "  -t        trace connections;  -T  trace every message too\n"
@@ -58,11 +62,12 @@ void printFigures(const char* label, uint64_t roundTrips, uint64_t size, double 
 int main(int argc, char** argv) {
   const char* envAddress = std::getenv("EVRDMA_RDMA_IP");
   std::string address = envAddress != nullptr ? envAddress : "";
-  unsigned long long port = pingsr::kDefaultPort, count = 1000, size = 64, connections = 1, repeats = 1, roundTripTimeout = 30000;
-  bool verify = false, figures = false;
+  unsigned long long port = pingsr::kDefaultPort, count = 1000, size = 64, connections = 1, repeats = 1, roundTripTimeout = 30000,
+                     connectTimeout = 10000;
+  bool verify = false, figures = false, keepOpen = false;
   pingpong::Trace trace = pingpong::Trace::Off;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:r:R:vtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:r:R:C:kvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -72,6 +77,8 @@ int main(int argc, char** argv) {
       case 'n': ok = pingpong::parseNumber(optarg, 100000, connections) && connections > 0; break;
       case 'r': ok = pingpong::parseNumber(optarg, 100000000, repeats) && repeats > 0; break;
       case 'R': ok = pingpong::parseNumber(optarg, 86400000, roundTripTimeout); break;
+      case 'k': keepOpen = true; break;
+      case 'C': ok = pingpong::parseNumber(optarg, 86400000, connectTimeout) && connectTimeout > 0; break;
       case 'v': verify = true; break;
       case 't': trace = pingpong::Trace::Connections; break;
       case 'T': trace = pingpong::Trace::Messages; break;
@@ -104,12 +111,24 @@ int main(int argc, char** argv) {
   options.maxMessageSize = size;
   options.recvDepth = 2;
   options.sendDepth = 2;
+  options.connectTimeout = std::chrono::milliseconds(connectTimeout);
   bool interrupted = false;
+  size_t holding = 0, endedEarly = 0;  // -k: connections done with their round trips, or closed before
+  auto reportHolding = [&] {
+    if (holding + endedEarly != connections) return;
+    std::printf("pingpong-client: %zu connections completed their round trips, holding them open until SIGINT\n",
+                holding);
+    std::fflush(stdout);
+  };
   // Slot `slot` makes its connection number `round` (of `repeats`); the next when it has closed.
   std::function<int(size_t, unsigned long long)> start = [&](size_t slot, unsigned long long round) {
     auto handler = std::make_unique<pingpong::PingClient>(
         static_cast<uint32_t>(round * connections + slot), info, verify, trace, [&, slot, round](const pingpong::PingResult& r) {
           results.push_back(r);
+          if (keepOpen && !r.succeeded && !interrupted) {
+            ++endedEarly;
+            reportHolding();
+          }
           if (round + 1 < repeats && r.succeeded && !interrupted) {
             // From inside the old connection's last callback: dropping its Ptr there is safe.
             if (start(slot, round + 1) == 0) return;
@@ -117,6 +136,11 @@ int main(int argc, char** argv) {
           if (--open == 0) reactor.stop();
         });
     handler->setRoundTripTimeout(std::chrono::milliseconds(roundTripTimeout));
+    if (keepOpen && round + 1 == repeats)
+      handler->holdOpen([&](const pingpong::PingResult&) {
+        ++holding;
+        reportHolding();
+      });
     if (slot < clients.size()) {
       completions.note(*clients[slot]);
       clients[slot] = evrdma::Client::create(reactor, std::move(handler), options);
@@ -165,6 +189,20 @@ int main(int argc, char** argv) {
       printFigures(("connection " + std::to_string(r.index)).c_str(), r.roundTrips, size, r.seconds(), roundTripMs);
   }
   if (figures && connections > 1) printFigures("all connections", roundTrips, size, longest, longestRoundTripMs);
+  if (figures) {
+    // Setup: from the first connect() to the last connection established (of the first round).
+    size_t established = 0;
+    pingpong::Clock::time_point last = started;
+    for (const auto& r : results)
+      if (r.established && r.index < connections) {
+        ++established;
+        last = std::max(last, r.establishedAt);
+      }
+    const double setup = std::chrono::duration<double>(last - started).count();
+    std::printf("pingpong-client: connect: %zu of %llu connections established %.3f s after the first connect() "
+                "(%.1f us per connection)\n",
+                established, connections, setup, established ? setup * 1e6 / established : 0.0);
+  }
   const unsigned long long total = connections * repeats;
   std::printf("pingpong-client: %llu of %llu connections completed %llu round trips of %llu B%s (%.3f s in all)\n",
               static_cast<unsigned long long>(succeeded), total, count, size, verify ? ", every byte verified" : "",

@@ -9,10 +9,12 @@
 
 #include "CommandLine.h"
 #include "Figures.h"
+#include "MemoryFigures.h"
 #include "ServerLifetime.h"
 #include "PingPong.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
+#include "evrdma/Watch.h"
 
 namespace {
 
@@ -34,7 +36,8 @@ void usage(FILE* out, const char* prog) {
                "  -D        disconnect as soon as the last echo was sent (as the OFA notes' agent does)\n"
                "  -v        accepted for parity with ping-sr (the client verifies the echoes)\n"
                "  -t        trace connections;  -T  trace every message too\n"
-               "  -x        print figures: per client, and totals with CPU use and poll histogram\n"
+               "  -x        print figures: per client, and totals with CPU use, poll histogram and memory\n"
+               "            per agent by category (heap, pinned, provider queues, RSS) at the most agents\n"
                "  -h        this help\n",
                prog, pingsr::kDefaultPort);
 }
@@ -106,6 +109,11 @@ int main(int argc, char** argv) {
                  std::strerror(-rc), pingpong::setupErrorHint(rc));
     return 1;
   }
+  // -x: memory per agent, idle against the most agents (sampled once a second while they grow).
+  pingpong::MemoryFigures memory;
+  memory.idle();
+  evrdma::Timer sampleMemory(reactor, [&] { memory.agents(factory.activeAgents); });
+  if (figures) sampleMemory.startPeriodic(std::chrono::milliseconds(1000));
   std::printf("pingpong-server: listening on %s port %u\n", address.c_str(), listener->port());
   std::fflush(stdout);
 
@@ -116,7 +124,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(factory.agentsServed), static_cast<unsigned long long>(factory.agentsFailed),
               static_cast<unsigned long long>(factory.agentsIncomplete), static_cast<unsigned long long>(factory.totalEchoes),
               static_cast<unsigned long long>(stats.rejected), static_cast<unsigned long long>(stats.abandoned));
-  if (figures) pingpong::printProcessFigures("pingpong-server", cpu, completions);
+  if (figures) {
+    pingpong::printProcessFigures("pingpong-server", cpu, completions);
+    std::printf("pingpong-server: %s\n", memory.describe().c_str());
+  }
   listener.reset();
   // Clients cut short by a signal are a clean shutdown; errors, or clients that left early
   // otherwise, are not.

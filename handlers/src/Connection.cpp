@@ -101,7 +101,13 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   regionExchange_ = std::make_unique<detail::RegionExchange>(
       options_.maxLentBytes, options_.maxPeerRegions,
       [this](std::vector<uint8_t> frame) { return framedSender_->sendControl(std::move(frame)); },
-      [pd](uint64_t bytes, int access, RemoteRegion& remote, int& error) {
+      [pd, account = &queuePair_->completions()->memoryAccount()](uint64_t bytes, int access, RemoteRegion& remote,
+                                                                   detail::Charge& charge, int& error) {
+        // Lent memory counts against the Reactor's budget, across all its connections.
+        if (detail::Charge::take(account, detail::ConnectionMemory::pinnedBytes(bytes), charge) != 0) {
+          error = -ENOMEM;
+          return std::unique_ptr<MemoryRegion>();
+        }
         auto region = std::make_unique<MemoryRegion>(MemoryRegion::allocate(pd, bytes, access, error));
         if (!*region) return std::unique_ptr<MemoryRegion>();
         region->remote(remote);

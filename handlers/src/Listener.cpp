@@ -74,7 +74,6 @@ int Listener::listen(const std::string& address, uint16_t port, int backlog) noe
   // The kernel takes 0 (and anything over its limit) as its limit.
   if (rdma_listen(id.get(), backlog < 0 ? 0 : backlog) != 0) return errno ? -errno : -EINVAL;
   id_ = std::move(id);
-  backlog_ = backlog <= 0 ? kernelMaxBacklog() : std::min(backlog, kernelMaxBacklog());
   return 0;
 }
 
@@ -129,7 +128,7 @@ void Listener::onConnectRequest(const CmEvent& event) noexcept {
     answer(event);
     return;
   }
-  if (waiting_.size() >= static_cast<size_t>(backlog_)) {
+  if (waiting_.size() >= options_.maxWaitingRequests) {
     ++stats_.rejectedWaiting;
     reject(event.id, "server busy: " + std::to_string(waiting_.size()) + " requests waiting to be accepted");
     return;

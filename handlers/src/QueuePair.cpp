@@ -11,13 +11,15 @@
 
 namespace evrdma::detail {
 
-int ConnectionMemory::allocate(SmallBufferArena& arena, ibv_pd* pd, size_t bytes, int access) noexcept {
+int ConnectionMemory::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes,
+                               int access) noexcept {
   int error = 0;
   // The arena registers for local write: enough for anything but remote access.
   if (SmallBufferArena::serves(bytes) && (access & ~kLocalWrite) == 0) {
     lease_ = arena.take(bytes, error);
-  } else {
+  } else if ((error = Charge::take(&account, pinnedBytes(bytes), charge_)) == 0) {
     region_ = MemoryRegion::allocate(pd, bytes, access, error);
+    if (!region_) charge_.reset();
   }
   return error;
 }
@@ -28,10 +30,11 @@ size_t ConnectionMemory::pinnedBytes(size_t bytes) noexcept {
   return (bytes + page - 1) / page * page;
 }
 
-int SendBuffers::allocate(SmallBufferArena& arena, ibv_pd* pd, uint32_t count, size_t size) noexcept {
+int SendBuffers::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, uint32_t count,
+                          size_t size) noexcept {
   if (count == 0 || size == 0) return -EINVAL;
   if (size > SIZE_MAX / count) return -EOVERFLOW;
-  if (int rc = memory_.allocate(arena, pd, size_t{count} * size, 0); rc != 0) return rc;
+  if (int rc = memory_.allocate(arena, account, pd, size_t{count} * size, 0); rc != 0) return rc;
   size_ = size;
   free_.reserve(count);
   for (uint32_t index = count; index-- > 0;) free_.push_back(index);
@@ -71,11 +74,12 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   const size_t ringBytes = bufferSize_ * options.recvDepth, sendBytes = bufferSize_ * options.sendDepth;
   const size_t slotBytes = options.framed ? size_t{options.sendDepth + 1} * FramedSender::kSlotSize : 0;
   SmallBufferArena& arena = completions_->smallBuffers();
-  error = recvRing_.allocate(arena, pd_, ringBytes, kLocalWrite);
-  if (error == 0) error = sendBuffers_.allocate(arena, pd_, options.sendDepth, bufferSize_);
+  MemoryAccount& account = completions_->memoryAccount();
+  error = recvRing_.allocate(arena, account, pd_, ringBytes, kLocalWrite);
+  if (error == 0) error = sendBuffers_.allocate(arena, account, pd_, options.sendDepth, bufferSize_);
   if (error == 0 && options.framed) {
     frameSlotCount_ = options.sendDepth + 1;
-    error = frameSlots_.allocate(arena, pd_, slotBytes, 0);
+    error = frameSlots_.allocate(arena, account, pd_, slotBytes, 0);
   }
   if (error != 0) {
     // Registered memory counts against RLIMIT_MEMLOCK; past it the kernel says only ENOMEM.
@@ -84,7 +88,8 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
     uint64_t more = pinned(ringBytes);
     if (recvRing_) more = pinned(sendBytes);
     if (recvRing_ && sendBuffers_) more = pinned(slotBytes);
-    const std::string hint = memoryLockHint(currentMemoryLockState(), more, perConnection);
+    const std::string hint = error == -ENOBUFS ? account.refusal(more, perConnection)
+                                               : memoryLockHint(currentMemoryLockState(), more, perConnection);
     if (!hint.empty()) {
       failure_ = hint;
       op = failure_.c_str();

@@ -30,8 +30,9 @@ namespace evrdma::detail {
 // small, else a region of its own.
 class ConnectionMemory {
  public:
-  // Returns 0 or -errno.
-  int allocate(SmallBufferArena& arena, ibv_pd* pd, size_t bytes, int access) noexcept;
+  // Returns 0 or -errno (-ENOBUFS: past the Reactor's memory budget, which a region of its own
+  // is charged to, as the arena's slabs are).
+  int allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes, int access) noexcept;
   explicit operator bool() const noexcept { return static_cast<bool>(lease_) || static_cast<bool>(region_); }
   uint8_t* data() const noexcept { return lease_ ? lease_.data() : region_.data(); }
   uint32_t lkey() const noexcept { return lease_ ? lease_.lkey() : region_.lkey(); }
@@ -40,6 +41,7 @@ class ConnectionMemory {
 
  private:
   SmallBufferArena::Lease lease_;
+  Charge charge_;
   MemoryRegion region_;
 };
 
@@ -47,7 +49,7 @@ class ConnectionMemory {
 // index.
 class SendBuffers {
  public:
-  int allocate(SmallBufferArena& arena, ibv_pd* pd, uint32_t count, size_t size) noexcept;
+  int allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, uint32_t count, size_t size) noexcept;
   explicit operator bool() const noexcept { return static_cast<bool>(memory_); }
   int acquire() noexcept;  // an index, or -ENOBUFS
   void release(uint32_t index) noexcept;

@@ -82,10 +82,11 @@ void RegionExchange::onRequest(const Frame& frame) noexcept {
   int error = 0;
   RemoteRegion remote;
   std::unique_ptr<MemoryRegion> region;
+  Charge charge;
   if (frame.requestBytes > maxLentBytes_ - lentBytes_) {
     error = ENOMEM;  // over what this side agreed to lend
   } else {
-    region = allocate_(frame.requestBytes, static_cast<int>(frame.requestAccess), remote, error);
+    region = allocate_(frame.requestBytes, static_cast<int>(frame.requestAccess), remote, charge, error);
     if (!region) error = error < 0 ? -error : ENOMEM;
   }
   if (error != 0) {
@@ -94,7 +95,7 @@ void RegionExchange::onRequest(const Frame& frame) noexcept {
   }
   lentBytes_ += frame.requestBytes;
   ++stats_.regionsLent;
-  lent_.push_back({remote, std::move(region)});
+  lent_.push_back({remote, std::move(region), std::move(charge)});
   if (send_(regionGrantFrame(frame.requestId, remote, 0)) != 0) return;
   events_.onLent(*lent_.back().region);
 }

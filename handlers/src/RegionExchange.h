@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "MemoryAccount.h"
 #include "evrdma/ConnectionOptions.h"
 #include "evrdma/MemoryRegion.h"
 
@@ -27,10 +28,11 @@ class RegionExchange {
  public:
   // Sends one protocol frame (it spends a credit and may wait for one): 0 or -errno.
   using SendFrame = std::function<int(std::vector<uint8_t> frame)>;
-  // Allocates and registers `bytes` with `access` for the peer and describes it in `remote`; null
-  // with `error` = -errno on failure.
+  // Allocates and registers `bytes` with `access` for the peer and describes it in `remote`, with
+  // what it costs charged in `charge` (kept as long as the region); null with `error` = -errno on
+  // failure.
   using Allocate = std::function<std::unique_ptr<MemoryRegion>(uint64_t bytes, int access, RemoteRegion& remote,
-                                                               int& error)>;
+                                                               Charge& charge, int& error)>;
   // What the application hears.
   class Events {
    public:
@@ -72,6 +74,7 @@ class RegionExchange {
   struct Lent {
     RemoteRegion remote;
     std::unique_ptr<MemoryRegion> region;
+    Charge charge;  // given back after the region has gone
   };
   void onRequest(const Frame& frame) noexcept;
   int onAnswer(const Frame& frame, const char*& why) noexcept;

@@ -67,6 +67,8 @@ void CompletionDispatcher::markDeviceRemoved() noexcept {
   releaseIfUnused();
 }
 
+detail::MemoryAccount& CompletionDispatcher::memoryAccount() noexcept { return reactor_.memoryAccount(); }
+
 void CompletionDispatcher::releaseIfUnused() noexcept {
   if (!removed_ || attachments_ > 0 || releaseScheduled_ || reactor_.dying()) return;
   releaseScheduled_ = true;

@@ -120,10 +120,11 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   ibv_pd* protectionDomain() const noexcept { return pd_.get(); }
   // Registered memory for the connections' small buffers, on that protection domain.
   detail::SmallBufferArena& smallBuffers() {
-    if (!smallBuffers_) smallBuffers_ = std::make_unique<detail::SmallBufferArena>(pd_.get());
+    if (!smallBuffers_) smallBuffers_ = std::make_unique<detail::SmallBufferArena>(pd_.get(), &memoryAccount());
     return *smallBuffers_;
   }
   const detail::SmallBufferArena* smallBuffersIfAny() const noexcept { return smallBuffers_.get(); }
+  detail::MemoryAccount& memoryAccount() noexcept;
   const CompletionStats& stats() const noexcept { return stats_; }
   size_t sharedCqCount() const noexcept { return cqs_.size(); }
 

@@ -1,5 +1,7 @@
 #include "MemoryLock.h"
 
+#include "MemoryAccount.h"
+
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -39,6 +41,22 @@ std::string memoryLockHint(const MemoryLockState& state, uint64_t more, uint64_t
   else
     text += "; " + kib(more) + " more asked";
   text += "): raise ulimit -l, or use a smaller maxMessageSize, recvDepth or sendDepth";
+  return text;
+}
+
+}  // namespace evrdma::detail
+
+namespace evrdma::detail {
+
+std::string MemoryAccount::refusal(uint64_t more, uint64_t perConnection) const {
+  // The essentials first: a reject reason carries only the first 143 bytes.
+  std::string text = "memory budget: " + std::to_string(registered_ / 1024) + " of " + kib(budget_) + " in use";
+  if (perConnection > 0)
+    text += ", a connection needs " + kib(perConnection) + ", the budget holds ~" +
+            std::to_string(budget_ / perConnection);
+  else
+    text += ", " + kib(more) + " more asked";
+  text += " (Reactor::setMemoryBudget; or a smaller maxMessageSize, recvDepth, sendDepth)";
   return text;
 }
 

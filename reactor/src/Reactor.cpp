@@ -8,18 +8,25 @@
 
 #include "CmDispatcher.h"
 #include "CompletionDispatcher.h"
+#include "MemoryAccount.h"
 #include "NextTurn.h"
 #include "ReactorMember.h"
 
 namespace evrdma {
 
 Reactor::Reactor()
-    : base_(event_base_new()), ownsBase_(true), deferLater_(std::make_unique<detail::NextTurn>()) {
+    : base_(event_base_new()),
+      ownsBase_(true),
+      memory_(std::make_unique<detail::MemoryAccount>()),
+      deferLater_(std::make_unique<detail::NextTurn>()) {
   makeDeferEvents();
 }
 
 Reactor::Reactor(event_base* borrowed)
-    : base_(borrowed), ownsBase_(false), deferLater_(std::make_unique<detail::NextTurn>()) {
+    : base_(borrowed),
+      ownsBase_(false),
+      memory_(std::make_unique<detail::MemoryAccount>()),
+      deferLater_(std::make_unique<detail::NextTurn>()) {
   makeDeferEvents();
 }
 
@@ -73,6 +80,10 @@ void Reactor::runDeferred() noexcept {
   runningDeferred_ = false;
   if (!deferred_.empty() && !dying_) deferLater_->schedule();
 }
+
+void Reactor::setMemoryBudget(uint64_t bytes) noexcept { memory_->setBudget(bytes); }
+uint64_t Reactor::memoryBudget() const noexcept { return memory_->budget(); }
+uint64_t Reactor::registeredMemory() const noexcept { return memory_->registered(); }
 
 CmEventStats Reactor::cmEventStats() const noexcept {
   CmEventStats out;

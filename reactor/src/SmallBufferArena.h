@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "MemoryAccount.h"
 #include "evrdma/MemoryRegion.h"
 
 namespace evrdma::detail {
@@ -51,7 +52,8 @@ class SmallBufferArena {
     uint32_t index_ = 0;
   };
 
-  explicit SmallBufferArena(ibv_pd* pd) : pd_(pd) {}
+  // Slabs are charged to `account` (may be null).
+  explicit SmallBufferArena(ibv_pd* pd, MemoryAccount* account = nullptr) : pd_(pd), account_(account) {}
   SmallBufferArena(const SmallBufferArena&) = delete;
   SmallBufferArena& operator=(const SmallBufferArena&) = delete;
   ~SmallBufferArena();
@@ -61,7 +63,8 @@ class SmallBufferArena {
   // The block size `bytes` takes.
   static size_t blockSize(size_t bytes) noexcept;
   // A zeroed block of at least `bytes` (see serves()). An empty lease and -errno on failure
-  // (-EINVAL for a size not served, else what the registration gave: -ENOMEM past RLIMIT_MEMLOCK).
+  // (-EINVAL for a size not served, -ENOBUFS past the account's budget, else what the registration
+  // gave: -ENOMEM past RLIMIT_MEMLOCK).
   Lease take(size_t bytes, int& error);
 
   size_t slabCount() const noexcept;
@@ -70,6 +73,7 @@ class SmallBufferArena {
 
  private:
   struct Slab {
+    Charge charge;
     MemoryRegion region;
     size_t classIndex = 0;
     std::vector<uint32_t> free;  // a stack of block indexes
@@ -79,6 +83,7 @@ class SmallBufferArena {
   void give(Slab* slab, uint32_t index) noexcept;
 
   ibv_pd* pd_;
+  MemoryAccount* account_;
   std::array<std::vector<std::unique_ptr<Slab>>, kClasses> slabs_;
   uint64_t blocksInUse_ = 0;
 };

@@ -240,4 +240,55 @@ TEST(Admission, AStormOfRequestsIsAnsweredAtMostAcceptsPerTurnPerLoopTurn) {
   runUntil(reactor, [] { return false; }, 200ms);
 }
 
+// The Reactor's memory budget covers every connection on it: past it the Listener rejects a
+// request with a reason that says how many connections the budget holds, and what went back to
+// the budget when connections close is available again.
+TEST(Admission, PastTheReactorsMemoryBudgetARequestIsRejectedSayingHowManyConnectionsFit) {
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  evrdma::Reactor reactor;
+  CountingFactory factory;  // agents with the default options: 16 x 4 KiB receives and sends, 128 KiB
+  auto listener = evrdma::Listener::create(reactor, factory);
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  evrdma::ClientOptions small;  // the clients' buffers come from a shared slab
+  small.maxMessageSize = 64;
+  small.recvDepth = 2;
+  small.sendDepth = 2;
+  std::vector<ClientRecord*> records;
+  std::vector<evrdma::Client::Ptr> clients;
+  auto connectOne = [&] {
+    auto record = std::make_unique<ClientRecord>();
+    records.push_back(record.get());
+    clients.push_back(evrdma::Client::create(reactor, std::move(record), small));
+    EXPECT_EQ(clients.back()->connect(bed.ip, listener->port()), 0);
+    return runUntil(reactor, [&] { return records.back()->established || records.back()->rejected; }, 30s);
+  };
+  ASSERT_TRUE(connectOne());
+  ASSERT_TRUE(records[0]->established);
+  const uint64_t withOne = reactor.registeredMemory();
+  constexpr uint64_t kAgent = 128 * 1024;
+  EXPECT_GE(withOne, kAgent);
+  reactor.setMemoryBudget(withOne + 2 * kAgent + kAgent / 2);  // room for two more agents
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(connectOne());
+  EXPECT_TRUE(records[1]->established);
+  EXPECT_TRUE(records[2]->established);
+  ASSERT_TRUE(records[3]->rejected);
+  std::printf("[ figures  ] budget %llu KiB, %llu KiB registered with 3 agents; the 4th rejected: %s\n",
+              static_cast<unsigned long long>(reactor.memoryBudget() / 1024),
+              static_cast<unsigned long long>(reactor.registeredMemory() / 1024), records[3]->reason.c_str());
+  EXPECT_NE(records[3]->reason.find("memory budget: "), std::string::npos) << records[3]->reason;
+  EXPECT_NE(records[3]->reason.find("a connection needs 128 KiB, the budget holds ~3"), std::string::npos)
+      << records[3]->reason;
+  EXPECT_LE(reactor.registeredMemory(), reactor.memoryBudget());
+  // One leaves: its memory goes back to the budget, and a new agent fits.
+  clients[0]->close();
+  ASSERT_TRUE(runUntil(reactor, [&] { return listener->agentCount() == 2; }, 30s));
+  ASSERT_TRUE(connectOne());
+  EXPECT_TRUE(records.back()->established) << records.back()->reason;
+  clients.clear();
+  listener.reset();
+  runUntil(reactor, [] { return false; }, 500ms);
+  EXPECT_LE(reactor.registeredMemory(), 64u * 1024) << "only the spare slabs of small buffers stay registered";
+}
+
 }  // namespace

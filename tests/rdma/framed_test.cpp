@@ -235,8 +235,9 @@ TEST_F(Framed, WritesWithImmediateSpendCreditsAndNeverOutrunTheReceiver) {
 }
 
 TEST_F(Framed, ARequestedRegionIsWrittenAndReadBackByTheRequester) {
-  connect();
   constexpr size_t kBytes = 4 << 20;
+  factory.options.maxLentBytes = kBytes;  // over the 1 MiB default
+  connect();
   RemoteRegion region = grant(kBytes, evrdma::kRemoteWrite | evrdma::kRemoteRead, 42);
   ASSERT_EQ(mine.granted.size(), 1u);
   EXPECT_EQ(mine.granted[0].first, 42u);
@@ -319,6 +320,28 @@ TEST_F(Framed, ARequestOverThePeersLimitIsRefusedAndTheConnectionStays) {
   ASSERT_TRUE(runUntil([&] { return theirs().connection->lentBytes() == 0; }, 30s));
   grant(1 << 20, evrdma::kRemoteWrite, 3);
   EXPECT_EQ(mine.granted.size(), 2u);
+}
+
+// Lent regions count against the Reactor's memory budget, across all its connections: a request
+// within the connection's maxLentBytes but past the budget is refused (-ENOMEM) and the
+// connection carries on; a released region's bytes go back to the budget.
+TEST_F(Framed, ARequestPastTheReactorsMemoryBudgetIsRefusedAndItsReleaseGivesTheRoomBack) {
+  factory.options.maxLentBytes = 8 << 20;
+  connect();
+  const uint64_t before = reactor_.registeredMemory();
+  reactor_.setMemoryBudget(before + (3 << 19));  // 1.5 MiB more
+  grant(1 << 20, evrdma::kRemoteWrite, 1);
+  ASSERT_EQ(mine.granted.size(), 1u);
+  EXPECT_EQ(reactor_.registeredMemory(), before + (1 << 20));
+  ASSERT_EQ(client->requestRegion(1 << 20, evrdma::kRemoteWrite, 2), 0);
+  ASSERT_TRUE(runUntil([&] { return !mine.refused.empty(); }, 30s));
+  EXPECT_EQ(mine.refused[0], (std::pair<uint64_t, int>{2, -ENOMEM})) << "past the budget, within maxLentBytes";
+  EXPECT_EQ(client->state(), ConnectionState::Established);
+  ASSERT_EQ(client->releaseRegion(mine.granted[0].second), 0);
+  ASSERT_TRUE(runUntil([&] { return reactor_.registeredMemory() == before; }, 30s));
+  grant(1 << 20, evrdma::kRemoteWrite, 3);
+  EXPECT_EQ(mine.granted.size(), 2u);
+  reactor_.setMemoryBudget(0);
 }
 
 TEST_F(Framed, AReleasedRegionCanNoLongerBeUsed) {

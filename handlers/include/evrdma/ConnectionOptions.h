@@ -34,7 +34,9 @@ struct ConnectionOptions {
   // application's bytes only, as raw peers (ping-sr, rping) expect.
   bool framed = false;
   // Framed: how many bytes this side registers at most, in all, for the peer's requestRegion().
-  uint64_t maxLentBytes = uint64_t{256} << 20;
+  // Small by default: lending pins memory on the peer's say-so (a server that lends must size
+  // this for its protocol, as blast-server does); 0 refuses every request (-ENOMEM).
+  uint64_t maxLentBytes = uint64_t{1} << 20;
   // Framed: how many of the peer's regions this side keeps track of at once (granted and sent);
   // a peer that sends more breaks the protocol, and requestRegion() beyond it gives -ENOSPC.
   uint32_t maxPeerRegions = 1024;

@@ -31,7 +31,7 @@ struct ListenerStats {
   uint64_t abandoned = 0;
   uint64_t agentsClosed = 0;
   uint64_t heldForLaterTurn = 0;  // requests past acceptsPerTurn, answered on a later turn
-  uint64_t rejectedWaiting = 0;   // rejected because more than the backlog waited (see acceptsPerTurn)
+  uint64_t rejectedWaiting = 0;   // rejected because maxWaitingRequests waited already
 };
 
 // Admission control: what a Listener takes on before it refuses.
@@ -45,10 +45,12 @@ struct ListenerOptions {
   // The most connect requests answered in one loop turn (0: no limit). Setting up an agent
   // (queue pair, registered buffers, the accept) costs milliseconds under load; answering a
   // storm of requests in one go would keep every connected peer, timer and socket of the loop
-  // waiting. Past it, requests wait for later turns, in the order they came, at most as many as
-  // the backlog (beyond that: rejected "server busy"); a client that gives up meanwhile is
-  // counted as abandoned.
+  // waiting. Past it, requests wait for later turns, in the order they came; a client that gives
+  // up meanwhile is counted as abandoned.
   uint32_t acceptsPerTurn = 4;
+  // The most requests waiting for their turn; past it a request is rejected "server busy: N
+  // requests waiting to be accepted". (Each waiting request holds its private data and a CM id.)
+  size_t maxWaitingRequests = 16384;
 };
 
 class Listener final {
@@ -114,7 +116,6 @@ class Listener final {
   CmId id_;
   std::map<Agent*, std::unique_ptr<Agent>> agents_;
   ListenerStats stats_;
-  int backlog_ = 0;
   // Requests past acceptsPerTurn, oldest first, and the zero-delay timer that starts the next turn.
   std::deque<CmEvent> waiting_;
   uint32_t answeredThisTurn_ = 0;

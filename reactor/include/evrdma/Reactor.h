@@ -3,6 +3,7 @@
 // that one base, serviced by one thread: the one that runs the loop.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,6 +21,7 @@ class CmDispatcher;
 class CompletionDispatcher;
 
 namespace detail {
+class MemoryAccount;
 class ReactorMember;  // what to close when the Reactor goes first (reactor/src/ReactorMember.h)
 class NextTurn;
 class EventHolder;
@@ -69,6 +71,17 @@ class Reactor {
 
   CmEventStats cmEventStats() const noexcept;
 
+  // Memory evrdma's connections on this Reactor have registered with their devices (their
+  // buffers, the shared slabs of small buffers, the regions lent to peers), in bytes, and its
+  // budget. Past the budget a connection that needs more fails to set up (a Listener rejects its
+  // request: "memory budget: X of Y KiB in use, a connection needs Z KiB, the budget holds ~N")
+  // and a peer's requestRegion() is refused with -ENOMEM. 0, the default: no budget of evrdma's
+  // own; the process's RLIMIT_MEMLOCK still applies (and its failures are named as such). Memory
+  // the application registers itself is not counted.
+  void setMemoryBudget(uint64_t bytes) noexcept;
+  uint64_t memoryBudget() const noexcept;
+  uint64_t registeredMemory() const noexcept;
+
  private:
   // What evrdma's own objects use of their Reactor; nothing for an application here.
   friend class CmDispatcher;
@@ -96,6 +109,7 @@ class Reactor {
   void leave(detail::ReactorMember* member) noexcept { members_.erase(member); }
   // True while ~Reactor runs: nothing new may be started.
   bool dying() const noexcept { return dying_; }
+  detail::MemoryAccount& memoryAccount() noexcept { return *memory_; }
 
   void makeDeferEvents() noexcept;
   static void onDeferEvent(int, short, void* self) noexcept;
@@ -103,6 +117,8 @@ class Reactor {
 
   event_base* base_ = nullptr;
   bool ownsBase_ = false;
+  // Before the members that charge it (destroyed after them).
+  std::unique_ptr<detail::MemoryAccount> memory_;
   bool dying_ = false;
   event* deferEvent_ = nullptr;
   // Closures deferred by deferred closures run on a later turn, after the backend poll and the

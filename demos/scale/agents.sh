@@ -1,0 +1,71 @@
+#!/bin/bash
+# agents.sh: N concurrent agents on one pingpong-server (one reactor thread), from P client
+# processes that each open N/P connections, do R verified round trips on each, and hold them open
+# until every process is done, so all N agents exist at once. Prints how many were established and
+# verified, the server's memory per agent by category (heap, pinned, provider queues, RSS) at the
+# most agents, and the setup time per connection against rdma-core's cmtime (same guest, same N:
+# create id + resolve address + resolve route + create QP + connect). Meant for tools/rdma-run.
+#   agents.sh [agents (10000)] [client processes (5)] [round trips (10)] [server options...]
+set -u
+case ${1:-} in -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+build=${BUILD_DIR:-build}
+agents=${1:-10000} processes=${2:-5} trips=${3:-10}
+shift $(( $# < 3 ? $# : 3 ))
+ip=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+log=${AGENTS_LOG_DIR:-$(mktemp -d)}
+mkdir -p "$log"
+trap 'kill $(jobs -p) 2>/dev/null; [ -n "${AGENTS_LOG_DIR:-}" ] || rm -rf "$log"' EXIT
+wait_for() { for _ in $(seq "${3:-400}"); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+ulimit -n 65536 2>/dev/null || true
+per=$(( (agents + processes - 1) / processes ))
+agents=$(( per * processes ))
+
+"$build/demos/pingpong-server" -a "$ip" -p 7483 -x "$@" >"$log/server" 2>&1 &
+server=$!
+wait_for "$log/server" listening || { echo "agents: the server did not start"; cat "$log/server"; exit 1; }
+started=$(date +%s.%N)
+clients=()
+for p in $(seq "$processes"); do
+    "$build/demos/pingpong-client" -a "$ip" -p 7483 -n "$per" -c "$trips" -s 64 -v -k -x -C 300000 -R 120000 >"$log/client$p" 2>&1 &
+    clients+=($!)
+done
+held=0
+for p in $(seq "$processes"); do
+    wait_for "$log/client$p" "holding them open" 12000 && held=$((held + 1))
+done
+all_held=$(date +%s.%N)
+sleep 2  # the server samples its memory once a second
+kill -INT "${clients[@]}" 2>/dev/null
+failed=0
+for pid in "${clients[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+kill -INT $server; wait $server
+
+completed=0 established=0 setup_us=0
+for p in $(seq "$processes"); do
+    c=$(sed -n 's/^pingpong-client: \([0-9]*\) connections completed their round trips, holding.*/\1/p' "$log/client$p")
+    completed=$((completed + ${c:-0}))
+    read -r e s < <(sed -n 's/^pingpong-client: connect: \([0-9]*\) of [0-9]* connections established \([0-9.]*\) s.*/\1 \2/p' "$log/client$p")
+    established=$((established + ${e:-0}))
+    setup_us=$(awk -v a="$setup_us" -v b="${s:-0}" 'BEGIN { print (b * 1e6 > a) ? b * 1e6 : a }')
+done
+
+# cmtime, same guest, same number of connections.
+cmtime -b "$ip" -p 7484 -c "$agents" >"$log/cmtime-server" 2>&1 &
+cmserver=$!
+sleep 1
+timeout 600 cmtime -s "$ip" -p 7484 -c "$agents" >"$log/cmtime" 2>&1
+kill $cmserver 2>/dev/null; wait $cmserver 2>/dev/null
+cm_ms=$(awk -F'[:[:space:]]+' '/^(create id|resolve addr|resolve route|create qp|connect) *:/ { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/) { sum += $i; break } } END { print sum + 0 }' "$log/cmtime")
+
+echo "$agents concurrent agents on one pingpong-server ${*:+($*) }(one reactor thread), from $processes client processes of $per connections, $trips verified round trips of 64 B each:"
+echo "  $established established, $completed completed their round trips (every byte verified) and were held open together; client processes failed: $failed"
+sed -n 's/^pingpong-server: \(served .*\)/  server: \1/p; s/^pingpong-server: memory per agent/  server: memory per agent/p' "$log/server"
+awk -v ours="$setup_us" -v n="$agents" -v cm="$cm_ms" 'BEGIN {
+    printf "  setup, all %d connecting at once: evrdma %.0f ms (%.1f us per connection; the slowest of the %s processes)\n", n, ours / 1000, ours / n, "'"$processes"'"
+    if (cm > 0) printf "                                  cmtime %.0f ms (%.1f us per connection: create id .. connect, one process)\n  ratio evrdma / cmtime: %.2f\n", cm, cm * 1000 / n, (ours / 1000) / cm
+    else print "  cmtime did not finish" }'
+if [ "$completed" != "$agents" ] || [ "$failed" != 0 ]; then
+    echo "  what the clients saw:"
+    cat "$log"/client* | grep "^connection [0-9]*: [a-z]" | sed 's/^connection [0-9]*: //' | sort | uniq -c | sort -rn | head -n 5
+    exit 1
+fi
