@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "FramedSender.h"
 #include "MemoryLock.h"
@@ -109,7 +110,17 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   attr.sq_sig_all = 0;
   if (rdma_create_qp(id, pd_, &attr) != 0) {
     attr.cap.max_inline_data = 0;  // some devices have no inline data at all
-    if (rdma_create_qp(id, pd_, &attr) != 0) return errno ? -errno : -ENOMEM;
+    if (rdma_create_qp(id, pd_, &attr) != 0) {
+      const int failed = errno ? -errno : -ENOMEM;
+      // soft-iWARP maps every queue into the process and refuses past about 70 QPs per process
+      // (EAGAIN or ENOMEM), which its errno alone does not say.
+      const char* device = ibv_get_device_name(id->verbs->device);
+      if ((failed == -EAGAIN || failed == -ENOMEM) && device != nullptr && std::strncmp(device, "siw", 3) == 0) {
+        failure_ = "rdma_create_qp: soft-iWARP (siw) holds about 70 queue pairs per process";
+        op = failure_.c_str();
+      }
+      return failed;
+    }
   }
   qp_.reset(id);
   attachment_->bind(id->qp->qp_num);

@@ -49,4 +49,46 @@ TEST_F(PingPongBed, ABurstOfConcurrentClientsAllConnectAndEveryEchoIsVerified) {
               static_cast<unsigned long long>(factory_->agentsFailed));
 }
 
+// 100 clients in 4 processes against one server: rxe serves them all; soft-iWARP refuses queue
+// pairs past about 70 per process, and the server then rejects the rest with words that say so
+// (not a bare "Resource temporarily unavailable"), while every client process ends: nothing hangs.
+TEST_F(PingPongBed, PastTheDevicesQueuePairLimitRequestsAreRejectedNamingItAndNothingHangs) {
+  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
+  const bool iwarp = driver != nullptr && std::string(driver) == "siw";
+  std::vector<std::string> errors;
+  factory_->agentClosedHook = [&](const pingpong::EchoAgent& agent, const evrdma::Connection&) {
+    if (!agent.error.empty()) errors.push_back(agent.error);
+  };
+  const int processes = 4, perProcess = 25;
+  std::vector<pid_t> children;
+  for (int i = 0; i < processes; ++i)
+    children.push_back(spawnPingClient({"-n", std::to_string(perProcess), "-c", "3", "-s", "64", "-v", "-k"}));
+  // -k: every client holds its connection until all of its process's have finished, so the
+  // agents exist at once; then SIGINT.
+  ASSERT_TRUE(runUntil([&] { return factory_->agentsServed + factory_->activeAgents >= processes * perProcess ||
+                                    listener_->stats().requests >= static_cast<uint64_t>(processes * perProcess); },
+                       120s));
+  runUntil([] { return false; }, 2s);
+  for (pid_t child : children) kill(child, SIGINT);
+  int hung = 0;
+  for (pid_t child : children)
+    if (serveUntilChildExits(child, 60s) == -1) ++hung;
+  EXPECT_EQ(hung, 0) << "a client process did not end";
+  EXPECT_TRUE(runUntil([&] { return factory_->activeAgents == 0; }, 60s)) << "agents still open";
+  const uint64_t rejected = listener_->stats().rejected;
+  std::printf("[ figures  ] %d clients in %d processes on %s: %llu agents served, %llu rejected%s%s\n",
+              processes * perProcess, processes, iwarp ? "siw" : "rxe",
+              static_cast<unsigned long long>(factory_->agentsServed - factory_->agentsFailed),
+              static_cast<unsigned long long>(rejected), errors.empty() ? "" : ", e.g. ",
+              errors.empty() ? "" : errors[0].c_str());
+  if (iwarp) {
+    EXPECT_GT(rejected, 0u) << "siw held more than its documented limit: update the README and this test";
+    for (const auto& e : errors)
+      EXPECT_NE(e.find("soft-iWARP (siw) holds about 70 queue pairs per process"), std::string::npos) << e;
+  } else {
+    EXPECT_EQ(rejected, 0u);
+    EXPECT_TRUE(errors.empty()) << errors[0];
+  }
+}
+
 }  // namespace
