@@ -125,7 +125,18 @@ void PingClient::onEstablished(evrdma::Connection& c) noexcept {
   connection_ = &c;
   if (roundTripTimeout_.count() > 0)
     roundTripTimer_ = std::make_unique<evrdma::Timer>(c.reactor(), [this] { onRoundTripTimeout(); });
+  if (waitForStart_) {
+    waiting_ = true;
+    waitForStart_();
+    return;
+  }
   sendNext(c);
+}
+
+void PingClient::start() noexcept {
+  if (!waiting_ || connection_ == nullptr) return;
+  waiting_ = false;
+  sendNext(*connection_);
 }
 
 void PingClient::onRoundTripTimeout() noexcept {

@@ -108,6 +108,9 @@ class PingClient : public evrdma::ConnectionHandler {
   // A round trip whose echo has not come back within `timeout` ends the connection with an error
   // saying so (a lost message is never waited for silently). 0: no limit.
   void setRoundTripTimeout(std::chrono::milliseconds timeout) { roundTripTimeout_ = timeout; }
+  // Once established, the round trips wait for start(); `established` is told.
+  void waitForStart(std::function<void()> established) { waitForStart_ = std::move(established); }
+  void start() noexcept;
   // After its last round trip the connection stays open (until closed) and `completed` is told.
   void holdOpen(std::function<void(const PingResult&)> completed) { holdOpen_ = std::move(completed); }
 
@@ -126,6 +129,8 @@ class PingClient : public evrdma::ConnectionHandler {
   evrdma::Connection* connection_ = nullptr;  // while established, for the timer
   std::unique_ptr<evrdma::Timer> roundTripTimer_;
   std::function<void(const PingResult&)> holdOpen_;
+  std::function<void()> waitForStart_;
+  bool waiting_ = false;  // established, round trips not started
 };
 
 // "12.3 us" style helpers for figures.

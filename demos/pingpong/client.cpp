@@ -33,8 +33,12 @@ void usage(FILE* out, const char* prog) {
                "  -r N      each of them N times in a row: a new connection as soon as the previous\n"
                "            one has closed (connection churn; default 1)\n"
                "  -v        verify every byte of every echo\n"
+               "  -W        once every connection is established (or failed), print a line and wait\n"
+               "            for SIGUSR2 before the round trips start (measures setup alone)\n"
                "  -k        keep the connections open after their round trips, until SIGINT (prints a\n"
                "            line once every one has finished them)\n"
+               "  -F N      at most N connect requests on the wire at once; the others wait their turn\n"
+               "            (default: the library's, 64; 0: no limit)\n"
                "  -C MS     connect timeout: no answer from the server within MS milliseconds fails the\n"
                "            connection (default 10000)\n"
                "  -R MS     round-trip timeout: a connection whose echo has not come back within MS\n"
@@ -64,10 +68,11 @@ int main(int argc, char** argv) {
   std::string address = envAddress != nullptr ? envAddress : "";
   unsigned long long port = pingsr::kDefaultPort, count = 1000, size = 64, connections = 1, repeats = 1, roundTripTimeout = 30000,
                      connectTimeout = 10000;
-  bool verify = false, figures = false, keepOpen = false;
+  bool verify = false, figures = false, keepOpen = false, inFlightGiven = false, waitForSignal = false;
+  unsigned long long inFlight = 0;
   pingpong::Trace trace = pingpong::Trace::Off;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:r:R:C:kvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:r:R:C:F:kWvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -78,6 +83,8 @@ int main(int argc, char** argv) {
       case 'r': ok = pingpong::parseNumber(optarg, 100000000, repeats) && repeats > 0; break;
       case 'R': ok = pingpong::parseNumber(optarg, 86400000, roundTripTimeout); break;
       case 'k': keepOpen = true; break;
+      case 'W': waitForSignal = true; break;
+      case 'F': ok = pingpong::parseNumber(optarg, 1u << 30, inFlight); inFlightGiven = true; break;
       case 'C': ok = pingpong::parseNumber(optarg, 86400000, connectTimeout) && connectTimeout > 0; break;
       case 'v': verify = true; break;
       case 't': trace = pingpong::Trace::Connections; break;
@@ -99,6 +106,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pingpong-client: cannot create an event loop\n");
     return 1;
   }
+  if (inFlightGiven) reactor.setMaxConnectsInFlight(static_cast<uint32_t>(inFlight));
   pingsr::ConnectInfo info{count, size};
   std::vector<pingpong::PingResult> results;
   std::vector<evrdma::Client::Ptr> clients;
@@ -114,6 +122,15 @@ int main(int argc, char** argv) {
   options.connectTimeout = std::chrono::milliseconds(connectTimeout);
   bool interrupted = false;
   size_t holding = 0, endedEarly = 0;  // -k: connections done with their round trips, or closed before
+  // -W: established, round trips not started (by index; a connection that closes leaves the list).
+  std::vector<std::pair<uint32_t, pingpong::PingClient*>> waitingToStart;
+  size_t endedBeforeStart = 0;
+  auto reportWaiting = [&] {
+    if (waitingToStart.size() + endedBeforeStart != connections) return;
+    std::printf("pingpong-client: %zu connections established (%zu failed), waiting for SIGUSR2 to start\n",
+                waitingToStart.size(), endedBeforeStart);
+    std::fflush(stdout);
+  };
   auto reportHolding = [&] {
     if (holding + endedEarly != connections) return;
     std::printf("pingpong-client: %zu connections completed their round trips, holding them open until SIGINT\n",
@@ -125,6 +142,14 @@ int main(int argc, char** argv) {
     auto handler = std::make_unique<pingpong::PingClient>(
         static_cast<uint32_t>(round * connections + slot), info, verify, trace, [&, slot, round](const pingpong::PingResult& r) {
           results.push_back(r);
+          const size_t waitingBefore = waitingToStart.size();
+          waitingToStart.erase(std::remove_if(waitingToStart.begin(), waitingToStart.end(),
+                                              [&r](const auto& w) { return w.first == r.index; }),
+                               waitingToStart.end());
+          if (waitForSignal && round == 0 && (!r.established || waitingToStart.size() < waitingBefore)) {
+            ++endedBeforeStart;
+            reportWaiting();
+          }
           if (keepOpen && !r.succeeded && !interrupted) {
             ++endedEarly;
             reportHolding();
@@ -136,6 +161,14 @@ int main(int argc, char** argv) {
           if (--open == 0) reactor.stop();
         });
     handler->setRoundTripTimeout(std::chrono::milliseconds(roundTripTimeout));
+    if (waitForSignal && round == 0) {
+      pingpong::PingClient* ping = handler.get();
+      const auto index = static_cast<uint32_t>(round * connections + slot);
+      handler->waitForStart([&, ping, index] {
+        waitingToStart.emplace_back(index, ping);
+        reportWaiting();
+      });
+    }
     if (keepOpen && round + 1 == repeats)
       handler->holdOpen([&](const pingpong::PingResult&) {
         ++holding;
@@ -160,6 +193,11 @@ int main(int argc, char** argv) {
   evrdma::SignalWatch onInt(reactor, SIGINT, [&](int) {
     interrupted = true;
     for (auto& c : clients) c->close();
+  });
+  evrdma::SignalWatch onUsr2(reactor, SIGUSR2, [&](int) {
+    auto starting = std::move(waitingToStart);
+    waitingToStart.clear();
+    for (auto& [index, ping] : starting) ping->start();
   });
   // Where every connection stands (for a run that seems stuck).
   evrdma::SignalWatch onUsr1(reactor, SIGUSR1, [&](int) {

@@ -1,13 +1,15 @@
 #!/bin/bash
 # agents.sh: N concurrent agents on one pingpong-server (one reactor thread), from P client
-# processes that each open N/P connections, do R verified round trips on each, and hold them open
-# until every process is done, so all N agents exist at once. Prints how many were established and
+# processes that each open N/P connections and, once every process is established (so setup is
+# timed alone, as cmtime's), do R verified round trips on each and hold them open until every
+# process is done, so all N agents exist at once. Prints how many were established and
 # verified, the server's memory per agent by category (heap, pinned, provider queues, RSS) at the
 # most agents, and the setup time per connection against rdma-core's cmtime (same guest, same N:
 # create id + resolve address + resolve route + create QP + connect). Meant for tools/rdma-run.
 #   agents.sh [agents (10000)] [client processes (5)] [round trips (10)] [server options...]
+#   (AGENTS_CLIENT_OPTIONS: more pingpong-client options, e.g. "-F 64")
 set -u
-case ${1:-} in -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${BUILD_DIR:-build}
 agents=${1:-10000} processes=${2:-5} trips=${3:-10}
 shift $(( $# < 3 ? $# : 3 ))
@@ -26,9 +28,14 @@ wait_for "$log/server" listening || { echo "agents: the server did not start"; c
 started=$(date +%s.%N)
 clients=()
 for p in $(seq "$processes"); do
-    "$build/demos/pingpong-client" -a "$ip" -p 7483 -n "$per" -c "$trips" -s 64 -v -k -x -C 300000 -R 120000 >"$log/client$p" 2>&1 &
+    "$build/demos/pingpong-client" -a "$ip" -p 7483 -n "$per" -c "$trips" -s 64 -v -k -W -x -C 300000 -R 120000 ${AGENTS_CLIENT_OPTIONS:-} >"$log/client$p" 2>&1 &
     clients+=($!)
 done
+# Setup alone: each process waits with its round trips until every process is established.
+for p in $(seq "$processes"); do
+    wait_for "$log/client$p" "waiting for SIGUSR2" 12000
+done
+kill -USR2 "${clients[@]}"
 held=0
 for p in $(seq "$processes"); do
     wait_for "$log/client$p" "holding them open" 12000 && held=$((held + 1))

@@ -4,6 +4,7 @@
 
 #include "CmDispatcher.h"
 #include "CmEvent.h"
+#include "ConnectGate.h"
 #include "evrdma/Address.h"
 #include "evrdma/PrivateData.h"
 #include "evrdma/Reactor.h"
@@ -35,10 +36,29 @@ void Client::Release::operator()(Client* client) const noexcept {
   client->close();
 }
 
+class Client::ConnectTurn final : public detail::ConnectGate::Waiter {
+ public:
+  explicit ConnectTurn(Client& client) : client_(client) {}
+  void onConnectTurn() noexcept override { client_.sendConnectRequest(); }
+  bool entered = false;
+
+ private:
+  Client& client_;
+};
+
 Client::Client(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options)
     : Connection(reactor, std::move(handler), options, true),
       clientOptions_(options),
-      connectTimer_(reactor, [this] { onConnectTimeout(); }) {}
+      connectTimer_(reactor, [this] { onConnectTimeout(); }),
+      turn_(std::make_unique<ConnectTurn>(*this)) {}
+
+Client::~Client() { leaveConnectGate(); }
+
+void Client::leaveConnectGate() noexcept {
+  if (!turn_->entered || orphaned()) return;  // an orphan's Reactor (and gate) may be gone
+  turn_->entered = false;
+  reactor_.connectGate().leave(turn_.get());
+}
 
 Client::Ptr Client::create(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options) {
   return Ptr(new Client(reactor, std::move(handler), options));
@@ -89,8 +109,14 @@ void Client::onRouteResolved() noexcept {
     fail(rc, op);
     return;
   }
-  rdma_conn_param param = connParam(privateData_);
   setState(ConnectionState::Connecting);
+  turn_->entered = true;
+  if (reactor_.connectGate().enter(turn_.get())) sendConnectRequest();
+}
+
+void Client::sendConnectRequest() noexcept {
+  if (state() != ConnectionState::Connecting || closing()) return;
+  rdma_conn_param param = connParam(privateData_);
   connectTimer_.startOnce(clientOptions_.connectTimeout);
   if (rdma_connect(cmId(), &param) != 0) {
     connectTimer_.cancel();
@@ -134,16 +160,24 @@ void Client::onConnectTimeout() noexcept {
   fail(-ETIMEDOUT, "connect: no answer within connectTimeout");
 }
 
-void Client::onEstablishedByRole() noexcept { connectTimer_.cancel(); }
+void Client::onEstablishedByRole() noexcept {
+  connectTimer_.cancel();
+  leaveConnectGate();
+}
 
 void Client::onOrphaned() noexcept {
   done_ = true;
+  if (turn_->entered) {  // the Reactor is being destroyed, its gate not yet
+    turn_->entered = false;
+    reactor_.connectGate().leave(turn_.get());
+  }
   if (released_) delete this;  // the application dropped its Ptr already
 }
 
 void Client::onFinished() noexcept {
   done_ = true;
   connectTimer_.cancel();
+  leaveConnectGate();
   if (released_) {
     Client* self = this;
     reactor_.defer([self] { delete self; });

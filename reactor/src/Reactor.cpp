@@ -8,6 +8,7 @@
 
 #include "CmDispatcher.h"
 #include "CompletionDispatcher.h"
+#include "ConnectGate.h"
 #include "MemoryAccount.h"
 #include "NextTurn.h"
 #include "ReactorMember.h"
@@ -18,6 +19,7 @@ Reactor::Reactor()
     : base_(event_base_new()),
       ownsBase_(true),
       memory_(std::make_unique<detail::MemoryAccount>()),
+      connectGate_(std::make_unique<detail::ConnectGate>(*this)),
       deferLater_(std::make_unique<detail::NextTurn>()) {
   makeDeferEvents();
 }
@@ -26,6 +28,7 @@ Reactor::Reactor(event_base* borrowed)
     : base_(borrowed),
       ownsBase_(false),
       memory_(std::make_unique<detail::MemoryAccount>()),
+      connectGate_(std::make_unique<detail::ConnectGate>(*this)),
       deferLater_(std::make_unique<detail::NextTurn>()) {
   makeDeferEvents();
 }
@@ -84,6 +87,10 @@ void Reactor::runDeferred() noexcept {
 void Reactor::setMemoryBudget(uint64_t bytes) noexcept { memory_->setBudget(bytes); }
 uint64_t Reactor::memoryBudget() const noexcept { return memory_->budget(); }
 uint64_t Reactor::registeredMemory() const noexcept { return memory_->registered(); }
+void Reactor::setMaxConnectsInFlight(uint32_t limit) noexcept { connectGate_->setLimit(limit); }
+uint32_t Reactor::maxConnectsInFlight() const noexcept { return connectGate_->limit(); }
+uint32_t Reactor::connectsInFlight() const noexcept { return connectGate_->inFlight(); }
+size_t Reactor::connectsWaiting() const noexcept { return connectGate_->waiting(); }
 
 CmEventStats Reactor::cmEventStats() const noexcept {
   CmEventStats out;

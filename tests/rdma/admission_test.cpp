@@ -291,4 +291,54 @@ TEST(Admission, PastTheReactorsMemoryBudgetARequestIsRejectedSayingHowManyConnec
   EXPECT_LE(reactor.registeredMemory(), 64u * 1024) << "only the spare slabs of small buffers stay registered";
 }
 
+// A client Reactor keeps at most maxConnectsInFlight connect requests on the wire; the others wait
+// their turn (not counted against their connectTimeout) and all get established.
+TEST(Admission, AClientReactorKeepsAtMostMaxConnectsInFlightRequestsOnTheWire) {
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  evrdma::Reactor reactor;
+  CountingFactory factory;
+  auto listener = evrdma::Listener::create(reactor, factory);
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  reactor.setMaxConnectsInFlight(3);
+  evrdma::ClientOptions small;
+  small.maxMessageSize = 64;
+  small.recvDepth = 2;
+  small.sendDepth = 2;
+  const int clients = 24;
+  std::vector<ClientRecord*> records;
+  std::vector<evrdma::Client::Ptr> connections;
+  for (int i = 0; i < clients; ++i) {
+    auto record = std::make_unique<ClientRecord>();
+    records.push_back(record.get());
+    connections.push_back(evrdma::Client::create(reactor, std::move(record), small));
+    ASSERT_EQ(connections.back()->connect(bed.ip, listener->port()), 0);
+  }
+  uint32_t mostInFlight = 0;
+  size_t mostWaiting = 0;
+  evrdma::Timer sample(reactor, [&] {
+    mostInFlight = std::max(mostInFlight, reactor.connectsInFlight());
+    mostWaiting = std::max(mostWaiting, reactor.connectsWaiting());
+  });
+  sample.startPeriodic(1ms);
+  ASSERT_TRUE(runUntil(reactor, [&] {
+    int done = 0;
+    for (auto* r : records) done += r->established || r->rejected;
+    return done == clients;
+  }, 60s));
+  int established = 0;
+  for (auto* r : records) established += r->established;
+  std::printf("[ figures  ] %d clients, maxConnectsInFlight 3: at most %u requests on the wire, at most %zu waiting; "
+              "%d established\n",
+              clients, mostInFlight, mostWaiting, established);
+  EXPECT_EQ(established, clients);
+  EXPECT_LE(mostInFlight, 3u);
+  EXPECT_GT(mostWaiting, 0u) << "nobody ever waited: the test proved nothing";
+  EXPECT_EQ(reactor.connectsInFlight(), 0u);
+  EXPECT_EQ(reactor.connectsWaiting(), 0u);
+  connections.clear();
+  listener.reset();
+  runUntil(reactor, [] { return false; }, 300ms);
+}
+
 }  // namespace

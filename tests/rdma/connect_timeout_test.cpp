@@ -84,6 +84,33 @@ class ServerThread {
   std::thread thread_;
 };
 
+// Ping clients of 64-byte messages (one round trip each) on one Reactor; each result lands in
+// `results` when its connection has closed.
+struct PingClients {
+  PingClients(evrdma::Reactor& on, std::chrono::milliseconds connectTimeout) : reactor(on) {
+    options.maxMessageSize = 64;
+    options.recvDepth = 2;
+    options.sendDepth = 2;
+    options.connectTimeout = connectTimeout;
+  }
+  // Starts `count` more; false if a connect() call failed.
+  bool connect(size_t count, const std::string& ip, uint16_t port) {
+    for (size_t i = 0; i < count; ++i) {
+      auto handler = std::make_unique<pingpong::PingClient>(static_cast<uint32_t>(connections.size()), info, true,
+                                                            pingpong::Trace::Off,
+                                                            [this](const pingpong::PingResult& r) { results.push_back(r); });
+      connections.push_back(evrdma::Client::create(reactor, std::move(handler), options));
+      if (connections.back()->connect(ip, port, pingsr::encode(info)) != 0) return false;
+    }
+    return true;
+  }
+  evrdma::Reactor& reactor;
+  evrdma::ClientOptions options;
+  pingsr::ConnectInfo info{1, 64};
+  std::vector<pingpong::PingResult> results;
+  std::vector<evrdma::Client::Ptr> connections;
+};
+
 TEST(ConnectTimeout, AnAnswerWaitingInTheClientsOwnEventQueueIsNotATimeout) {
   evrdma::test::TestBed bed;
   ASSERT_TRUE(evrdma::test::loadTestBed(bed));
@@ -97,21 +124,18 @@ TEST(ConnectTimeout, AnAnswerWaitingInTheClientsOwnEventQueueIsNotATimeout) {
   ASSERT_NE(server.port(), 0);
 
   evrdma::Reactor reactor;
-  std::vector<pingpong::PingResult> results;
-  std::vector<evrdma::Client::Ptr> connections;
-  evrdma::ClientOptions options;
-  options.maxMessageSize = 64;
-  options.recvDepth = 2;
-  options.sendDepth = 2;
-  options.connectTimeout = 2000ms;
-  pingsr::ConnectInfo info{1, 64};
+  reactor.setMaxConnectsInFlight(0);  // every answer at once, more than one turn's budget
+  PingClients fleet(reactor, 2000ms);
+  const pingsr::ConnectInfo info = fleet.info;
+  std::vector<pingpong::PingResult>& results = fleet.results;
+  std::vector<evrdma::Client::Ptr>& connections = fleet.connections;
   // One round trip first: the server's first connection sets up its device (PD, channel, CQs),
   // which takes long enough under emulation to time a client out for real.
   {
     bool warm = false;
     auto handler = std::make_unique<pingpong::PingClient>(0, info, true, pingpong::Trace::Off,
                                                           [&](const pingpong::PingResult& r) { warm = r.succeeded; });
-    evrdma::ClientOptions patient = options;
+    evrdma::ClientOptions patient = fleet.options;
     patient.connectTimeout = 30s;
     auto first = evrdma::Client::create(reactor, std::move(handler), patient);
     ASSERT_EQ(first->connect(bed.ip, server.port(), pingsr::encode(info)), 0);
@@ -124,12 +148,7 @@ TEST(ConnectTimeout, AnAnswerWaitingInTheClientsOwnEventQueueIsNotATimeout) {
   }
   const evrdma::CmEventStats before = reactor.cmEventStats();
   server.hold(true);  // the requests wait for the server until every client has sent its own
-  for (size_t i = 0; i < clients; ++i) {
-    auto handler = std::make_unique<pingpong::PingClient>(static_cast<uint32_t>(i), info, true, pingpong::Trace::Off,
-                                                          [&](const pingpong::PingResult& r) { results.push_back(r); });
-    connections.push_back(evrdma::Client::create(reactor, std::move(handler), options));
-    ASSERT_EQ(connections.back()->connect(bed.ip, server.port(), pingsr::encode(info)), 0);
-  }
+  ASSERT_TRUE(fleet.connect(clients, bed.ip, server.port()));
   bool blocked = false;
   auto deadline = std::chrono::steady_clock::now() + 120s;
   evrdma::Timer watch(reactor, [&] {
@@ -185,20 +204,9 @@ TEST(ConnectTimeout, RequestsTheClientsGaveUpOnAreCountedAsAbandonedNotAsFailedA
   server.holdNow();
 
   evrdma::Reactor reactor;
-  std::vector<pingpong::PingResult> results;
-  std::vector<evrdma::Client::Ptr> connections;
-  evrdma::ClientOptions options;
-  options.maxMessageSize = 64;
-  options.recvDepth = 2;
-  options.sendDepth = 2;
-  options.connectTimeout = 500ms;
-  pingsr::ConnectInfo info{1, 64};
-  for (size_t i = 0; i < clients; ++i) {
-    auto handler = std::make_unique<pingpong::PingClient>(static_cast<uint32_t>(i), info, true, pingpong::Trace::Off,
-                                                          [&](const pingpong::PingResult& r) { results.push_back(r); });
-    connections.push_back(evrdma::Client::create(reactor, std::move(handler), options));
-    ASSERT_EQ(connections.back()->connect(bed.ip, server.port(), pingsr::encode(info)), 0);
-  }
+  PingClients fleet(reactor, 500ms);
+  std::vector<pingpong::PingResult>& results = fleet.results;
+  ASSERT_TRUE(fleet.connect(clients, bed.ip, server.port()));
   auto deadline = std::chrono::steady_clock::now() + 60s;
   evrdma::Timer watch(reactor, [&] {
     if (results.size() == clients || std::chrono::steady_clock::now() > deadline) reactor.stop();
@@ -210,7 +218,7 @@ TEST(ConnectTimeout, RequestsTheClientsGaveUpOnAreCountedAsAbandonedNotAsFailedA
   for (const auto& r : results)
     if (r.error.find("connectTimeout") != std::string::npos) ++timedOut;
   ASSERT_EQ(timedOut, clients) << "the server's loop was held: every client must have timed out";
-  connections.clear();
+  fleet.connections.clear();
 
   server.hold(false);  // now the server reads the requests its clients gave up on
   evrdma::ListenerStats stats;

@@ -25,7 +25,9 @@ class Client : public Connection {
   // Starts connecting to a numeric IPv4/IPv6 `address` and `port`, carrying `privateData` in the
   // request. connectTimeout counts from rdma_connect to the answer's arrival: an answer that
   // arrived in time but waits in this reactor's own CM event queue behind a burst of other events
-  // is not a timeout (the verdict waits until that queue has drained). Returns 0: the outcome arrives as onEstablished, onRejected or onError, then onClosed.
+  // is not a timeout (the verdict waits until that queue has drained), nor is a wait for the
+  // Reactor's connect limit (Reactor::setMaxConnectsInFlight). Returns 0: the outcome arrives as
+  // onEstablished, onRejected or onError, then onClosed.
   // Or returns -errno at once, and no callback fires: -EINVAL (not a numeric address), -EMSGSIZE
   // (private data longer than any transport carries), -EINVAL (unusable options, see
   // Connection::checkOptions), -EALREADY (not Idle), -ENODEV (no RDMA CM on
@@ -34,6 +36,7 @@ class Client : public Connection {
 
  private:
   Client(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options);
+  ~Client() override;
   void onAddressResolved() noexcept override;
   void onRouteResolved() noexcept override;
   void onConnectRejected(const CmEvent& event) noexcept override;
@@ -42,10 +45,15 @@ class Client : public Connection {
   void onFinished() noexcept override;
   void onOrphaned() noexcept override;
   void onConnectTimeout() noexcept;
+  // Sends the connect request (its turn came: see Reactor::setMaxConnectsInFlight).
+  void sendConnectRequest() noexcept;
+  void leaveConnectGate() noexcept;
+  class ConnectTurn;  // its place at the Reactor's connect gate
 
   ClientOptions clientOptions_;
   std::vector<uint8_t> privateData_;
   Timer connectTimer_;
+  std::unique_ptr<ConnectTurn> turn_;
   bool released_ = false;  // the application dropped its Ptr: free after onClosed
   bool done_ = false;
 };

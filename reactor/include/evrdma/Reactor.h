@@ -3,6 +3,7 @@
 // that one base, serviced by one thread: the one that runs the loop.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -21,6 +22,7 @@ class CmDispatcher;
 class CompletionDispatcher;
 
 namespace detail {
+class ConnectGate;
 class MemoryAccount;
 class ReactorMember;  // what to close when the Reactor goes first (reactor/src/ReactorMember.h)
 class NextTurn;
@@ -79,6 +81,16 @@ class Reactor {
   // own; the process's RLIMIT_MEMLOCK still applies (and its failures are named as such). Memory
   // the application registers itself is not counted.
   void setMemoryBudget(uint64_t bytes) noexcept;
+  // The most clients of this Reactor with a connect request on the wire at once (0: no limit;
+  // default 64). A burst of thousands overflows the peers' connection managers, which drop what
+  // does not fit and hear it again only after their response timeout, seconds later; past the
+  // limit a client waits (in order, not counted against its connectTimeout) until one in flight
+  // is answered.
+  void setMaxConnectsInFlight(uint32_t limit) noexcept;
+  uint32_t maxConnectsInFlight() const noexcept;
+  // Clients whose connect request is on the wire now, and clients waiting for their turn.
+  uint32_t connectsInFlight() const noexcept;
+  size_t connectsWaiting() const noexcept;
   uint64_t memoryBudget() const noexcept;
   uint64_t registeredMemory() const noexcept;
 
@@ -110,6 +122,7 @@ class Reactor {
   // True while ~Reactor runs: nothing new may be started.
   bool dying() const noexcept { return dying_; }
   detail::MemoryAccount& memoryAccount() noexcept { return *memory_; }
+  detail::ConnectGate& connectGate() noexcept { return *connectGate_; }
 
   void makeDeferEvents() noexcept;
   static void onDeferEvent(int, short, void* self) noexcept;
@@ -119,6 +132,7 @@ class Reactor {
   bool ownsBase_ = false;
   // Before the members that charge it (destroyed after them).
   std::unique_ptr<detail::MemoryAccount> memory_;
+  std::unique_ptr<detail::ConnectGate> connectGate_;
   bool dying_ = false;
   event* deferEvent_ = nullptr;
   // Closures deferred by deferred closures run on a later turn, after the backend poll and the
