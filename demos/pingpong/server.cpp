@@ -86,7 +86,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   pingsr::Limits limits{maxCount, maxSize};
-  pingpong::EchoFactory factory(limits, trace, maxAgents);
+  pingpong::EchoFactory factory(limits, trace, 0);
+  listenerOptions.maxAgents = maxAgents;  // the Listener refuses past it before the factory is asked
   factory.disconnectAfterLastEcho = disconnectAfterLast;
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory, listenerOptions);
   pingpong::CpuMeter cpu;
@@ -127,6 +128,12 @@ int main(int argc, char** argv) {
   if (figures) {
     pingpong::printProcessFigures("pingpong-server", cpu, completions);
     std::printf("pingpong-server: %s\n", memory.describe().c_str());
+    std::printf("pingpong-server: listener: %llu requests, %llu accepted, %llu rejected (%llu past -m, %llu past the "
+                "waiting limit), %llu abandoned by their clients, %llu answered on a later loop turn (-A)\n",
+                static_cast<unsigned long long>(stats.requests), static_cast<unsigned long long>(stats.accepted),
+                static_cast<unsigned long long>(stats.rejected), static_cast<unsigned long long>(stats.rejectedBusy),
+                static_cast<unsigned long long>(stats.rejectedWaiting), static_cast<unsigned long long>(stats.abandoned),
+                static_cast<unsigned long long>(stats.heldForLaterTurn));
   }
   listener.reset();
   // Clients cut short by a signal are a clean shutdown; errors, or clients that left early

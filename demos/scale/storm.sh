@@ -43,7 +43,7 @@ read -r storm_ms storm_trips < <(longest "$log/observer")
 kill -INT $server; wait $server
 established=$(sed -n 's/^pingpong-client: \([0-9]*\) of \([0-9]*\) connections.*/\1/p' "$log/storm")
 
-echo "connection storm: $connections connects at once against one pingpong-server ($*), one more client ping-ponging:"
+echo "connection storm: $connections connects at once against one pingpong-server ${*:+($*) }while one more client ping-pongs:"
 printf "  storm:    %s of %s connections completed their verified round trips in %.2f s\n" "${established:-?}" "$connections" "$storm_seconds"
 printf "  observer: longest round trip %8.3f ms during the storm (%s round trips)\n" "${storm_ms:-nan}" "${storm_trips:-?}"
 printf "            longest round trip %8.3f ms on the quiet server (%s round trips in %.1f s)\n" "${quiet_ms:-nan}" "${quiet_trips:-?}" "$quiet_seconds"
