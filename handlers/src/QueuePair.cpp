@@ -112,11 +112,12 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
     attr.cap.max_inline_data = 0;  // some devices have no inline data at all
     if (rdma_create_qp(id, pd_, &attr) != 0) {
       const int failed = errno ? -errno : -ENOMEM;
-      // soft-iWARP maps every queue into the process and refuses past about 70 QPs per process
-      // (EAGAIN or ENOMEM), which its errno alone does not say.
+      // soft-iWARP maps every queue into the process and refuses past about 70 QPs per process,
+      // and after some thousand have come and gone several at a time (EAGAIN or ENOMEM), which
+      // its errno alone does not say.
       const char* device = ibv_get_device_name(id->verbs->device);
       if ((failed == -EAGAIN || failed == -ENOMEM) && device != nullptr && std::strncmp(device, "siw", 3) == 0) {
-        failure_ = "rdma_create_qp: soft-iWARP (siw) holds about 70 queue pairs per process";
+        failure_ = "rdma_create_qp: soft-iWARP (siw) holds about 70 queue pairs per process (fewer after heavy churn)";
         op = failure_.c_str();
       }
       return failed;
