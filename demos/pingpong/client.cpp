@@ -31,7 +31,8 @@ void usage(FILE* out, const char* prog) {
                "  -s BYTES  data_size: bytes per message (default 64)\n"
                "  -n N      connections at once, all from this one thread (default 1)\n"
                "  -r N      each of them N times in a row: a new connection as soon as the previous\n"
-               "            one has closed (connection churn; default 1)\n"
+               "            one has closed (connection churn; default 1). A connection that fails after\n"
+               "            connecting does not end the series; one that cannot connect does\n"
                "  -v        verify every byte of every echo\n"
                "  -W        once every connection is established (or failed), print a line and wait\n"
                "            for SIGUSR2 before the round trips start (measures setup alone)\n"
@@ -154,7 +155,7 @@ int main(int argc, char** argv) {
             ++endedEarly;
             reportHolding();
           }
-          if (round + 1 < repeats && r.succeeded && !interrupted) {
+          if (round + 1 < repeats && (r.succeeded || r.established) && !interrupted) {
             // From inside the old connection's last callback: dropping its Ptr there is safe.
             if (start(slot, round + 1) == 0) return;
           }

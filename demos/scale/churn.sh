@@ -4,11 +4,11 @@
 # as it closed). The server's open fds, RSS, pinned memory and the device's resource counts (`rdma res`)
 # are taken after a warm-up and again after the churn, each time with no client left: they must
 # return to the idle counts (exit 1 otherwise). Meant for tools/rdma-run (make scale).
-#   churn.sh [cycles (10000)] [at once (8)]
+#   churn.sh [cycles (10000)] [at once (8)] [tolerated: a failure text allowed in up to 1% of cycles]
 set -u
 case ${1:-} in -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${BUILD_DIR:-build}
-cycles=${1:-10000} parallel=${2:-8}
+cycles=${1:-10000} parallel=${2:-8} tolerated=${3:-}
 ip=${EVRDMA_RDMA_IP:?run this under tools/rdma-run} dev=${EVRDMA_RDMA_DEV:?}
 log=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
@@ -55,6 +55,7 @@ ended=$(date +%s.%N)
 settle1=$(settle)
 IFS='|' read -r fds1 rss1 pin1 res1 < <(snapshot)
 kill -INT $server; wait $server
+per=$(( (cycles + parallel - 1) / parallel ))
 
 per=$(( (cycles + parallel - 1) / parallel ))
 echo "connection churn: $(( per * parallel )) connect / verified round trip / disconnect cycles against one pingpong-server on $dev:"
@@ -63,7 +64,17 @@ awk -v a="$started" -v b="$ended" -v n=$(( per * parallel )) -v p="$parallel" 'B
 printf "  server, idle after the warm-up:  %4s fds, RSS %6s KiB, pinned %5s KiB; device: %s (settled in %s ms)\n" "$fds0" "$rss0" "$pin0" "$res0" "$settle0"
 printf "  server, idle after the churn:    %4s fds, RSS %6s KiB, pinned %5s KiB; device: %s (settled in %s ms)\n" "$fds1" "$rss1" "$pin1" "$res1" "$settle1"
 failed=0
-[ "$status" = 0 ] || { echo "  FAIL: not every cycle completed:"; grep "^connection" "$log/client" | sed 's/^connection [0-9]*: //' | sort | uniq -c | sort -rn | head -n 5; failed=1; }
+if [ "$status" != 0 ]; then
+    grep "^connection [0-9]*: [a-z]" "$log/client" | sed 's/^connection [0-9]*: //' >"$log/failures"
+    count=$(wc -l <"$log/failures")
+    others=$(if [ -n "$tolerated" ]; then grep -vc -- "$tolerated" "$log/failures"; else echo "$count"; fi)
+    if [ -n "$tolerated" ] && [ "$others" = 0 ] && [ "$count" -gt 0 ] && [ $((count * 100)) -le $((per * parallel)) ]; then
+        echo "  $count cycle(s) failed with the tolerated '$tolerated' (a known problem, see the caller):"
+        sed 's/^/    /' "$log/failures" | head -n 3
+    else
+        echo "  FAIL: not every cycle completed:"; sort "$log/failures" | uniq -c | sort -rn | head -n 5; failed=1
+    fi
+fi
 [ "$fds0" = "$fds1" ] || { echo "  FAIL: the server's fds did not return to the idle count"; failed=1; }
 [ "$pin0" = "$pin1" ] || { echo "  FAIL: the server's pinned memory did not return to the idle amount"; failed=1; }
 [ "$res0" = "$res1" ] || { echo "  FAIL: the device's resources did not return to the idle counts"; failed=1; }
