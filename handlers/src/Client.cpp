@@ -55,7 +55,8 @@ Client::Client(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, con
 Client::~Client() { leaveConnectGate(); }
 
 void Client::leaveConnectGate() noexcept {
-  if (!turn_->entered || orphaned()) return;  // an orphan's Reactor (and gate) may be gone
+  // An orphan left in onOrphaned, while its Reactor (and gate) still existed.
+  if (!turn_->entered) return;
   turn_->entered = false;
   reactor_.connectGate().leave(turn_.get());
 }
@@ -167,10 +168,7 @@ void Client::onEstablishedByRole() noexcept {
 
 void Client::onOrphaned() noexcept {
   done_ = true;
-  if (turn_->entered) {  // the Reactor is being destroyed, its gate not yet
-    turn_->entered = false;
-    reactor_.connectGate().leave(turn_.get());
-  }
+  leaveConnectGate();  // the Reactor is being destroyed, its gate not yet
   if (released_) delete this;  // the application dropped its Ptr already
 }
 

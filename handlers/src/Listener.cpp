@@ -52,8 +52,7 @@ Listener::~Listener() {
 void Listener::onReactorGone() noexcept {
   // Silent, like the Reactor's other members: the agents close without callbacks.
   orphaned_ = true;
-  for (const CmEvent& event : waiting_) rdma_destroy_id(event.id);
-  waiting_.clear();
+  dropWaitingRequests();
   nextTurn_.reset();
   id_.reset();
   agents_.clear();
@@ -109,8 +108,7 @@ void Listener::onCmEvent(const CmEvent& event) noexcept {
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
       // The ids must go for the removal to complete; listen() again once the device is back.
       id_.reset();
-      for (const CmEvent& waiting : waiting_) rdma_destroy_id(waiting.id);
-      waiting_.clear();
+      dropWaitingRequests();
       forgetRemovedDevices();
       factory_.onListenerError(-ENODEV, "device removal: the listener stopped (listen again once the device is back)");
       return;
@@ -153,8 +151,7 @@ bool Listener::onWaitingRequestEvent(const CmEvent& event) noexcept {
     if (it->id != event.id) continue;
     // Its client went away before its turn came (REJECTED, DISCONNECTED...): nobody to answer.
     waiting_.erase(it);
-    ++stats_.abandoned;
-    rdma_destroy_id(event.id);
+    forgetAbandonedRequest(event.id);
     return true;
   }
   return false;
@@ -167,8 +164,7 @@ void Listener::answer(const CmEvent& event) noexcept {
   }
   if (!requestStillWaiting(event.id)) {
     // It waited in the backlog longer than the client's connect timeout: nobody to answer.
-    ++stats_.abandoned;
-    rdma_destroy_id(event.id);
+    forgetAbandonedRequest(event.id);
     return;
   }
   if (options_.maxAgents != 0 && agents_.size() >= options_.maxAgents) {
@@ -225,6 +221,16 @@ bool Listener::requestStillWaiting(rdma_cm_id* id) noexcept {
   attr.qp_state = IBV_QPS_INIT;
   int mask = 0;
   return rdma_init_qp_attr(id, &attr, &mask) == 0 || errno != EINVAL;
+}
+
+void Listener::forgetAbandonedRequest(rdma_cm_id* id) noexcept {
+  ++stats_.abandoned;
+  rdma_destroy_id(id);  // its event is acked already
+}
+
+void Listener::dropWaitingRequests() noexcept {
+  for (const CmEvent& event : waiting_) rdma_destroy_id(event.id);
+  waiting_.clear();
 }
 
 void Listener::agentAbandoned(Agent* agent) noexcept {

@@ -84,7 +84,7 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   }
   if (error != 0) {
     // Registered memory counts against RLIMIT_MEMLOCK; past it the kernel says only ENOMEM.
-    auto pinned = [](size_t bytes) { return bytes == 0 ? 0 : ConnectionMemory::pinnedBytes(bytes); };
+    auto pinned = ConnectionMemory::pinnedBytes;  // 0 for 0 bytes
     const uint64_t perConnection = pinned(ringBytes) + pinned(sendBytes) + pinned(slotBytes);
     uint64_t more = pinned(ringBytes);
     if (recvRing_) more = pinned(sendBytes);

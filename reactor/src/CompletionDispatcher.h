@@ -123,7 +123,6 @@ class CompletionDispatcher final : private detail::AsyncInbox {
     if (!smallBuffers_) smallBuffers_ = std::make_unique<detail::SmallBufferArena>(pd_.get(), &memoryAccount());
     return *smallBuffers_;
   }
-  const detail::SmallBufferArena* smallBuffersIfAny() const noexcept { return smallBuffers_.get(); }
   detail::MemoryAccount& memoryAccount() noexcept;
   const CompletionStats& stats() const noexcept { return stats_; }
   size_t sharedCqCount() const noexcept { return cqs_.size(); }

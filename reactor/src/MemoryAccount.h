@@ -15,7 +15,6 @@ class MemoryAccount {
   void setBudget(uint64_t bytes) noexcept { budget_ = bytes; }
   uint64_t budget() const noexcept { return budget_; }
   uint64_t registered() const noexcept { return registered_; }
-  uint64_t refusals() const noexcept { return refusals_; }
   bool fits(uint64_t bytes) const noexcept { return budget_ == 0 || registered_ + bytes <= budget_; }
 
   // The words for a refusal of `more` bytes (one connection's worth: `perConnection`), essentials
@@ -26,7 +25,6 @@ class MemoryAccount {
   friend class Charge;
   uint64_t budget_ = 0;
   uint64_t registered_ = 0;
-  uint64_t refusals_ = 0;
 };
 
 // Bytes charged to an account while the Charge lives.
@@ -54,10 +52,7 @@ class Charge {
   static int take(MemoryAccount* account, uint64_t bytes, Charge& out) noexcept {
     out.reset();
     if (account == nullptr) return 0;
-    if (!account->fits(bytes)) {
-      ++account->refusals_;
-      return -ENOBUFS;
-    }
+    if (!account->fits(bytes)) return -ENOBUFS;
     account->registered_ += bytes;
     out.account_ = account;
     out.bytes_ = bytes;

@@ -68,7 +68,6 @@ class SmallBufferArena {
   Lease take(size_t bytes, int& error);
 
   size_t slabCount() const noexcept;
-  uint64_t registeredBytes() const noexcept { return slabCount() * kSlabBytes; }
   uint64_t blocksInUse() const noexcept { return blocksInUse_; }
 
  private:

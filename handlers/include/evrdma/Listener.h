@@ -106,6 +106,11 @@ class Listener final {
   // waits for our answer to it).
   static bool requestStillWaiting(rdma_cm_id* id) noexcept;
   void agentAbandoned(Agent* agent) noexcept;
+  // A request whose client gave up: counted, and its id destroyed without an answer.
+  void forgetAbandonedRequest(rdma_cm_id* id) noexcept;
+  // Destroys the ids of the requests still waiting for their turn, unanswered (the Reactor or the
+  // device is going).
+  void dropWaitingRequests() noexcept;
   void agentFinished(Agent* agent) noexcept;
   void maybeDelete() noexcept;
 

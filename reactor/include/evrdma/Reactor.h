@@ -81,6 +81,8 @@ class Reactor {
   // own; the process's RLIMIT_MEMLOCK still applies (and its failures are named as such). Memory
   // the application registers itself is not counted.
   void setMemoryBudget(uint64_t bytes) noexcept;
+  uint64_t memoryBudget() const noexcept;
+  uint64_t registeredMemory() const noexcept;
   // The most clients of this Reactor with a connect request on the wire at once (0: no limit;
   // default 64). A burst of thousands overflows the peers' connection managers, which drop what
   // does not fit and hear it again only after their response timeout, seconds later; past the
@@ -91,8 +93,6 @@ class Reactor {
   // Clients whose connect request is on the wire now, and clients waiting for their turn.
   uint32_t connectsInFlight() const noexcept;
   size_t connectsWaiting() const noexcept;
-  uint64_t memoryBudget() const noexcept;
-  uint64_t registeredMemory() const noexcept;
 
  private:
   // What evrdma's own objects use of their Reactor; nothing for an application here.
