@@ -6,11 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "PingPong.h"
@@ -206,8 +209,15 @@ TEST_F(Lifetime, AListenerDroppedByItsOwnFactoryWhileDecidingRejectsThatRequest)
   EXPECT_EQ(listener_, nullptr);
 }
 
-// The connect timer must stop however the connection is announced: here the server sends in
-// onEstablished, so the client's first receive can beat its own ESTABLISHED event.
+// The connect timer must stop however the connection is announced. On iWARP the agent is
+// established as soon as it has accepted, so its greeting (sent in onEstablished) can reach the
+// client before the client has read its own ESTABLISHED event: here the client's loop is held
+// while a server on another thread accepts and greets 30 clients (their requests held back until
+// all were sent), and on the next turn the CM
+// dispatcher takes 16 events while every greeting is delivered, so most clients are announced by
+// a receive. (On RoCE the client's ESTABLISHED comes first: its RTU is sent when librdmacm reads
+// the event, and the agent is established only then.) Every client must still be connected once
+// every connect timer has run out.
 TEST_F(Lifetime, AConnectionAnnouncedByAReceiveOutlivesTheConnectTimeout) {
   struct Greeter : evrdma::ConnectionHandler {
     void onEstablished(evrdma::Connection& c) noexcept override { c.postSend("hi", 2); }
@@ -216,33 +226,88 @@ TEST_F(Lifetime, AConnectionAnnouncedByAReceiveOutlivesTheConnectTimeout) {
     evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
       evrdma::ConnectionOptions options;
       options.maxMessageSize = 4;
+      options.recvDepth = 2;
       return evrdma::AcceptDecision::accept(std::make_unique<Greeter>(), options);
     }
-  } factory;
-  listener_ = evrdma::Listener::create(*reactor_, factory);
-  ASSERT_EQ(listener_->listen(bed_.ip, 0), 0);
+  };
+  std::atomic<uint16_t> port{0};
+  std::atomic<bool> stop{false}, serverHeld{true};
+  std::thread server([&] {
+    evrdma::Reactor reactor;
+    GreeterFactory factory;
+    evrdma::ListenerOptions listenerOptions;
+    listenerOptions.acceptsPerTurn = 64;
+    auto listener = evrdma::Listener::create(reactor, factory, listenerOptions);
+    if (listener->listen(bed_.ip, 0) != 0) return;
+    port = listener->port();
+    evrdma::Timer check(reactor, [&] {
+      while (serverHeld && !stop) std::this_thread::sleep_for(1ms);  // the requests pile up
+      if (stop) reactor.stop();
+    });
+    check.startPeriodic(5ms);
+    reactor.run();
+  });
+  struct StopServer {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~StopServer() { stop = true; thread.join(); }
+  } stopServer{stop, server};
+  const auto started = std::chrono::steady_clock::now();
+  while (port == 0 && std::chrono::steady_clock::now() - started < 10s) std::this_thread::sleep_for(1ms);
+  ASSERT_NE(port, 0);
+
   struct Greeted : evrdma::ConnectionHandler {
     int greetings = 0;
+    bool announcedByReceive = false;
     std::string error;
+    void onEstablished(evrdma::Connection& c) noexcept override { announcedByReceive = c.postedRecvs() < 2; }
     void onRecv(evrdma::Connection&, const uint8_t*, size_t) noexcept override { ++greetings; }
     void onError(evrdma::Connection&, int err, const char* op) noexcept override { error = std::string(op) + ": " + strerror(-err); }
+    void onRejected(evrdma::Connection&, const evrdma::RejectInfo& info) noexcept override { error = "rejected: " + info.reason; }
   };
+  constexpr auto kConnectTimeout = 3000ms;
   std::vector<Greeted*> greeted;
   std::vector<evrdma::Client::Ptr> clients;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 30; ++i) {  // both ends in one process: siw holds ~70 QPs per process
     auto handler = std::make_unique<Greeted>();
     greeted.push_back(handler.get());
     evrdma::ClientOptions options;
     options.maxMessageSize = 4;
-    options.connectTimeout = 1500ms;
+    options.recvDepth = 2;
+    options.connectTimeout = kConnectTimeout;
     clients.push_back(evrdma::Client::create(*reactor_, std::move(handler), options));
-    ASSERT_EQ(clients.back()->connect(bed_.ip, listener_->port()), 0);
+    ASSERT_EQ(clients.back()->connect(bed_.ip, port), 0);
   }
-  runBase(base_, 2500ms);  // a second past the connect timeout
+  ASSERT_TRUE(runBase(base_, 30s, [&] {
+    for (auto& client : clients)  // every connect request sent
+      if (client->state() < evrdma::ConnectionState::Connecting) return false;
+    return true;
+  }));
+  serverHeld = false;  // the client's loop is held from here: the server accepts and greets
+  std::this_thread::sleep_for(1000ms);
+  auto settled = [&] {
+    for (size_t i = 0; i < clients.size(); ++i)
+      if (greeted[i]->greetings == 0 && greeted[i]->error.empty()) return false;
+    return true;
+  };
+  if (!runBase(base_, 30s, settled)) {
+    for (size_t i = 0; i < clients.size(); ++i)
+      if (greeted[i]->greetings == 0 && greeted[i]->error.empty())
+        ADD_FAILURE() << "client " << i << ": neither greeted nor failed in 30 s, "
+                      << evrdma::toString(clients[i]->state()) << ", receives posted " << clients[i]->postedRecvs();
+    return;
+  }
+  runBase(base_, kConnectTimeout + 1000ms);  // past every connect timer
+  size_t announcedByReceive = 0;
   for (size_t i = 0; i < clients.size(); ++i) {
+    announcedByReceive += greeted[i]->announcedByReceive;
     EXPECT_EQ(greeted[i]->greetings, 1) << "client " << i;
     EXPECT_EQ(greeted[i]->error, "") << "client " << i;
     EXPECT_EQ(clients[i]->state(), evrdma::ConnectionState::Established) << "client " << i;
+  }
+  std::printf("%zu of %zu clients were announced by a receive\n", announcedByReceive, clients.size());
+  if (!clients.empty() && !clients.front()->supportsImmediateData()) {  // iWARP
+    EXPECT_GT(announcedByReceive, 0u) << "the case under test did not happen";
   }
   clients.clear();
   listener_.reset();
