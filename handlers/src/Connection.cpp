@@ -104,7 +104,7 @@ int Connection::setUpVerbs(const char*& op) noexcept {
       [pd, account = &queuePair_->completions()->memoryAccount()](uint64_t bytes, int access, RemoteRegion& remote,
                                                                    detail::Charge& charge, int& error) {
         // Lent memory counts against the Reactor's budget, across all its connections.
-        if (detail::Charge::take(account, detail::ConnectionMemory::pinnedBytes(bytes), charge) != 0) {
+        if (detail::Charge::take(account, detail::BufferMemory::pinnedBytes(bytes), charge) != 0) {
           error = -ENOMEM;
           return std::unique_ptr<MemoryRegion>();
         }

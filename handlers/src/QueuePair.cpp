@@ -12,25 +12,6 @@
 
 namespace evrdma::detail {
 
-int ConnectionMemory::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes,
-                               int access) noexcept {
-  int error = 0;
-  // The arena registers for local write: enough for anything but remote access.
-  if (SmallBufferArena::serves(bytes) && (access & ~kLocalWrite) == 0) {
-    lease_ = arena.take(bytes, error);
-  } else if ((error = Charge::take(&account, pinnedBytes(bytes), charge_)) == 0) {
-    region_ = MemoryRegion::allocate(pd, bytes, access, error);
-    if (!region_) charge_.reset();
-  }
-  return error;
-}
-
-size_t ConnectionMemory::pinnedBytes(size_t bytes) noexcept {
-  if (SmallBufferArena::serves(bytes)) return SmallBufferArena::blockSize(bytes);
-  const size_t page = 4096;
-  return (bytes + page - 1) / page * page;
-}
-
 int SendBuffers::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, uint32_t count,
                           size_t size) noexcept {
   if (count == 0 || size == 0) return -EINVAL;
@@ -84,7 +65,7 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   }
   if (error != 0) {
     // Registered memory counts against RLIMIT_MEMLOCK; past it the kernel says only ENOMEM.
-    auto pinned = ConnectionMemory::pinnedBytes;  // 0 for 0 bytes
+    auto pinned = BufferMemory::pinnedBytes;  // 0 for 0 bytes
     const uint64_t perConnection = pinned(ringBytes) + pinned(sendBytes) + pinned(slotBytes);
     uint64_t more = pinned(ringBytes);
     if (recvRing_) more = pinned(sendBytes);

@@ -15,6 +15,7 @@
 
 #include "CompletionDispatcher.h"
 #include "SendQueue.h"
+#include "BufferMemory.h"
 #include "SmallBufferArena.h"
 #include "evrdma/ConnectionOptions.h"
 #include "evrdma/MemoryRegion.h"
@@ -26,26 +27,7 @@ class Reactor;
 
 namespace evrdma::detail {
 
-// Registered memory of one connection: a block of the device's SmallBufferArena when it is
-// small, else a region of its own.
-class ConnectionMemory {
- public:
-  // Returns 0 or -errno (-ENOBUFS: past the Reactor's memory budget, which a region of its own
-  // is charged to, as the arena's slabs are).
-  int allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes, int access) noexcept;
-  explicit operator bool() const noexcept { return static_cast<bool>(lease_) || static_cast<bool>(region_); }
-  uint8_t* data() const noexcept { return lease_ ? lease_.data() : region_.data(); }
-  uint32_t lkey() const noexcept { return lease_ ? lease_.lkey() : region_.lkey(); }
-  // What it pins: its block, or its region rounded to pages.
-  static size_t pinnedBytes(size_t bytes) noexcept;
-
- private:
-  SmallBufferArena::Lease lease_;
-  Charge charge_;
-  MemoryRegion region_;
-};
-
-// postSend()'s buffers: `count` of `size` bytes in one ConnectionMemory, taken and given back by
+// postSend()'s buffers: `count` of `size` bytes in one BufferMemory, taken and given back by
 // index.
 class SendBuffers {
  public:
@@ -58,7 +40,7 @@ class SendBuffers {
   uint32_t available() const noexcept { return static_cast<uint32_t>(free_.size()); }
 
  private:
-  ConnectionMemory memory_;
+  BufferMemory memory_;
   size_t size_ = 0;
   std::vector<uint32_t> free_;  // a stack: the most recently released buffer is warm in the cache
 };
@@ -109,9 +91,9 @@ class QueuePair {
   ibv_pd* pd_ = nullptr;
   // Creation order; destroyed in reverse.
   std::unique_ptr<CompletionDispatcher::Attachment> attachment_;
-  ConnectionMemory recvRing_;  // bufferSize per slot
+  BufferMemory recvRing_;  // bufferSize per slot
   SendBuffers sendBuffers_;    // postSend()'s buffers
-  ConnectionMemory frameSlots_;
+  BufferMemory frameSlots_;
   CmQueuePair qp_;
   std::unique_ptr<SendQueue> sendQueue_;
 };

@@ -1,0 +1,24 @@
+#include "BufferMemory.h"
+
+namespace evrdma::detail {
+
+int BufferMemory::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes,
+                           int access) noexcept {
+  int error = 0;
+  // The arena registers for local write: enough for anything but remote access.
+  if (SmallBufferArena::serves(bytes) && (access & ~kLocalWrite) == 0) {
+    lease_ = arena.take(bytes, error);
+  } else if ((error = Charge::take(&account, pinnedBytes(bytes), charge_)) == 0) {
+    region_ = MemoryRegion::allocate(pd, bytes, access, error);
+    if (!region_) charge_.reset();
+  }
+  return error;
+}
+
+size_t BufferMemory::pinnedBytes(size_t bytes) noexcept {
+  if (SmallBufferArena::serves(bytes)) return SmallBufferArena::blockSize(bytes);
+  const size_t page = 4096;
+  return (bytes + page - 1) / page * page;
+}
+
+}  // namespace evrdma::detail

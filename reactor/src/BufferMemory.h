@@ -1,0 +1,32 @@
+// BufferMemory: registered memory for buffers the device writes or reads locally (a connection's
+// receive ring and send buffers, a shared receive queue's chunks): a block of the device's
+// SmallBufferArena when it is small, else a region of its own, charged to the Reactor's budget.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "MemoryAccount.h"
+#include "SmallBufferArena.h"
+#include "evrdma/MemoryRegion.h"
+
+namespace evrdma::detail {
+
+class BufferMemory {
+ public:
+  // Returns 0 or -errno (-ENOBUFS: past the Reactor's memory budget, which a region of its own
+  // is charged to, as the arena's slabs are).
+  int allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes, int access) noexcept;
+  explicit operator bool() const noexcept { return static_cast<bool>(lease_) || static_cast<bool>(region_); }
+  uint8_t* data() const noexcept { return lease_ ? lease_.data() : region_.data(); }
+  uint32_t lkey() const noexcept { return lease_ ? lease_.lkey() : region_.lkey(); }
+  // What it pins: its block, or its region rounded to pages (0 for 0 bytes).
+  static size_t pinnedBytes(size_t bytes) noexcept;
+
+ private:
+  SmallBufferArena::Lease lease_;
+  Charge charge_;
+  MemoryRegion region_;
+};
+
+}  // namespace evrdma::detail
