@@ -108,6 +108,7 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
   options.maxMessageSize = info.dataSize;
   options.recvDepth = 2;  // one message in flight, and one more buffer for good measure
   options.sendDepth = 2;
+  options.sharedReceiveQueue = sharedReceiveQueue;
   return evrdma::AcceptDecision::accept(std::move(agent), options);
 }
 

@@ -69,6 +69,7 @@ class EchoFactory : public evrdma::AgentFactory {
   uint64_t agentsIncomplete = 0;  // no error, but disconnected before `count` echoes
   uint64_t totalEchoes = 0;  // rejections: Listener::stats()
   bool disconnectAfterLastEcho = false;  // see EchoAgent
+  bool sharedReceiveQueue = false;       // agents receive through the device's SRQ
   std::function<void(const EchoAgent&, const evrdma::Connection&)> agentClosedHook;
 
  private:

@@ -33,6 +33,8 @@ void usage(FILE* out, const char* prog) {
                "  -s BYTES  largest data_size a client may ask for (default 16777216)\n"
                "  -m N      at most N clients at once; more are rejected (default 0: no limit)\n"
                "  -e N      exit after serving N clients (default 0: never)\n"
+               "  -S        agents receive through one shared receive queue (SRQ) per device, fed from\n"
+               "            one pool that grows when the device says it runs low, instead of a ring each\n"
                "  -D        disconnect as soon as the last echo was sent (as the OFA notes' agent does)\n"
                "  -v        accepted for parity with ping-sr (the client verifies the echoes)\n"
                "  -t        trace connections;  -T  trace every message too\n"
@@ -48,11 +50,11 @@ int main(int argc, char** argv) {
   std::string address = "0.0.0.0";
   unsigned long long port = pingsr::kDefaultPort, maxCount = 1000000000, maxSize = 16u << 20, maxAgents = 0, exitAfter = 0;
   pingpong::Trace trace = pingpong::Trace::Off;
-  bool figures = false, disconnectAfterLast = false;
+  bool figures = false, disconnectAfterLast = false, sharedReceives = false;
   unsigned long long backlog = 0;  // the kernel's limit
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:e:DvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:e:SDvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
       case 'm': ok = pingpong::parseNumber(optarg, 1u << 20, maxAgents); break;
       case 'e': ok = pingpong::parseNumber(optarg, ~0ull, exitAfter); break;
       case 'D': disconnectAfterLast = true; break;
+      case 'S': sharedReceives = true; break;
       case 'v': break;
       case 't': trace = pingpong::Trace::Connections; break;
       case 'T': trace = pingpong::Trace::Messages; break;
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
   pingpong::EchoFactory factory(limits, trace, 0);
   listenerOptions.maxAgents = maxAgents;  // the Listener refuses past it before the factory is asked
   factory.disconnectAfterLastEcho = disconnectAfterLast;
+  factory.sharedReceiveQueue = sharedReceives;
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory, listenerOptions);
   pingpong::CpuMeter cpu;
   pingpong::DeviceFigures completions;
@@ -128,6 +132,15 @@ int main(int argc, char** argv) {
   if (figures) {
     pingpong::printProcessFigures("pingpong-server", cpu, completions);
     std::printf("pingpong-server: %s\n", memory.describe().c_str());
+    if (sharedReceives) {
+      const evrdma::SharedReceiveStats srq = reactor.sharedReceiveStats();
+      std::printf("pingpong-server: shared receive queues: %u, %llu buffers (%llu KiB registered, %llu guaranteed), "
+                  "%llu low-watermark events, grew %llu times (%llu refused)\n",
+                  srq.queues, static_cast<unsigned long long>(srq.buffers),
+                  static_cast<unsigned long long>(srq.registeredBytes / 1024), static_cast<unsigned long long>(srq.reserved),
+                  static_cast<unsigned long long>(srq.lowWatermarkEvents), static_cast<unsigned long long>(srq.growths),
+                  static_cast<unsigned long long>(srq.growthRefusals));
+    }
     std::printf("pingpong-server: listener: %llu requests, %llu accepted, %llu rejected (%llu past -m, %llu past the "
                 "waiting limit), %llu abandoned by their clients, %llu answered on a later loop turn (-A)\n",
                 static_cast<unsigned long long>(stats.requests), static_cast<unsigned long long>(stats.accepted),

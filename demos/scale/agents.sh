@@ -66,7 +66,7 @@ cm_ms=$(awk -F'[:[:space:]]+' '/^(create id|resolve addr|resolve route|create qp
 
 echo "$agents concurrent agents on one pingpong-server ${*:+($*) }(one reactor thread), from $processes client processes of $per connections, $trips verified round trips of 64 B each:"
 echo "  $established established, $completed completed their round trips (every byte verified) and were held open together; client processes failed: $failed"
-sed -n 's/^pingpong-server: \(served .*\)/  server: \1/p; s/^pingpong-server: memory per agent/  server: memory per agent/p' "$log/server"
+sed -n 's/^pingpong-server: \(served .*\)/  server: \1/p; s/^pingpong-server: memory per agent/  server: memory per agent/p; s/^pingpong-server: \(shared receive queues.*\)/  server: \1/p' "$log/server"
 awk -v ours="$setup_us" -v n="$agents" -v cm="$cm_ms" 'BEGIN {
     printf "  setup, all %d connecting at once: evrdma %.0f ms (%.1f us per connection; the slowest of the %s processes)\n", n, ours / 1000, ours / n, "'"$processes"'"
     if (cm > 0) printf "                                  cmtime %.0f ms (%.1f us per connection: create id .. connect, one process)\n  ratio evrdma / cmtime: %.2f\n", cm, cm * 1000 / n, (ours / 1000) / cm

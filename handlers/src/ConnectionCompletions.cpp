@@ -42,6 +42,13 @@ int Connection::repostRecv(uint32_t slot) noexcept {
   return rc;
 }
 
+void Connection::keepReceive(uint32_t slot) noexcept {
+  if (queuePair_->sharesReceives())
+    (void)queuePair_->postReceive(slot);  // the pool's buffer: back at once (the connection is going down)
+  else
+    idleRecvSlots_.push_back(slot);
+}
+
 void Connection::onCompletion(const ibv_wc& wc) noexcept {
   if (detail::wrid::isSend(wc.wr_id))
     onSendCompletion(wc);
@@ -101,7 +108,7 @@ void Connection::onReceiveCompletion(const ibv_wc& wc) noexcept {
   const uint32_t slot = detail::wrid::index(wc.wr_id);
   queuePair_->onReceiveCompleted();
   if (wc.status != IBV_WC_SUCCESS) {
-    idleRecvSlots_.push_back(slot);
+    keepReceive(slot);
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {
       ++stats_.flushedCompletions;  // see onSendCompletion
     } else if (!teardownStarted_) {
@@ -126,7 +133,7 @@ void Connection::onReceiveCompletion(const ibv_wc& wc) noexcept {
   if (!teardownStarted_ && (state_ == ConnectionState::Established || helloSent_)) {
     if (options_.framed && intoBuffer) {
       if (!onFrame(data, wc)) {  // malformed: the connection failed, the buffer stays ours
-        idleRecvSlots_.push_back(slot);
+        keepReceive(slot);
         maybeFinish();
         return;
       }
@@ -141,11 +148,11 @@ void Connection::onReceiveCompletion(const ibv_wc& wc) noexcept {
   }
   if (options_.autoPostRecv && !teardownStarted_ && state_ == ConnectionState::Established) {
     if (int rc = repostRecv(slot); rc != 0) {
-      idleRecvSlots_.push_back(slot);
+      keepReceive(slot);
       fail(rc, "ibv_post_recv");
     }
   } else {
-    idleRecvSlots_.push_back(slot);
+    keepReceive(slot);
   }
   if (framedSender_ && !teardownStarted_) {
     framedSender_->pump();  // credits may have come back

@@ -52,12 +52,25 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
 
   // Receives are written by the local HCA only; sends are only read. Small buffers come from the
   // device's arena (registered for local write), larger ones are regions of their own.
+  const bool shared = options.sharedReceiveQueue;
+  if (shared) {
+    op = "shared receive queue";
+    // Guaranteed buffers: a framed peer holds recvDepth credits; an iWARP peer that finds no
+    // receive ends the connection (no RNR retry).
+    const bool iwarp = id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+    const uint32_t reserve = options.framed || iwarp ? options.recvDepth : 0;
+    SharedReceiveQueue* srq = completions_->sharedReceiveQueue(bufferSize_, reserve, error);
+    if (srq == nullptr || (error = srq->join(reserve)) != 0) return error;
+    sharedReceives_.srq = srq;
+    sharedReceives_.reserved = reserve;
+    attachment_->receiveThrough(srq);
+  }
   op = "receive/send buffer registration";
-  const size_t ringBytes = bufferSize_ * options.recvDepth, sendBytes = bufferSize_ * options.sendDepth;
+  const size_t ringBytes = shared ? 0 : bufferSize_ * options.recvDepth, sendBytes = bufferSize_ * options.sendDepth;
   const size_t slotBytes = options.framed ? size_t{options.sendDepth + 1} * FramedSender::kSlotSize : 0;
   SmallBufferArena& arena = completions_->smallBuffers();
   MemoryAccount& account = completions_->memoryAccount();
-  error = recvRing_.allocate(arena, account, pd_, ringBytes, kLocalWrite);
+  if (!shared) error = recvRing_.allocate(arena, account, pd_, ringBytes, kLocalWrite);
   if (error == 0) error = sendBuffers_.allocate(arena, account, pd_, options.sendDepth, bufferSize_);
   if (error == 0 && options.framed) {
     frameSlotCount_ = options.sendDepth + 1;
@@ -68,8 +81,8 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
     auto pinned = BufferMemory::pinnedBytes;  // 0 for 0 bytes
     const uint64_t perConnection = pinned(ringBytes) + pinned(sendBytes) + pinned(slotBytes);
     uint64_t more = pinned(ringBytes);
-    if (recvRing_) more = pinned(sendBytes);
-    if (recvRing_ && sendBuffers_) more = pinned(slotBytes);
+    if (recvRing_ || shared) more = pinned(sendBytes);
+    if ((recvRing_ || shared) && sendBuffers_) more = pinned(slotBytes);
     const std::string hint = error == -ENOBUFS ? account.refusal(more, perConnection)
                                                : memoryLockHint(currentMemoryLockState(), more, perConnection);
     if (!hint.empty()) {
@@ -84,9 +97,10 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   attr.send_cq = attr.recv_cq = attachment_->cq();
   attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_wr = options.sendDepth;
-  attr.cap.max_recv_wr = options.recvDepth;
+  attr.cap.max_recv_wr = shared ? 0 : options.recvDepth;
   attr.cap.max_send_sge = options.framed ? 2 : 1;  // framed send(): header + the application's bytes
-  attr.cap.max_recv_sge = 1;
+  attr.cap.max_recv_sge = shared ? 0 : 1;
+  attr.srq = shared ? sharedReceives_.srq->get() : nullptr;
   attr.cap.max_inline_data = options.maxInlineData;
   attr.sq_sig_all = 0;
   if (rdma_create_qp(id, pd_, &attr) != 0) {
@@ -114,12 +128,14 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
                                            attachment_->serial(),
                                            [qp](ibv_send_wr* wr, ibv_send_wr** bad) { return ibv_post_send(qp, wr, bad); });
   op = "ibv_post_recv";
+  if (shared) return 0;  // the pool's buffers are posted already
   for (uint32_t slot = 0; slot < options.recvDepth; ++slot)
     if (int rc = postReceive(slot); rc != 0) return rc;
   return 0;
 }
 
 int QueuePair::postReceive(uint32_t slot) noexcept {
+  if (sharedReceives_.srq != nullptr) return sharedReceives_.srq->repost(slot);
   ibv_sge sge{};
   sge.addr = reinterpret_cast<uintptr_t>(receiveBuffer(slot));
   sge.length = static_cast<uint32_t>(bufferSize_);

@@ -1,8 +1,9 @@
 // QueuePair: the verbs resources of one connection, made once its cm_id knows the device: entries
-// on one of the device's shared CQs, the receive ring (one registered buffer per posted receive),
-// the send buffers of postSend(), the frame slots of a framed connection, the RC QP and its
-// SendQueue; and the posting of receives. The members are declared in creation order, so
-// destroying the object releases them in the only safe order (the QP before the memory it used
+// on one of the device's shared CQs, the receive ring (one registered buffer per posted receive;
+// none when the connection receives through the device's shared receive queue, whose place it
+// holds instead), the send buffers of postSend(), the frame slots of a framed connection, the RC
+// QP and its SendQueue; and the posting of receives. The members are declared in creation order,
+// so destroying the object releases them in the only safe order (the QP before the memory it used
 // and its CQ reservation). The protection domain is the device's (CompletionDispatcher), and so
 // is the arena small buffers come from.
 #pragma once
@@ -60,12 +61,21 @@ class QueuePair {
   int setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& options, CompletionHandler& handler,
             const char*& op) noexcept;
 
-  // Posts receive buffer `slot` (again). 0 or -errno.
+  // Posts receive buffer `slot` (again): into the QP's own receive queue, or back to the shared
+  // receive queue's pool. 0 or -errno.
   int postReceive(uint32_t slot) noexcept;
   // A receive completed (successfully or not): its buffer is ours until posted again.
-  void onReceiveCompleted() noexcept { --postedReceives_; }
-  uint8_t* receiveBuffer(uint32_t slot) const noexcept { return recvRing_.data() + size_t{slot} * bufferSize_; }
+  void onReceiveCompleted() noexcept {
+    if (sharedReceives_.srq == nullptr) --postedReceives_;
+  }
+  uint8_t* receiveBuffer(uint32_t slot) const noexcept {
+    return sharedReceives_.srq != nullptr ? sharedReceives_.srq->buffer(slot) : recvRing_.data() + size_t{slot} * bufferSize_;
+  }
+  // Receives posted to the QP's own receive queue (0 with a shared one: the pool's are not ours).
   uint32_t postedReceives() const noexcept { return postedReceives_; }
+  // Receives go through the device's shared receive queue: a buffer the connection does not post
+  // again must still go back to the pool.
+  bool sharesReceives() const noexcept { return sharedReceives_.srq != nullptr; }
 
   // The device touches no memory of ours from here on (the QP is gone; the rest stays).
   void destroyQp() noexcept { qp_.reset(); }
@@ -89,9 +99,22 @@ class QueuePair {
   uint32_t postedReceives_ = 0;
   CompletionDispatcher* completions_ = nullptr;
   ibv_pd* pd_ = nullptr;
+  // A place in a shared receive queue, left when the QueuePair goes.
+  struct SharedReceives {
+    SharedReceiveQueue* srq = nullptr;
+    uint32_t reserved = 0;
+    SharedReceives() = default;
+    SharedReceives(const SharedReceives&) = delete;
+    SharedReceives& operator=(const SharedReceives&) = delete;
+    ~SharedReceives() {
+      if (srq != nullptr) srq->leave(reserved);
+    }
+  };
+
   // Creation order; destroyed in reverse.
   std::unique_ptr<CompletionDispatcher::Attachment> attachment_;
-  BufferMemory recvRing_;  // bufferSize per slot
+  SharedReceives sharedReceives_;
+  BufferMemory recvRing_;  // bufferSize per slot (none with a shared receive queue) (none with a shared receive queue)
   SendBuffers sendBuffers_;    // postSend()'s buffers
   BufferMemory frameSlots_;
   CmQueuePair qp_;

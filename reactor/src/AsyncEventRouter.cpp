@@ -16,7 +16,7 @@ void AsyncEventRouter::removeInbox(AsyncInbox* inbox) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = inboxes_.begin(); it != inboxes_.end();) it = it->second == inbox ? inboxes_.erase(it) : std::next(it);
   for (auto it = qps_.begin(); it != qps_.end();) it = it->second == inbox ? qps_.erase(it) : std::next(it);
-  for (auto it = cqs_.begin(); it != cqs_.end();) it = it->second == inbox ? cqs_.erase(it) : std::next(it);
+  for (auto it = objects_.begin(); it != objects_.end();) it = it->second == inbox ? objects_.erase(it) : std::next(it);
 }
 
 void AsyncEventRouter::ownQp(uint32_t qpNum, ibv_context* context, AsyncInbox* inbox) {
@@ -32,7 +32,12 @@ void AsyncEventRouter::disownQp(uint32_t qpNum, ibv_context* context, AsyncInbox
 
 void AsyncEventRouter::ownCq(ibv_cq* cq, AsyncInbox* inbox) {
   std::lock_guard<std::mutex> lock(mutex_);
-  cqs_[cq] = inbox;
+  objects_[cq] = inbox;
+}
+
+void AsyncEventRouter::ownSrq(ibv_srq* srq, AsyncInbox* inbox) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  objects_[srq] = inbox;
 }
 
 bool AsyncEventRouter::forward(ibv_context* context, AsyncInbox* reader, const AsyncEventCopy& event) noexcept {
@@ -46,7 +51,11 @@ bool AsyncEventRouter::forward(ibv_context* context, AsyncInbox* reader, const A
       if (auto it = qps_.find({context, event.qpNum}); it != qps_.end()) owner = it->second;
       break;
     case IBV_EVENT_CQ_ERR:
-      if (auto it = cqs_.find(event.cq); it != cqs_.end()) owner = it->second;
+      if (auto it = objects_.find(event.cq); it != objects_.end()) owner = it->second;
+      break;
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+    case IBV_EVENT_SRQ_ERR:
+      if (auto it = objects_.find(event.srq); it != objects_.end()) owner = it->second;
       break;
     case IBV_EVENT_DEVICE_FATAL: {
       auto [first, last] = inboxes_.equal_range(context);

@@ -1,6 +1,6 @@
 // AsyncEventRouter: a device's async events (QP fatal, CQ error, device fatal) come from one fd
 // per device context, shared by the whole process: with two Reactors on the same device, either
-// may read an event about the other's QP. The router knows which Reactor owns each QP and CQ, and
+// may read an event about the other's QP. The router knows which Reactor owns each QP, CQ and SRQ, and
 // hands an event read by the wrong one to its owner, across threads: into the owner's inbox,
 // with a wake-up on an eventfd the owner's loop watches. Every call is thread-safe.
 #pragma once
@@ -19,6 +19,7 @@ struct AsyncEventCopy {
   ibv_event_type type = IBV_EVENT_DEVICE_FATAL;
   uint32_t qpNum = 0;   // QP events
   ibv_cq* cq = nullptr;  // CQ_ERR
+  ibv_srq* srq = nullptr;  // SRQ_LIMIT_REACHED, SRQ_ERR
 };
 
 class AsyncInbox {
@@ -37,6 +38,7 @@ class AsyncEventRouter {
   void ownQp(uint32_t qpNum, ibv_context* context, AsyncInbox* inbox);
   void disownQp(uint32_t qpNum, ibv_context* context, AsyncInbox* inbox) noexcept;
   void ownCq(ibv_cq* cq, AsyncInbox* inbox);
+  void ownSrq(ibv_srq* srq, AsyncInbox* inbox);
 
   // `reader` read `event` from `context`'s fd: true if it was handed to another inbox (or, for
   // device-wide events, to every other inbox on the context), false if it is the reader's own.
@@ -46,7 +48,7 @@ class AsyncEventRouter {
   std::mutex mutex_;
   std::multimap<ibv_context*, AsyncInbox*> inboxes_;
   std::map<std::pair<ibv_context*, uint32_t>, AsyncInbox*> qps_;
-  std::map<ibv_cq*, AsyncInbox*> cqs_;
+  std::map<const void*, AsyncInbox*> objects_;  // CQs and SRQs
 };
 
 }  // namespace evrdma::detail

@@ -98,6 +98,7 @@ void CompletionDispatcher::releaseVerbs() noexcept {
   resume_.cancel();
   ready_.clear();
   byQpNum_.clear();
+  srqs_.clear();  // every QP that received through them is gone
   cqs_.clear();  // each acks its events first
   channel_.reset();
   smallBuffers_.reset();  // every connection on the device is gone: no block is leased
@@ -108,6 +109,7 @@ int CompletionDispatcher::init() noexcept {
   ibv_device_attr attr{};
   if (int rc = ibv_query_device(context_, &attr); rc != 0) return -rc;
   maxCqe_ = attr.max_cqe;
+  maxSrqWr_ = attr.max_srq > 0 && attr.max_srq_wr > 0 ? static_cast<uint32_t>(attr.max_srq_wr) : 0;
   errno = 0;
   pd_.reset(ibv_alloc_pd(context_));
   if (!pd_) return errno ? -errno : -ENOMEM;
@@ -180,6 +182,10 @@ void CompletionDispatcher::drainAsyncEvents() noexcept {
       case IBV_EVENT_CQ_ERR:
         copy.cq = event.element.cq;
         break;
+      case IBV_EVENT_SRQ_LIMIT_REACHED:
+      case IBV_EVENT_SRQ_ERR:
+        copy.srq = event.element.srq;
+        break;
       default:
         break;
     }
@@ -204,6 +210,13 @@ void CompletionDispatcher::handleAsync(const detail::AsyncEventCopy& event) noex
     case IBV_EVENT_DEVICE_FATAL:
       markDeviceRemoved();  // tells every connection on the device
       return;
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      for (auto& srq : srqs_)
+        if (srq->get() == event.srq) srq->onLowWatermark();
+      return;
+    case IBV_EVENT_SRQ_ERR:  // the SRQ is lost: so is every connection receiving through it
+      targets = handlersWhere([&event](const Attachment& a) { return a.srq_ != nullptr && a.srq_->get() == event.srq; });
+      break;
     default:
       return;  // informational (port up/down, COMM_EST, LAST_WQE_REACHED, ...): the CM reports what matters
   }
@@ -243,9 +256,7 @@ std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(u
   }
   chosen->reserved += entries;
   ++attachments_;
-  uint32_t serial = nextSerial_;
-  nextSerial_ = nextSerial_ == detail::wrid::kSerialMask ? 1 : nextSerial_ + 1;
-  return std::unique_ptr<Attachment>(new Attachment(*this, *chosen, entries, serial, handler));
+  return std::unique_ptr<Attachment>(new Attachment(*this, *chosen, entries, takeSerial(), handler));
 }
 
 void CompletionDispatcher::onReadable(int, short, void* self) noexcept {
@@ -253,12 +264,68 @@ void CompletionDispatcher::onReadable(int, short, void* self) noexcept {
 }
 
 void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
+  const uint32_t serial = detail::wrid::serial(wc.wr_id);
   auto it = byQpNum_.find(wc.qp_num);
-  if (it == byQpNum_.end() || detail::wrid::serial(wc.wr_id) != it->second->serial_) {
+  Attachment* attachment = it != byQpNum_.end() ? it->second : nullptr;
+  if (!detail::wrid::isSend(wc.wr_id) && !srqs_.empty()) {
+    if (detail::SharedReceiveQueue* srq = sharedReceiveQueueWithSerial(serial)) {
+      srq->onConsumed();
+      if (attachment != nullptr && attachment->srq_ == srq) {
+        attachment->handler_->onCompletion(wc);  // the connection gives the buffer back
+      } else {
+        ++stats_.strayCompletions;  // its QP is gone: the buffer goes back to the pool
+        (void)srq->repost(detail::wrid::index(wc.wr_id));
+      }
+      return;
+    }
+  }
+  if (attachment == nullptr || serial != attachment->serial_) {
     ++stats_.strayCompletions;
     return;
   }
-  it->second->handler_->onCompletion(wc);
+  attachment->handler_->onCompletion(wc);
+}
+
+detail::SharedReceiveQueue* CompletionDispatcher::sharedReceiveQueueWithSerial(uint32_t serial) const noexcept {
+  for (const auto& srq : srqs_)
+    if (srq->serial() == serial) return srq.get();
+  return nullptr;
+}
+
+detail::SharedReceiveQueue* CompletionDispatcher::sharedReceiveQueue(size_t bufferSize, uint32_t reserve, int& error) {
+  error = 0;
+  if (removed_) {
+    error = -ENODEV;
+    return nullptr;
+  }
+  if (maxSrqWr_ == 0) {
+    error = -EOPNOTSUPP;
+    return nullptr;
+  }
+  for (auto& srq : srqs_)
+    if (srq->bufferSize() == bufferSize && srq->hasRoomFor(reserve)) return srq.get();
+  auto srq = std::make_unique<detail::SharedReceiveQueue>(pd_.get(), smallBuffers(), memoryAccount(), bufferSize,
+                                                          takeSerial());
+  const bool iwarp = context_->device->transport_type == IBV_TRANSPORT_IWARP;
+  const uint32_t capacity = iwarp ? detail::SharedReceiveQueue::kMaxCapacityIwarp : detail::SharedReceiveQueue::kMaxCapacity;
+  if ((error = srq->init(std::min(maxSrqWr_, capacity))) != 0) return nullptr;
+  if (!srq->hasRoomFor(reserve)) {
+    error = -ENOSPC;
+    return nullptr;
+  }
+  detail::AsyncEventRouter::instance().ownSrq(srq->get(), this);
+  srqs_.push_back(std::move(srq));
+  return srqs_.back().get();
+}
+
+void CompletionDispatcher::addSharedReceiveStats(SharedReceiveStats& stats) const noexcept {
+  for (const auto& srq : srqs_) srq->addTo(stats);
+}
+
+uint32_t CompletionDispatcher::takeSerial() noexcept {
+  const uint32_t serial = nextSerial_;
+  nextSerial_ = nextSerial_ == detail::wrid::kSerialMask ? 1 : nextSerial_ + 1;
+  return serial;
 }
 
 void CompletionDispatcher::reportCqError(SharedCq& cq, int err, const char* op) noexcept {

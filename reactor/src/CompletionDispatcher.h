@@ -29,6 +29,7 @@
 #include "evrdma/CompletionStats.h"
 #include "WorkRequestId.h"
 #include "NextTurn.h"
+#include "SharedReceiveQueue.h"
 #include "SmallBufferArena.h"
 
 struct event;
@@ -76,6 +77,8 @@ class CompletionDispatcher final : private detail::AsyncInbox {
     uint32_t serial() const noexcept { return serial_; }
     // Routes the completions of `qpNum` to the handler; call once the QP exists.
     void bind(uint32_t qpNum) noexcept;
+    // The QP receives through `srq`: its receive completions carry the SRQ's serial.
+    void receiveThrough(detail::SharedReceiveQueue* srq) noexcept { srq_ = srq; }
     // Delivers every completion already in the CQ now (for every QP on it, in order), without
     // waiting for the channel: a CM event such as DISCONNECTED may be read before the
     // completions that preceded it. Does nothing while the dispatcher is delivering already.
@@ -93,6 +96,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
     CompletionHandler* handler_;
     uint32_t qpNum_ = 0;
     bool bound_ = false;
+    detail::SharedReceiveQueue* srq_ = nullptr;
   };
 
   CompletionDispatcher(Reactor& reactor, ibv_context* context) : reactor_(reactor), context_(context) {}
@@ -124,6 +128,11 @@ class CompletionDispatcher final : private detail::AsyncInbox {
     return *smallBuffers_;
   }
   detail::MemoryAccount& memoryAccount() noexcept;
+  // A shared receive queue of `bufferSize`-byte buffers with room to guarantee `reserve` more
+  // (made on first use; another once one is full). Null + -errno (-EOPNOTSUPP: the device has no
+  // SRQ).
+  detail::SharedReceiveQueue* sharedReceiveQueue(size_t bufferSize, uint32_t reserve, int& error);
+  void addSharedReceiveStats(SharedReceiveStats& stats) const noexcept;
   const CompletionStats& stats() const noexcept { return stats_; }
   size_t sharedCqCount() const noexcept { return cqs_.size(); }
 
@@ -152,6 +161,8 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   template <typename Predicate>
   std::vector<CompletionHandler*> handlersWhere(Predicate matches) const;
   void deliver(const ibv_wc& wc) noexcept;
+  detail::SharedReceiveQueue* sharedReceiveQueueWithSerial(uint32_t serial) const noexcept;
+  uint32_t takeSerial() noexcept;  // for an attachment or an SRQ: 1 .. kSerialMask, then again
   void detach(Attachment& attachment) noexcept;
   void releaseIfUnused() noexcept;
   void releaseVerbs() noexcept;
@@ -159,6 +170,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   Reactor& reactor_;
   ibv_context* context_;
   int maxCqe_ = 0;
+  uint32_t maxSrqWr_ = 0;
   ProtectionDomain pd_;  // declared first: freed after the CQs and the channel
   std::unique_ptr<detail::SmallBufferArena> smallBuffers_;  // freed before the PD
   CompletionChannel channel_;
@@ -169,6 +181,8 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   event* inboxEvent_ = nullptr;
   std::mutex inboxMutex_;
   std::vector<detail::AsyncEventCopy> inbox_;
+  // After every QP that receives through them, before the arena and PD their buffers come from.
+  std::vector<std::unique_ptr<detail::SharedReceiveQueue>> srqs_;
   std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
   std::deque<SharedCq*> ready_;
   bool delivering_ = false;

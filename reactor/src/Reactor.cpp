@@ -92,6 +92,12 @@ uint32_t Reactor::maxConnectsInFlight() const noexcept { return connectGate_->li
 uint32_t Reactor::connectsInFlight() const noexcept { return connectGate_->inFlight(); }
 size_t Reactor::connectsWaiting() const noexcept { return connectGate_->waiting(); }
 
+SharedReceiveStats Reactor::sharedReceiveStats() const noexcept {
+  SharedReceiveStats out;
+  for (const auto& [device, completions] : completions_) completions->addSharedReceiveStats(out);
+  return out;
+}
+
 CmEventStats Reactor::cmEventStats() const noexcept {
   CmEventStats out;
   if (cm_) {

@@ -16,6 +16,7 @@ int errnoResult(int rc) noexcept {
 
 int DeviceContextDeleter::operator()(ibv_context* c) const noexcept { return errnoResult(ibv_close_device(c)); }
 int ProtectionDomainDeleter::operator()(ibv_pd* pd) const noexcept { return errnoResult(ibv_dealloc_pd(pd)); }
+int SharedReceiveQueueDeleter::operator()(ibv_srq* srq) const noexcept { return errnoResult(ibv_destroy_srq(srq)); }
 int CompletionChannelDeleter::operator()(ibv_comp_channel* ch) const noexcept {
   return errnoResult(ibv_destroy_comp_channel(ch));
 }

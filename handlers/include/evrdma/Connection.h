@@ -262,6 +262,9 @@ class Connection {
   void notifyWritableIfDrained() noexcept;
   bool sendable() const noexcept { return state_ == ConnectionState::Established && !teardownStarted_; }
   // Posts a consumed receive again (and, framed, owes the peer a credit for it).
+  // A consumed receive buffer not posted again now: kept for postRecv(), or, from a shared
+  // receive queue, given back to its pool.
+  void keepReceive(uint32_t slot) noexcept;
   int repostRecv(uint32_t slot) noexcept;
 
   // Teardown.

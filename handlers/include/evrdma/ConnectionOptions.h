@@ -23,6 +23,14 @@ struct ConnectionOptions {
   // Re-post each receive buffer after onRecv returns. When false the application re-posts with
   // Connection::postRecv(), which is how it tells the peer's sends to wait.
   bool autoPostRecv = true;
+  // Receive through the shared receive queue of the device and Reactor (one per buffer size)
+  // instead of a receive queue of the connection's own: the buffers come from one pool, which
+  // grows when the device says it runs low, so thousands of mostly idle connections do not each
+  // pin recvDepth buffers. A framed connection (and any connection on iWARP, which has no RNR
+  // retry) is still guaranteed recvDepth buffers; on RoCE an unframed one is guaranteed none, and
+  // a peer that finds the pool empty retries (rnrRetryCount). Needs autoPostRecv. See
+  // Reactor::sharedReceiveStats().
+  bool sharedReceiveQueue = false;
   uint8_t retryCount = 7;         // transport retries before a send fails (0-7)
   uint8_t rnrRetryCount = 7;      // retries when the peer has no receive posted (7 = without end)
   uint8_t responderResources = 1;  // RDMA reads the peer may have outstanding against us

@@ -37,6 +37,21 @@ struct CmEventStats {
   uint64_t budgetYields = 0;    // turns that stopped at the budget and left the rest for later
 };
 
+// What the shared receive queues of a Reactor hold and did (ConnectionOptions::sharedReceiveQueue):
+// one SRQ per device and receive buffer size (another when one is full), fed from a pool of
+// registered buffers that grows when the device says it runs low.
+struct SharedReceiveStats {
+  uint32_t queues = 0;
+  uint64_t connections = 0;         // connections receiving through them now
+  uint64_t buffers = 0;             // receive buffers in their pools
+  uint64_t posted = 0;              // of which posted to the device now (the rest: in onRecv)
+  uint64_t reserved = 0;            // buffers guaranteed to connections (framed credits; iWARP)
+  uint64_t registeredBytes = 0;     // what the pools pin
+  uint64_t lowWatermarkEvents = 0;  // the device said fewer than a quarter were posted
+  uint64_t growths = 0;             // times a pool grew past its first chunk
+  uint64_t growthRefusals = 0;      // a pool that should have grown could not (full, or the budget)
+};
+
 // Lifetimes. Destroying the Reactor is final and silent: every Client, Listener (with its
 // Agents), Timer and watch still on it is closed at once, its RDMA resources released, and no
 // callback fires (no onError, no onClosed); closures still deferred are destroyed without
@@ -72,6 +87,7 @@ class Reactor {
   void defer(std::function<void()> fn);
 
   CmEventStats cmEventStats() const noexcept;
+  SharedReceiveStats sharedReceiveStats() const noexcept;
 
   // Memory evrdma's connections on this Reactor have registered with their devices (their
   // buffers, the shared slabs of small buffers, the regions lent to peers), in bytes, and its

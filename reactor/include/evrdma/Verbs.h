@@ -19,6 +19,7 @@ int errnoResult(int rc) noexcept;
 struct DeviceContextDeleter { int operator()(ibv_context* c) const noexcept; };
 struct ProtectionDomainDeleter { int operator()(ibv_pd* pd) const noexcept; };
 struct CompletionChannelDeleter { int operator()(ibv_comp_channel* ch) const noexcept; };
+struct SharedReceiveQueueDeleter { int operator()(ibv_srq* srq) const noexcept; };
 struct MemoryRegionDeleter { int operator()(ibv_mr* mr) const noexcept; };
 struct CmEventChannelDeleter { int operator()(rdma_event_channel* ch) const noexcept; };
 struct CmIdDeleter { int operator()(rdma_cm_id* id) const noexcept; };
@@ -28,6 +29,7 @@ struct CmQueuePairDeleter { int operator()(rdma_cm_id* id) const noexcept; };
 using DeviceContext = UniqueHandle<ibv_context, detail::DeviceContextDeleter>;
 using ProtectionDomain = UniqueHandle<ibv_pd, detail::ProtectionDomainDeleter>;
 using CompletionChannel = UniqueHandle<ibv_comp_channel, detail::CompletionChannelDeleter>;
+using SharedReceiveQueueHandle = UniqueHandle<ibv_srq, detail::SharedReceiveQueueDeleter>;
 using MemoryRegionHandle = UniqueHandle<ibv_mr, detail::MemoryRegionDeleter>;
 using CmEventChannel = UniqueHandle<rdma_event_channel, detail::CmEventChannelDeleter>;
 // rdma_destroy_id waits until every CM event of the id has been acked: ack before you destroy.
