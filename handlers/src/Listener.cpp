@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -26,9 +27,19 @@ class Listener::Sink final : public CmEventHandler, public detail::ReactorMember
   Listener& listener_;
 };
 
+struct Listener::Worker {
+  explicit Worker(Reactor* on) : reactor(on) {}
+  Reactor* reactor;
+  std::atomic<size_t> agents{0};
+  std::atomic<uint64_t> accepted{0}, rejected{0}, abandoned{0}, closed{0};
+  Listener::Ptr side;  // touched on the worker's thread only
+};
+
 Listener::Listener(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options)
     : reactor_(reactor), factory_(factory), options_(options), sink_(std::make_unique<Sink>(*this)) {
   reactor.join(sink_.get());
+  for (Reactor* worker : options_.workers) workers_.push_back(std::make_shared<Worker>(worker));
+  options_.workers.clear();  // what the workers' sides are made with
 }
 
 void Listener::Release::operator()(Listener* listener) const noexcept {
@@ -47,6 +58,29 @@ Listener::Ptr Listener::create(Reactor& reactor, AgentFactory& factory, const Li
 
 Listener::~Listener() {
   if (!orphaned_) reactor_.leave(sink_.get());
+  // Each worker's side goes on its own thread: it closes its agents and frees itself after them.
+  for (const std::shared_ptr<Worker>& worker : workers_)
+    worker->reactor->post([worker] { Listener::Ptr side = std::move(worker->side); });
+}
+
+size_t Listener::agentCount() const noexcept {
+  size_t count = agents_.size();
+  for (const std::shared_ptr<Worker>& worker : workers_) count += worker->agents.load();
+  return count;
+}
+
+std::vector<WorkerFigures> Listener::workerFigures() const {
+  std::vector<WorkerFigures> figures;
+  for (const std::shared_ptr<Worker>& worker : workers_) {
+    WorkerFigures f;
+    f.agents = worker->agents.load();
+    f.accepted = worker->accepted.load();
+    f.rejected = worker->rejected.load();
+    f.abandoned = worker->abandoned.load();
+    f.closed = worker->closed.load();
+    figures.push_back(f);
+  }
+  return figures;
 }
 
 void Listener::onReactorGone() noexcept {
@@ -95,6 +129,10 @@ void Listener::close() noexcept {
     reject(event.id, "the server is shutting down");
   }
   for (auto& [agent, owned] : agents_) agent->close();
+  for (const std::shared_ptr<Worker>& worker : workers_)
+    worker->reactor->post([worker] {
+      if (worker->side) worker->side->close();
+    });
 }
 
 void Listener::onCmEvent(const CmEvent& event) noexcept {
@@ -167,9 +205,9 @@ void Listener::answer(const CmEvent& event) noexcept {
     forgetAbandonedRequest(event.id);
     return;
   }
-  if (options_.maxAgents != 0 && agents_.size() >= options_.maxAgents) {
+  if (options_.maxAgents != 0 && agentCount() >= options_.maxAgents) {
     ++stats_.rejectedBusy;
-    reject(event.id, "server busy: " + std::to_string(agents_.size()) + " agents (maxAgents)");
+    reject(event.id, "server busy: " + std::to_string(agentCount()) + " agents (maxAgents)");
     return;
   }
   ConnectRequest request{formatAddress(rdma_get_peer_addr(event.id)), event.privateData, event.initiatorDepth,
@@ -183,12 +221,19 @@ void Listener::answer(const CmEvent& event) noexcept {
     reject(event.id, decision.rejectReason.empty() ? "rejected" : decision.rejectReason);
     return;
   }
+  if (!workers_.empty())
+    handOver(event.id, std::move(decision));
+  else
+    setUpAgent(event.id, std::move(decision));
+}
+
+void Listener::setUpAgent(rdma_cm_id* id, AcceptDecision decision) noexcept {
   std::unique_ptr<Agent> owned(
       new Agent(*this, reactor_, std::move(decision.handler), decision.options, options_.acceptTimeout));
   Agent* agent = owned.get();
   agents_.emplace(agent, std::move(owned));
   const char* op = nullptr;
-  if (int rc = agent->accept(CmId(event.id), decision.privateData, op); rc != 0) {
+  if (int rc = agent->accept(CmId(id), decision.privateData, op); rc != 0) {
     // The client gave up meanwhile: that, not `op`, failed. (On iWARP its TCP connection is gone:
     // the accept's MPA reply meets a reset.)
     if (rc == -ECONNRESET || !requestStillWaiting(agent->cmId())) {
@@ -200,10 +245,58 @@ void Listener::answer(const CmEvent& event) noexcept {
     auto payload = encodeRejectReason(reason);
     rdma_reject(agent->cmId(), payload.data(), static_cast<uint8_t>(payload.size()));
     ++stats_.rejected;
+    if (servesWorker_) ++servesWorker_->rejected;
     agent->fail(rc, op);
     return;
   }
   ++stats_.accepted;
+  if (servesWorker_) ++servesWorker_->accepted;
+}
+
+void Listener::handOver(rdma_cm_id* id, AcceptDecision decision) noexcept {
+  // The fewest agents; on a tie the next in turn, so a burst spreads before any agent counts.
+  const size_t count = workers_.size();
+  size_t best = nextWorker_ % count;
+  for (size_t k = 1; k < count; ++k) {
+    const size_t i = (nextWorker_ + k) % count;
+    if (workers_[i]->agents.load() < workers_[best]->agents.load()) best = i;
+  }
+  nextWorker_ = best + 1;
+  std::shared_ptr<Worker> worker = workers_[best];
+  ++worker->agents;  // counted from now: maxAgents sees it at once
+  ++stats_.accepted;  // handed over; the worker's figures say how it went there
+  id->context = nullptr;  // an event of it read here before it moves is dropped, not ours
+  auto handed = std::make_shared<AcceptDecision>(std::move(decision));
+  AgentFactory* factory = &factory_;
+  ListenerOptions sideOptions = options_;
+  worker->reactor->post([worker, id, handed, factory, sideOptions] {
+    if (!worker->side) {
+      worker->side = Listener::create(*worker->reactor, *factory, sideOptions);
+      worker->side->servesWorker_ = worker;
+    }
+    worker->side->adopt(id, std::move(*handed));
+  });
+}
+
+void Listener::adopt(rdma_cm_id* id, AcceptDecision decision) noexcept {
+  int error = 0;
+  CmDispatcher* cm = reactor_.cm(error);
+  // Its CM events come to this Reactor from now on. (librdmacm waits, if need be, until the
+  // listening Reactor has acked those it read already: it acks before dispatching.)
+  if (cm != nullptr && rdma_migrate_id(id, cm->channel()) != 0) error = errno ? -errno : -EINVAL;
+  if (error != 0) {
+    reject(id, std::string("server could not set up the connection: rdma_migrate_id: ") + strerror(-error));
+    ++servesWorker_->rejected;
+    --servesWorker_->agents;
+    return;
+  }
+  if (!requestStillWaiting(id)) {
+    forgetAbandonedRequest(id);
+    ++servesWorker_->abandoned;
+    --servesWorker_->agents;
+    return;
+  }
+  setUpAgent(id, std::move(decision));
 }
 
 void Listener::reject(rdma_cm_id* id, const std::string& reason) noexcept {
@@ -235,11 +328,16 @@ void Listener::dropWaitingRequests() noexcept {
 
 void Listener::agentAbandoned(Agent* agent) noexcept {
   ++stats_.abandoned;
+  if (servesWorker_) ++servesWorker_->abandoned;
   agent->close();  // not a failure: onClosed only
 }
 
 void Listener::agentFinished(Agent* agent) noexcept {
   ++stats_.agentsClosed;
+  if (servesWorker_) {
+    --servesWorker_->agents;
+    ++servesWorker_->closed;
+  }
   // Called from the agent's own finish(): free it on a later turn.
   reactor_.defer([this, agent] {
     agents_.erase(agent);

@@ -9,6 +9,7 @@
 #include "CmDispatcher.h"
 #include "CompletionDispatcher.h"
 #include "ConnectGate.h"
+#include "Mailbox.h"
 #include "MemoryAccount.h"
 #include "NextTurn.h"
 #include "ReactorMember.h"
@@ -20,7 +21,8 @@ Reactor::Reactor()
       ownsBase_(true),
       memory_(std::make_unique<detail::MemoryAccount>()),
       connectGate_(std::make_unique<detail::ConnectGate>(*this)),
-      deferLater_(std::make_unique<detail::NextTurn>()) {
+      deferLater_(std::make_unique<detail::NextTurn>()),
+      mailbox_(std::make_unique<detail::Mailbox>()) {
   makeDeferEvents();
 }
 
@@ -29,13 +31,15 @@ Reactor::Reactor(event_base* borrowed)
       ownsBase_(false),
       memory_(std::make_unique<detail::MemoryAccount>()),
       connectGate_(std::make_unique<detail::ConnectGate>(*this)),
-      deferLater_(std::make_unique<detail::NextTurn>()) {
+      deferLater_(std::make_unique<detail::NextTurn>()),
+      mailbox_(std::make_unique<detail::Mailbox>()) {
   makeDeferEvents();
 }
 
 void Reactor::makeDeferEvents() noexcept {
   if (base_ != nullptr) deferEvent_ = event_new(base_, -1, 0, &Reactor::onDeferEvent, this);
-  if (deferEvent_ != nullptr && deferLater_->init(base_, &Reactor::onDeferEvent, this) != 0) {
+  if (deferEvent_ != nullptr &&
+      (deferLater_->init(base_, &Reactor::onDeferEvent, this) != 0 || mailbox_->init(base_) != 0)) {
     event_free(deferEvent_);
     deferEvent_ = nullptr;  // valid() says so
   }
@@ -43,6 +47,7 @@ void Reactor::makeDeferEvents() noexcept {
 
 Reactor::~Reactor() {
   dying_ = true;
+  mailbox_->discard();
   deferred_.clear();  // destroyed unrun: nothing of the application's is called from here
   // Each member lets go of the Reactor; one may free others (a Listener its Agents) meanwhile.
   while (!members_.empty()) {
@@ -55,6 +60,9 @@ Reactor::~Reactor() {
   completions_.clear();
   cm_.reset();
   if (deferEvent_ != nullptr) event_free(deferEvent_);
+  // Their events go before the base they are on (freed below when it is ours).
+  deferLater_.reset();
+  mailbox_.reset();
   if (ownsBase_ && base_ != nullptr) event_base_free(base_);
 }
 
@@ -71,6 +79,8 @@ void Reactor::defer(std::function<void()> fn) {
   // runDeferred schedules the next batch for a later turn instead.
   if (wasEmpty && !runningDeferred_) event_active(deferEvent_, EV_TIMEOUT, 0);
 }
+
+void Reactor::post(std::function<void()> fn) { mailbox_->post(std::move(fn)); }
 
 void Reactor::onDeferEvent(int, short, void* self) noexcept { static_cast<Reactor*>(self)->runDeferred(); }
 

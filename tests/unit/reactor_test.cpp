@@ -8,12 +8,15 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "evrdma/ReactorThread.h"
 #include "evrdma/Watch.h"
 
 namespace {
@@ -205,6 +208,67 @@ TEST(Reactor, RunKeepsGoingWithNothingPendingUntilStopped) {
   Reactor reactor;
   reactor.defer([&] { reactor.stop(); });
   EXPECT_EQ(reactor.run(), 0);  // returns because of stop(), not because nothing was pending
+}
+
+TEST(Reactor, ClosuresPostedFromOtherThreadsRunOnTheLoopsThreadInTheOrderPosted) {
+  Reactor reactor;
+  Watchdog watchdog(reactor, 10s);
+  constexpr int kThreads = 4, kEach = 1000;
+  std::vector<int> seen[kThreads];  // touched on the loop's thread only
+  std::atomic<int> ran{0};
+  bool otherThread = false;
+  const std::thread::id loopThread = std::this_thread::get_id();
+  std::vector<std::thread> posters;
+  for (int t = 0; t < kThreads; ++t) {
+    posters.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        reactor.post([&, t, i] {
+          if (std::this_thread::get_id() != loopThread) otherThread = true;
+          seen[t].push_back(i);
+          if (++ran == kThreads * kEach) reactor.stop();
+        });
+      }
+    });
+  }
+  reactor.run();
+  for (auto& poster : posters) poster.join();
+  EXPECT_FALSE(watchdog.fired);
+  EXPECT_FALSE(otherThread);
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(seen[t].size(), static_cast<size_t>(kEach)) << "thread " << t;
+    for (int i = 0; i < kEach; ++i) ASSERT_EQ(seen[t][i], i) << "thread " << t;
+  }
+}
+
+TEST(Reactor, PostedClosuresNotRunYetAreDroppedWithTheReactor) {
+  int ran = 0;
+  {
+    Reactor reactor;
+    reactor.post([&ran] { ++ran; });
+  }
+  EXPECT_EQ(ran, 0);
+}
+
+TEST(ReactorThread, RunsItsLoopOnItsOwnThreadAndStopsWhenDestroyed) {
+  std::thread::id ranOn;
+  int timerTicks = 0;
+  {
+    evrdma::ReactorThread worker;
+    ASSERT_TRUE(worker.valid());
+    std::unique_ptr<Timer> timer;
+    worker.runAndWait([&] {
+      ranOn = std::this_thread::get_id();
+      timer = std::make_unique<Timer>(worker.reactor(), [&] { ++timerTicks; });
+      timer->startPeriodic(1ms);
+    });
+    std::this_thread::sleep_for(50ms);
+    worker.runAndWait([&] {
+      EXPECT_GT(timerTicks, 0) << "the loop does not run";
+      timer.reset();  // on its thread
+    });
+  }
+  EXPECT_NE(ranOn, std::this_thread::get_id());
+  EXPECT_NE(ranOn, std::thread::id());
 }
 
 TEST(Timer, OneShotFiresOnceAndIsThenInactive) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "evrdma/Agent.h"
 #include "evrdma/Callbacks.h"
@@ -51,6 +52,23 @@ struct ListenerOptions {
   // The most requests waiting for their turn; past it a request is rejected "server busy: N
   // requests waiting to be accepted". (Each waiting request holds its private data and a CM id.)
   size_t maxWaitingRequests = 16384;
+  // One loop per core: Reactors that run on other threads (see ReactorThread), each accepted
+  // connection handed to the one with the fewest agents. The Listener's own Reactor listens and
+  // its factory decides there; the request's CM id then moves to the worker's event channel
+  // (rdma_migrate_id), where its queue pair, buffers and completions are set up and its handler
+  // runs from then on: what handlers share across workers must be thread-safe. The workers and
+  // the factory must outlive the Listener and its agents (dropping the Listener closes the agents
+  // on their workers; each worker's agents are gone once its Reactor has run them to onClosed).
+  std::vector<Reactor*> workers;
+};
+
+// What the agents handed to one worker did (Listener::workerFigures), read from any thread.
+struct WorkerFigures {
+  size_t agents = 0;        // on the worker now (handed over, not yet closed)
+  uint64_t accepted = 0;    // set up and accepted there
+  uint64_t rejected = 0;    // could not be set up there (the client was told why)
+  uint64_t abandoned = 0;   // the client gave up before the accept reached it
+  uint64_t closed = 0;
 };
 
 class Listener final {
@@ -83,7 +101,10 @@ class Listener final {
   // listen() may be called again once it is back.)
   void close() noexcept;
 
-  size_t agentCount() const noexcept { return agents_.size(); }
+  // Agents now: this Listener's own and those on its workers.
+  size_t agentCount() const noexcept;
+  // Per worker (ListenerOptions::workers), in order; empty without workers. Thread-safe.
+  std::vector<WorkerFigures> workerFigures() const;
   const ListenerStats& stats() const noexcept { return stats_; }
   Reactor& reactor() const noexcept { return reactor_; }
 
@@ -92,12 +113,22 @@ class Listener final {
   // Receives the listening id's CM events and the Reactor's end, for the methods below.
   class Sink;
   friend class Sink;
+  // One worker of a listening Listener: shared with the closures posted to the worker's thread,
+  // where its `side` (a Listener that does not listen) owns the agents handed to it.
+  struct Worker;
   Listener(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options);
   ~Listener();
   void onReactorGone() noexcept;
   void onCmEvent(const CmEvent& event) noexcept;
   void onConnectRequest(const CmEvent& event) noexcept;
   void answer(const CmEvent& event) noexcept;
+  // Sets up an agent for the request `id` as `decision` says and accepts, or rejects saying why.
+  void setUpAgent(rdma_cm_id* id, AcceptDecision decision) noexcept;
+  // Hands an accepted request to the worker with the fewest agents.
+  void handOver(rdma_cm_id* id, AcceptDecision decision) noexcept;
+  // On a worker's side: takes a request handed over (its id still on the listening Reactor's
+  // channel) and sets up its agent here.
+  void adopt(rdma_cm_id* id, AcceptDecision decision) noexcept;
   void onNextTurn() noexcept;
   // An event for a request still waiting its turn (its client gave up): true if it was one.
   bool onWaitingRequestEvent(const CmEvent& event) noexcept;
@@ -128,6 +159,9 @@ class Listener final {
   bool released_ = false;
   bool deleteScheduled_ = false;
   bool orphaned_ = false;  // the Reactor was destroyed first
+  std::vector<std::shared_ptr<Worker>> workers_;  // with ListenerOptions::workers
+  size_t nextWorker_ = 0;
+  std::shared_ptr<Worker> servesWorker_;           // set on a worker's side: its figures
 };
 
 }  // namespace evrdma

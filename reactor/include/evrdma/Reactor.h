@@ -23,6 +23,7 @@ class CompletionDispatcher;
 
 namespace detail {
 class ConnectGate;
+class Mailbox;
 class MemoryAccount;
 class ReactorMember;  // what to close when the Reactor goes first (reactor/src/ReactorMember.h)
 class NextTurn;
@@ -85,6 +86,11 @@ class Reactor {
   // on a later turn, after the loop has polled its sockets, signals and timers. Safe from any
   // callback. Never call it from another thread. Dropped (not run) once the Reactor is dying.
   void defer(std::function<void()> fn);
+  // The one call that is safe from any thread (while the Reactor lives): runs `fn` on the loop's
+  // own thread, on a turn soon after, in the order posted. How work reaches a Reactor that runs
+  // on another thread (ListenerOptions::workers, ReactorThread). Dropped unrun if the Reactor is
+  // destroyed first.
+  void post(std::function<void()> fn);
 
   CmEventStats cmEventStats() const noexcept;
   SharedReceiveStats sharedReceiveStats() const noexcept;
@@ -154,6 +160,7 @@ class Reactor {
   // Closures deferred by deferred closures run on a later turn, after the backend poll and the
   // timers: a chain of them can never starve the loop.
   std::unique_ptr<detail::NextTurn> deferLater_;
+  std::unique_ptr<detail::Mailbox> mailbox_;  // Reactor::post, from other threads
   bool runningDeferred_ = false;
   std::vector<std::function<void()>> deferred_;
   std::unordered_set<detail::ReactorMember*> members_;
