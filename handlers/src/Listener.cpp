@@ -43,6 +43,8 @@ Listener::Listener(Reactor& reactor, AgentFactory& factory, const ListenerOption
 }
 
 void Listener::Release::operator()(Listener* listener) const noexcept {
+  listener->id_.reset();  // no more requests to hand over
+  listener->releaseWorkerSides();
   if (listener->orphaned_) {  // the Reactor is gone, and the agents with it
     delete listener;
     return;
@@ -58,9 +60,14 @@ Listener::Ptr Listener::create(Reactor& reactor, AgentFactory& factory, const Li
 
 Listener::~Listener() {
   if (!orphaned_) reactor_.leave(sink_.get());
+}
+
+void Listener::releaseWorkerSides() noexcept {
   // Each worker's side goes on its own thread: it closes its agents and frees itself after them.
+  // From here on the Listener hands nothing over, so it no longer needs its workers.
   for (const std::shared_ptr<Worker>& worker : workers_)
     worker->reactor->post([worker] { Listener::Ptr side = std::move(worker->side); });
+  workers_.clear();
 }
 
 size_t Listener::agentCount() const noexcept {

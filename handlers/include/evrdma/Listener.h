@@ -56,9 +56,10 @@ struct ListenerOptions {
   // connection handed to the one with the fewest agents. The Listener's own Reactor listens and
   // its factory decides there; the request's CM id then moves to the worker's event channel
   // (rdma_migrate_id), where its queue pair, buffers and completions are set up and its handler
-  // runs from then on: what handlers share across workers must be thread-safe. The workers and
-  // the factory must outlive the Listener and its agents (dropping the Listener closes the agents
-  // on their workers; each worker's agents are gone once its Reactor has run them to onClosed).
+  // runs from then on: what handlers share across workers must be thread-safe. The workers must
+  // live until the Listener is dropped, and the factory until its agents are gone (dropping the
+  // Listener closes the agents on their workers, each worker's once its loop has run them to
+  // onClosed; destroying a worker's Reactor closes its agents silently, as ~Reactor does).
   std::vector<Reactor*> workers;
 };
 
@@ -129,6 +130,8 @@ class Listener final {
   // On a worker's side: takes a request handed over (its id still on the listening Reactor's
   // channel) and sets up its agent here.
   void adopt(rdma_cm_id* id, AcceptDecision decision) noexcept;
+  // Dropped by the application: its workers' sides close their agents and go, on their threads.
+  void releaseWorkerSides() noexcept;
   void onNextTurn() noexcept;
   // An event for a request still waiting its turn (its client gave up): true if it was one.
   bool onWaitingRequestEvent(const CmEvent& event) noexcept;
