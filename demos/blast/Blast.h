@@ -5,6 +5,7 @@
 // the demo programs and the tests.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -108,7 +109,7 @@ class BlastFactory : public evrdma::AgentFactory {
   BlastFactory(Limits limits, bool trace) : limits_(limits), trace_(trace) {}
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest& request) noexcept override;
 
-  size_t activeAgents = 0;
+  std::atomic<size_t> activeAgents{0};  // ServerLifetime reads it
   uint64_t agentsServed = 0, agentsFailed = 0, agentsIncomplete = 0;  // rejections: Listener::stats()
   std::function<void(const BlastAgent&, const evrdma::Connection&)> agentClosedHook;
 

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -17,8 +18,10 @@ namespace pingpong {
 
 class ServerLifetime {
  public:
-  // `activeAgents`: the factory's count of agents not yet closed.
-  ServerLifetime(const char* program, evrdma::Reactor& reactor, evrdma::Listener& listener, const size_t& activeAgents)
+  // `activeAgents`: the factory's count of agents not yet closed (read on the loop's thread; with
+  // workers it is updated on theirs).
+  ServerLifetime(const char* program, evrdma::Reactor& reactor, evrdma::Listener& listener,
+                 const std::atomic<size_t>& activeAgents)
       : program_(program),
         reactor_(reactor),
         listener_(listener),
@@ -26,13 +29,17 @@ class ServerLifetime {
         onInt_(reactor, SIGINT, [this](int signo) { onSignal(signo); }),
         onTerm_(reactor, SIGTERM, [this](int signo) { onSignal(signo); }) {}
 
+  // A temporary count (e.g. converted from a plain size_t) would dangle.
+  ServerLifetime(const char*, evrdma::Reactor&, evrdma::Listener&, const std::atomic<size_t>&&) = delete;
+
   void shutdown() {
     if (stopping_) return;
     stopping_ = true;
     listener_.close();
     if (activeAgents_ == 0) reactor_.stop();
   }
-  // From the factory's agent-closed hook, once its counters are up to date.
+  // From the factory's agent-closed hook, once its counters are up to date (on the loop's thread:
+  // with workers, post it there).
   void agentClosed(uint64_t served, uint64_t exitAfter) {
     if (stopping_ && activeAgents_ == 0) reactor_.stop();
     if (exitAfter != 0 && served >= exitAfter) shutdown();
@@ -42,7 +49,7 @@ class ServerLifetime {
 
  private:
   void onSignal(int signo) {
-    std::printf("%s: %s: closing %zu connections\n", program_, strsignal(signo), activeAgents_);
+    std::printf("%s: %s: closing %zu connections\n", program_, strsignal(signo), activeAgents_.load());
     std::fflush(stdout);
     stoppedBySignal_ = true;
     shutdown();
@@ -51,7 +58,7 @@ class ServerLifetime {
   const char* program_;
   evrdma::Reactor& reactor_;
   evrdma::Listener& listener_;
-  const size_t& activeAgents_;
+  const std::atomic<size_t>& activeAgents_;
   bool stopping_ = false, stoppedBySignal_ = false;
   evrdma::SignalWatch onInt_, onTerm_;
 };

@@ -87,6 +87,7 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
   }
   auto agent = std::make_unique<EchoAgent>(info, trace_, disconnectAfterLastEcho);
   agent->closedHook = [this](const EchoAgent& a, const evrdma::Connection& c) {
+    std::lock_guard<std::mutex> lock(closedMutex);
     --activeAgents;
     // Never established, no error: the client gave up before the accept reached it (counted in
     // Listener::stats().abandoned), not a client served.

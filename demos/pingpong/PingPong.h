@@ -2,10 +2,12 @@
 // its factory, which validates the ping-sr request) and a pinging client that can verify every byte.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,11 +65,14 @@ class EchoFactory : public evrdma::AgentFactory {
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest& request) noexcept override;
   void onListenerError(int err, const char* op) noexcept override;
 
-  size_t activeAgents = 0;
-  uint64_t agentsServed = 0;
-  uint64_t agentsFailed = 0;      // ended with an error
-  uint64_t agentsIncomplete = 0;  // no error, but disconnected before `count` echoes
-  uint64_t totalEchoes = 0;  // rejections: Listener::stats()
+  // Atomic: with ListenerOptions::workers the agents close on the workers' threads (and their
+  // closed hooks run one at a time, under closedMutex).
+  std::atomic<size_t> activeAgents{0};
+  std::atomic<uint64_t> agentsServed{0};
+  std::atomic<uint64_t> agentsFailed{0};      // ended with an error
+  std::atomic<uint64_t> agentsIncomplete{0};  // no error, but disconnected before `count` echoes
+  std::atomic<uint64_t> totalEchoes{0};  // rejections: Listener::stats()
+  std::mutex closedMutex;
   bool disconnectAfterLastEcho = false;  // see EchoAgent
   bool sharedReceiveQueue = false;       // agents receive through the device's SRQ
   std::function<void(const EchoAgent&, const evrdma::Connection&)> agentClosedHook;

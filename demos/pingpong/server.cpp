@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "CommandLine.h"
 #include "Figures.h"
@@ -14,6 +16,7 @@
 #include "PingPong.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
+#include "evrdma/ReactorThread.h"
 #include "evrdma/Watch.h"
 
 namespace {
@@ -33,6 +36,8 @@ void usage(FILE* out, const char* prog) {
                "  -s BYTES  largest data_size a client may ask for (default 16777216)\n"
                "  -m N      at most N clients at once; more are rejected (default 0: no limit)\n"
                "  -e N      exit after serving N clients (default 0: never)\n"
+               "  -w N      one loop per core: N worker threads, each with its Reactor, take the accepted\n"
+               "            clients (the fewest agents first); the main thread listens (default 0: one thread)\n"
                "  -S        agents receive through one shared receive queue (SRQ) per device, fed from\n"
                "            one pool that grows when the device says it runs low, instead of a ring each\n"
                "  -D        disconnect as soon as the last echo was sent (as the OFA notes' agent does)\n"
@@ -52,9 +57,10 @@ int main(int argc, char** argv) {
   pingpong::Trace trace = pingpong::Trace::Off;
   bool figures = false, disconnectAfterLast = false, sharedReceives = false;
   unsigned long long backlog = 0;  // the kernel's limit
+  unsigned long long workerCount = 0;
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:e:SDvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:e:w:SDvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -72,6 +78,7 @@ int main(int argc, char** argv) {
       case 'e': ok = pingpong::parseNumber(optarg, ~0ull, exitAfter); break;
       case 'D': disconnectAfterLast = true; break;
       case 'S': sharedReceives = true; break;
+      case 'w': ok = pingpong::parseNumber(optarg, 64, workerCount); break;
       case 'v': break;
       case 't': trace = pingpong::Trace::Connections; break;
       case 'T': trace = pingpong::Trace::Messages; break;
@@ -91,12 +98,23 @@ int main(int argc, char** argv) {
   pingsr::Limits limits{maxCount, maxSize};
   pingpong::EchoFactory factory(limits, trace, 0);
   listenerOptions.maxAgents = maxAgents;  // the Listener refuses past it before the factory is asked
+  // Declared after the factory: the workers (and the agents on them) go before it.
+  std::vector<std::unique_ptr<evrdma::ReactorThread>> workers;
+  for (unsigned long long w = 0; w < workerCount; ++w) {
+    workers.push_back(std::make_unique<evrdma::ReactorThread>());
+    if (!workers.back()->valid()) {
+      std::fprintf(stderr, "pingpong-server: cannot start worker thread %llu\n", w);
+      return 1;
+    }
+    listenerOptions.workers.push_back(&workers.back()->reactor());
+  }
   factory.disconnectAfterLastEcho = disconnectAfterLast;
   factory.sharedReceiveQueue = sharedReceives;
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory, listenerOptions);
   pingpong::CpuMeter cpu;
   pingpong::DeviceFigures completions;
   pingpong::ServerLifetime lifetime("pingpong-server", reactor, *listener, factory.activeAgents);
+  // With workers this runs on theirs (one at a time: the factory holds its closedMutex).
   factory.agentClosedHook = [&](const pingpong::EchoAgent& agent, const evrdma::Connection& c) {
     if (completions.completions == nullptr) completions.note(c);
     if (figures) {
@@ -106,7 +124,8 @@ int main(int argc, char** argv) {
                   agent.established == pingpong::Clock::time_point{} ? 0.0 : seconds, agent.error.empty() ? "" : ", error: ",
                   agent.error.c_str());
     }
-    lifetime.agentClosed(factory.agentsServed, exitAfter);
+    const uint64_t served = factory.agentsServed;
+    reactor.post([&lifetime, served, exitAfter] { lifetime.agentClosed(served, exitAfter); });  // the loop's thread
   };
 
   if (int rc = listener->listen(address, static_cast<uint16_t>(port), static_cast<int>(backlog)); rc != 0) {
@@ -133,7 +152,19 @@ int main(int argc, char** argv) {
     pingpong::printProcessFigures("pingpong-server", cpu, completions);
     std::printf("pingpong-server: %s\n", memory.describe().c_str());
     if (sharedReceives) {
-      const evrdma::SharedReceiveStats srq = reactor.sharedReceiveStats();
+      // The workers' own (read on their threads; that also lets each finish what it was doing).
+      evrdma::SharedReceiveStats srq = reactor.sharedReceiveStats();
+      for (auto& worker : workers)
+        worker->runAndWait([&] {
+          const evrdma::SharedReceiveStats w = worker->reactor().sharedReceiveStats();
+          srq.queues += w.queues;
+          srq.buffers += w.buffers;
+          srq.registeredBytes += w.registeredBytes;
+          srq.reserved += w.reserved;
+          srq.lowWatermarkEvents += w.lowWatermarkEvents;
+          srq.growths += w.growths;
+          srq.growthRefusals += w.growthRefusals;
+        });
       std::printf("pingpong-server: shared receive queues: %u, %llu buffers (%llu KiB registered, %llu guaranteed), "
                   "%llu low-watermark events, grew %llu times (%llu refused)\n",
                   srq.queues, static_cast<unsigned long long>(srq.buffers),
@@ -147,6 +178,15 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(stats.rejected), static_cast<unsigned long long>(stats.rejectedBusy),
                 static_cast<unsigned long long>(stats.rejectedWaiting), static_cast<unsigned long long>(stats.abandoned),
                 static_cast<unsigned long long>(stats.heldForLaterTurn));
+    for (auto& worker : workers) worker->runAndWait([] {});  // each has finished its last agent
+    const std::vector<evrdma::WorkerFigures> perWorker = listener->workerFigures();
+    for (size_t w = 0; w < perWorker.size(); ++w)
+      std::printf("pingpong-server: worker %zu: %llu clients accepted, %llu closed, %llu could not be set up, %llu "
+                  "abandoned\n",
+                  w, static_cast<unsigned long long>(perWorker[w].accepted),
+                  static_cast<unsigned long long>(perWorker[w].closed),
+                  static_cast<unsigned long long>(perWorker[w].rejected),
+                  static_cast<unsigned long long>(perWorker[w].abandoned));
   }
   listener.reset();
   // Clients cut short by a signal are a clean shutdown; errors, or clients that left early

@@ -1,6 +1,7 @@
 #!/bin/bash
 # The demo programs against each other over real RDMA (run under tools/rdma-run): the README's
-# embedded example against pingpong-server, the devices listing, and the loop-latency benchmark.
+# embedded example against pingpong-server, pingpong-server with worker threads and shared
+# receive queues, the devices listing, and the loop-latency benchmark.
 #   demo_programs_test.sh <build dir>
 set -u
 build=$1 failures=0
@@ -17,6 +18,18 @@ check "hello_embedded gets its echo: $out" $([ "$out" = "echo: hello" ]; echo $?
 wait "$server"
 check "pingpong-server served it and exited" $?
 cat "$log"
+
+# One loop per core, with shared receive queues: two worker threads serve 16 verified clients.
+"$build/demos/pingpong-server" -a "$address" -p 0 -w 2 -S -x -e 16 >"$log" 2>&1 &
+server=$!
+for _ in $(seq 200); do grep -q listening "$log" && break; sleep 0.05; done
+port=$(sed -n 's/.* port \([0-9]*\)$/\1/p' "$log" | head -n 1)
+"$build/demos/pingpong-client" -a "$address" -p "$port" -n 16 -c 100 -v >/dev/null 2>&1
+check "pingpong-client: 16 clients verified against pingpong-server -w 2 -S" $?
+wait "$server"
+check "pingpong-server -w 2 -S served them and exited" $?
+grep -E "served|worker|shared receive" "$log"
+check "both workers took clients" $([ "$(grep -cE "worker [01]: [1-9][0-9]* clients accepted" "$log")" = 2 ]; echo $?)
 
 "$build/demos/devices" | tee "$log"
 check "devices lists ${EVRDMA_RDMA_DEV:-?} with an active port" $(grep -q "^${EVRDMA_RDMA_DEV:-?}:" "$log" && grep -q "state active" "$log"; echo $?)
