@@ -196,6 +196,9 @@ evrdma::ConnectionOptions BlastAgent::options(const Request& request) {
   }
   o.recvDepth = depth;
   o.maxLentBytes = uint64_t{request.buffers} * request.size;
+  // The write modes' client asks for that region once established: registered at the accept, the
+  // request is answered without a registration in the receive path.
+  if (request.mode == Mode::Write || request.mode == Mode::WriteImm) o.lendingPoolBytes = o.maxLentBytes;
   if (request.mode == Mode::Read) o.responderResources = static_cast<uint8_t>(std::min<uint32_t>(request.buffers, 16));
   return o;
 }

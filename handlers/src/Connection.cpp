@@ -10,6 +10,7 @@
 #include "CmEvent.h"
 #include "CompletionDispatcher.h"
 #include "FramedSender.h"
+#include "LendingPool.h"
 #include "QueuePair.h"
 #include "ReactorMember.h"
 #include "RegionExchange.h"
@@ -98,20 +99,42 @@ int Connection::setUpVerbs(const char*& op) noexcept {
       options_.recvDepth, queuePair_->frameSlots(), queuePair_->frameSlotCount(), queuePair_->frameSlotLkey(), stats_,
       [this](const SendOp& request) { return submit(request); });
   ibv_pd* pd = queuePair_->protectionDomain();
+  detail::MemoryAccount& account = queuePair_->completions()->memoryAccount();
+  if (options_.lendingPoolBytes > 0) {
+    // Registered now, at setup: a peer's requestRegion is then served without a registration.
+    lendingPool_ = std::make_unique<detail::LendingPool>();
+    if (int failed = lendingPool_->init(pd, account, options_.lendingPoolBytes); failed != 0) {
+      lendingPool_.reset();
+      op = "lending pool registration (ConnectionOptions::lendingPoolBytes)";
+      return failed;
+    }
+  }
   regionExchange_ = std::make_unique<detail::RegionExchange>(
       options_.maxLentBytes, options_.maxPeerRegions,
       [this](std::vector<uint8_t> frame) { return framedSender_->sendControl(std::move(frame)); },
-      [pd, account = &queuePair_->completions()->memoryAccount()](uint64_t bytes, int access, RemoteRegion& remote,
-                                                                   detail::Charge& charge, int& error) {
+      [this, pd, account = &account](uint64_t bytes, int access, RemoteRegion& remote, detail::Charge& charge,
+                                     int& error) -> detail::RegionExchange::LentRegion {
+        if (detail::LendingPool* pool = lendingPool_.get()) {
+          auto piece = std::make_unique<MemoryRegion>(pool->take(bytes, access));
+          if (!*piece) {
+            error = -ENOMEM;  // the pool has no free range that large
+            return nullptr;
+          }
+          piece->remote(remote);
+          return detail::RegionExchange::LentRegion(piece.release(), [pool](MemoryRegion* given) {
+            pool->give(*given);
+            delete given;
+          });
+        }
         // Lent memory counts against the Reactor's budget, across all its connections.
         if (detail::Charge::take(account, detail::BufferMemory::pinnedBytes(bytes), charge) != 0) {
           error = -ENOMEM;
-          return std::unique_ptr<MemoryRegion>();
+          return nullptr;
         }
         auto region = std::make_unique<MemoryRegion>(MemoryRegion::allocate(pd, bytes, access, error));
-        if (!*region) return std::unique_ptr<MemoryRegion>();
+        if (!*region) return nullptr;
         region->remote(remote);
-        return region;
+        return detail::RegionExchange::LentRegion(region.release(), std::default_delete<MemoryRegion>());
       },
       *sink_, stats_);
   return 0;

@@ -21,6 +21,10 @@ int checkOptions(const ConnectionOptions& options, const char*& problem) noexcep
     problem = "framed connections need recvDepth >= 3";
     return -EINVAL;
   }
+  if (options.lendingPoolBytes > 0 && !options.framed) {
+    problem = "lendingPoolBytes needs a framed connection (regions are lent through its frames)";
+    return -EINVAL;
+  }
   if (options.sharedReceiveQueue && !options.autoPostRecv) {
     problem = "sharedReceiveQueue needs autoPostRecv: its buffers are shared by every connection";
     return -EINVAL;

@@ -8,6 +8,7 @@
 
 #include "CompletionDispatcher.h"
 #include "FramedSender.h"
+#include "LendingPool.h"
 #include "QueuePair.h"
 #include "RegionExchange.h"
 #include "SendQueue.h"
@@ -130,6 +131,7 @@ void Connection::releaseResources() noexcept {
   // regions lent to the peer, the frame slots' users, the CQ entries and buffers, the id.
   if (queuePair_) queuePair_->destroyQp();
   regionExchange_.reset();
+  lendingPool_.reset();  // after what it lent
   framedSender_.reset();
   queuePair_.reset();
   dropped_.clear();

@@ -103,6 +103,8 @@ void Listener::onReactorGone() noexcept {
 int Listener::listen(const std::string& address, uint16_t port, int backlog) noexcept {
   if (orphaned_) return -ESHUTDOWN;
   if (id_) return -EALREADY;
+  for (const std::shared_ptr<Worker>& worker : workers_)
+    if (!worker->reactor->acceptsPosts()) return -EINVAL;  // nothing could be handed to it
   sockaddr_storage local{};
   if (int rc = parseAddress(address, port, local); rc != 0) return rc;
   int error = 0;

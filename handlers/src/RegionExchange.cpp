@@ -81,7 +81,7 @@ int RegionExchange::onFrame(const Frame& frame, const char*& why) noexcept {
 void RegionExchange::onRequest(const Frame& frame) noexcept {
   int error = 0;
   RemoteRegion remote;
-  std::unique_ptr<MemoryRegion> region;
+  LentRegion region;
   Charge charge;
   if (frame.requestBytes > maxLentBytes_ - lentBytes_) {
     error = ENOMEM;  // over what this side agreed to lend
@@ -130,7 +130,7 @@ int RegionExchange::onRelease(const Frame& frame, const char*& why) noexcept {
                            [&](const Lent& l) { return sameRegion(l.remote, frame.releaseRkey, frame.releaseAddress); });
   if (lent != lent_.end()) {
     lentBytes_ -= lent->remote.length;
-    lent_.erase(lent);  // deregistered: the peer can no longer reach it
+    lent_.erase(lent);  // deregistered (the peer can no longer reach it), or back in the pool
     return 0;
   }
   auto sent = std::find_if(sent_.begin(), sent_.end(),

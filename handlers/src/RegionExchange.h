@@ -28,11 +28,14 @@ class RegionExchange {
  public:
   // Sends one protocol frame (it spends a credit and may wait for one): 0 or -errno.
   using SendFrame = std::function<int(std::vector<uint8_t> frame)>;
-  // Allocates and registers `bytes` with `access` for the peer and describes it in `remote`, with
-  // what it costs charged in `charge` (kept as long as the region); null with `error` = -errno on
-  // failure.
-  using Allocate = std::function<std::unique_ptr<MemoryRegion>(uint64_t bytes, int access, RemoteRegion& remote,
-                                                               Charge& charge, int& error)>;
+  // A region lent to the peer; its deleter gives it back (deregisters it, or returns it to the
+  // connection's lending pool).
+  using LentRegion = std::unique_ptr<MemoryRegion, std::function<void(MemoryRegion*)>>;
+  // Finds `bytes` with `access` for the peer (registers them, or takes them from a lending pool)
+  // and describes them in `remote`, with what it costs charged in `charge` (kept as long as the
+  // region); null with `error` = -errno on failure.
+  using Allocate = std::function<LentRegion(uint64_t bytes, int access, RemoteRegion& remote, Charge& charge,
+                                            int& error)>;
   // What the application hears.
   class Events {
    public:
@@ -73,7 +76,7 @@ class RegionExchange {
   };
   struct Lent {
     RemoteRegion remote;
-    std::unique_ptr<MemoryRegion> region;
+    LentRegion region;
     Charge charge;  // given back after the region has gone
   };
   void onRequest(const Frame& frame) noexcept;

@@ -46,6 +46,8 @@ void MemoryRegion::reset() noexcept {
   mr_.reset();
   owned_.reset();
   access_ = 0;
+  viewOf_ = nullptr;
+  viewOffset_ = viewLength_ = 0;
 }
 
 MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
@@ -54,8 +56,21 @@ MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
     mr_ = std::move(other.mr_);
     owned_ = std::move(other.owned_);
     access_ = std::exchange(other.access_, 0);
+    viewOf_ = std::exchange(other.viewOf_, nullptr);
+    viewOffset_ = std::exchange(other.viewOffset_, 0);
+    viewLength_ = std::exchange(other.viewLength_, 0);
   }
   return *this;
+}
+
+MemoryRegion MemoryRegion::view(const MemoryRegion& parent, size_t offset, size_t length, int access) {
+  MemoryRegion region;
+  if (!parent || length == 0 || !parent.contains(offset, length) || (access & ~parent.access()) != 0) return region;
+  region.viewOf_ = parent.mr();
+  region.viewOffset_ = (parent.viewOf_ != nullptr ? parent.viewOffset_ : 0) + offset;
+  region.viewLength_ = length;
+  region.access_ = access;
+  return region;
 }
 
 MemoryRegion MemoryRegion::wrap(ibv_pd* pd, void* address, size_t length, int access, int& error) {
@@ -92,10 +107,10 @@ MemoryRegion MemoryRegion::allocate(ibv_pd* pd, size_t length, int access, int& 
 int MemoryRegion::remote(RemoteRegion& out) const noexcept {
   out = RemoteRegion{};
   uint32_t granted = static_cast<uint32_t>(access_) & kRemoteBits;
-  if (!mr_ || granted == 0) return -EACCES;
-  out.address = reinterpret_cast<uintptr_t>(mr_->addr);
-  out.length = mr_->length;
-  out.rkey = mr_->rkey;
+  if (mr() == nullptr || granted == 0) return -EACCES;
+  out.address = reinterpret_cast<uintptr_t>(data());
+  out.length = length();
+  out.rkey = mr()->rkey;
   out.access = granted;
   return 0;
 }

@@ -21,8 +21,7 @@ Reactor::Reactor()
       ownsBase_(true),
       memory_(std::make_unique<detail::MemoryAccount>()),
       connectGate_(std::make_unique<detail::ConnectGate>(*this)),
-      deferLater_(std::make_unique<detail::NextTurn>()),
-      mailbox_(std::make_unique<detail::Mailbox>()) {
+      deferLater_(std::make_unique<detail::NextTurn>()) {
   makeDeferEvents();
 }
 
@@ -31,15 +30,13 @@ Reactor::Reactor(event_base* borrowed)
       ownsBase_(false),
       memory_(std::make_unique<detail::MemoryAccount>()),
       connectGate_(std::make_unique<detail::ConnectGate>(*this)),
-      deferLater_(std::make_unique<detail::NextTurn>()),
-      mailbox_(std::make_unique<detail::Mailbox>()) {
+      deferLater_(std::make_unique<detail::NextTurn>()) {
   makeDeferEvents();
 }
 
 void Reactor::makeDeferEvents() noexcept {
   if (base_ != nullptr) deferEvent_ = event_new(base_, -1, 0, &Reactor::onDeferEvent, this);
-  if (deferEvent_ != nullptr &&
-      (deferLater_->init(base_, &Reactor::onDeferEvent, this) != 0 || mailbox_->init(base_) != 0)) {
+  if (deferEvent_ != nullptr && deferLater_->init(base_, &Reactor::onDeferEvent, this) != 0) {
     event_free(deferEvent_);
     deferEvent_ = nullptr;  // valid() says so
   }
@@ -47,7 +44,7 @@ void Reactor::makeDeferEvents() noexcept {
 
 Reactor::~Reactor() {
   dying_ = true;
-  mailbox_->discard();
+  if (mailbox_) mailbox_->discard();
   deferred_.clear();  // destroyed unrun: nothing of the application's is called from here
   // Each member lets go of the Reactor; one may free others (a Listener its Agents) meanwhile.
   while (!members_.empty()) {
@@ -80,7 +77,20 @@ void Reactor::defer(std::function<void()> fn) {
   if (wasEmpty && !runningDeferred_) event_active(deferEvent_, EV_TIMEOUT, 0);
 }
 
-void Reactor::post(std::function<void()> fn) { mailbox_->post(std::move(fn)); }
+int Reactor::acceptPosts() noexcept {
+  if (mailbox_) return 0;
+  auto mailbox = std::make_unique<detail::Mailbox>();
+  if (int rc = mailbox->init(base_); rc != 0) return rc;
+  mailbox_ = std::move(mailbox);
+  acceptsPosts_ = true;
+  return 0;
+}
+
+int Reactor::post(std::function<void()> fn) {
+  if (!acceptsPosts_) return -ENOTSUP;
+  mailbox_->post(std::move(fn));
+  return 0;
+}
 
 void Reactor::onDeferEvent(int, short, void* self) noexcept { static_cast<Reactor*>(self)->runDeferred(); }
 

@@ -6,7 +6,7 @@
 namespace evrdma {
 
 ReactorThread::ReactorThread() : reactor_(std::make_unique<Reactor>()) {
-  if (!reactor_->valid()) return;
+  if (!reactor_->valid() || reactor_->acceptPosts() != 0) return;  // before its loop runs
   thread_ = std::thread([this] {
     // run() also returns when something on the loop calls stop(): only ours ends the thread.
     while (!stopping_) reactor_->run();

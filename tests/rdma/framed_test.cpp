@@ -344,6 +344,47 @@ TEST_F(Framed, ARequestPastTheReactorsMemoryBudgetIsRefusedAndItsReleaseGivesThe
   reactor_.setMemoryBudget(0);
 }
 
+// With lendingPoolBytes the connection registers its lending memory once, at setup: answering
+// the peer's requests registers nothing (the Reactor's registered memory stays put), the pieces
+// share the pool's registration, a piece given back is zeroed and lent again, and a request larger
+// than what is free is refused while the connection stays.
+TEST_F(Framed, RequestsAreServedFromALendingPoolRegisteredAtSetupNotInTheReceivePath) {
+  constexpr size_t kPiece = 16 << 10;
+  factory.options.lendingPoolBytes = 4 * kPiece;
+  connect();
+  const uint64_t registeredAtSetup = reactor_.registeredMemory();
+  RemoteRegion first = grant(kPiece, evrdma::kRemoteWrite, 1);
+  RemoteRegion second = grant(kPiece, evrdma::kRemoteWrite | evrdma::kRemoteRead, 2);
+  RemoteRegion third = grant(2 * kPiece, evrdma::kRemoteWrite, 3);
+  ASSERT_EQ(mine.granted.size(), 3u);
+  EXPECT_EQ(reactor_.registeredMemory(), registeredAtSetup) << "a registration in the receive path";
+  EXPECT_EQ(first.rkey, second.rkey) << "one registration covers the pool";
+  EXPECT_EQ(second.access, static_cast<uint32_t>(evrdma::kRemoteWrite | evrdma::kRemoteRead));
+  EXPECT_EQ(third.length, 2 * kPiece);
+
+  // The pool is full: one more byte is refused, and the connection stays.
+  ASSERT_EQ(client->requestRegion(1, evrdma::kRemoteWrite, 4), 0);
+  ASSERT_TRUE(runUntil([&] { return !mine.refused.empty(); }, 30s));
+  EXPECT_EQ(mine.refused[0], (std::pair<uint64_t, int>{4, -ENOMEM}));
+  EXPECT_EQ(client->state(), ConnectionState::Established);
+
+  // Written through one piece, seen in the lent memory, given back, lent again zeroed.
+  for (size_t i = 0; i < kPiece; ++i) local.data()[i] = pattern(i, 3);
+  ASSERT_EQ(client->rdmaWrite({&local, 0, kPiece}, second, 0, 1), 0);
+  ASSERT_TRUE(runUntil([&] { return mine.done.size() == 1; }, 60s));
+  ASSERT_EQ(theirs().lent.size(), 3u);
+  for (size_t i = 0; i < kPiece; ++i) ASSERT_EQ(theirs().lent[1]->data()[i], pattern(i, 3)) << "byte " << i;
+  ASSERT_EQ(client->releaseRegion(second), 0);
+  ASSERT_TRUE(runUntil([&] { return theirs().connection->lentBytes() == 3 * kPiece; }, 30s));
+  RemoteRegion again = grant(kPiece, evrdma::kRemoteRead, 5);
+  EXPECT_EQ(again.address, second.address) << "the freed piece is lent again";
+  ASSERT_EQ(theirs().lent.size(), 4u);
+  for (size_t i = 0; i < kPiece; ++i) ASSERT_EQ(theirs().lent[3]->data()[i], 0) << "byte " << i << " not zeroed";
+  EXPECT_EQ(reactor_.registeredMemory(), registeredAtSetup);
+  EXPECT_EQ(mine.error, "");
+  EXPECT_EQ(theirs().error, "");
+}
+
 TEST_F(Framed, AReleasedRegionCanNoLongerBeUsed) {
   connect();
   RemoteRegion region = grant(4096, evrdma::kRemoteWrite, 1);

@@ -213,6 +213,7 @@ TEST(Reactor, RunKeepsGoingWithNothingPendingUntilStopped) {
 TEST(Reactor, ClosuresPostedFromOtherThreadsRunOnTheLoopsThreadInTheOrderPosted) {
   Reactor reactor;
   Watchdog watchdog(reactor, 10s);
+  ASSERT_EQ(reactor.acceptPosts(), 0);
   constexpr int kThreads = 4, kEach = 1000;
   std::vector<int> seen[kThreads];  // touched on the loop's thread only
   std::atomic<int> ran{0};
@@ -244,7 +245,9 @@ TEST(Reactor, PostedClosuresNotRunYetAreDroppedWithTheReactor) {
   int ran = 0;
   {
     Reactor reactor;
-    reactor.post([&ran] { ++ran; });
+    EXPECT_EQ(reactor.post([&ran] { ++ran; }), -ENOTSUP) << "a Reactor takes posts only once it accepts them";
+    ASSERT_EQ(reactor.acceptPosts(), 0);
+    EXPECT_EQ(reactor.post([&ran] { ++ran; }), 0);
   }
   EXPECT_EQ(ran, 0);
 }

@@ -69,6 +69,7 @@ namespace detail {
 class QueuePair;
 class FramedSender;
 class RegionExchange;
+class LendingPool;
 }  // namespace detail
 
 enum class ConnectionState {
@@ -302,6 +303,7 @@ class Connection {
   CmId id_;
   std::unique_ptr<detail::QueuePair> queuePair_;
   std::unique_ptr<detail::FramedSender> framedSender_;      // framed connections only
+  std::unique_ptr<detail::LendingPool> lendingPool_;  // lendingPoolBytes: outlives what it lent
   std::unique_ptr<detail::RegionExchange> regionExchange_;  // framed connections only
   std::vector<SendOp> dropped_;  // never posted (teardown): reported as flushed before onClosed
   std::vector<uint32_t> idleRecvSlots_;  // consumed, not re-posted (autoPostRecv off)

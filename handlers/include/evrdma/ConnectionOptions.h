@@ -45,6 +45,12 @@ struct ConnectionOptions {
   // Small by default: lending pins memory on the peer's say-so (a server that lends must size
   // this for its protocol, as blast-server does); 0 refuses every request (-ENOMEM).
   uint64_t maxLentBytes = uint64_t{1} << 20;
+  // Framed: bytes registered once, when the connection is set up, that the peer's requests are
+  // served from (0, the default: each request is allocated and registered when it arrives, in the
+  // receive path). Pieces are zeroed when given back. One registration covers the pool: a piece's
+  // rkey reaches all of it, for reading and writing (the pool is this one peer's). A request
+  // larger than the pool's largest free range is refused (-ENOMEM at the peer).
+  uint64_t lendingPoolBytes = 0;
   // Framed: how many of the peer's regions this side keeps track of at once (granted and sent);
   // a peer that sends more breaks the protocol, and requestRegion() beyond it gives -ENOSPC.
   uint32_t maxPeerRegions = 1024;

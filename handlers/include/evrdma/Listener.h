@@ -52,7 +52,8 @@ struct ListenerOptions {
   // The most requests waiting for their turn; past it a request is rejected "server busy: N
   // requests waiting to be accepted". (Each waiting request holds its private data and a CM id.)
   size_t maxWaitingRequests = 16384;
-  // One loop per core: Reactors that run on other threads (see ReactorThread), each accepted
+  // One loop per core: Reactors that run on other threads and accept posts (Reactor::acceptPosts;
+  // a ReactorThread's does; listen() gives -EINVAL for one that does not), each accepted
   // connection handed to the one with the fewest agents. The Listener's own Reactor listens and
   // its factory decides there; the request's CM id then moves to the worker's event channel
   // (rdma_migrate_id), where its queue pair, buffers and completions are set up and its handler

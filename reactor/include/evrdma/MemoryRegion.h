@@ -39,7 +39,7 @@ struct RemoteRegion {
 class MemoryRegion {
  public:
   MemoryRegion() = default;
-  MemoryRegion(MemoryRegion&&) noexcept = default;
+  MemoryRegion(MemoryRegion&& other) noexcept { *this = std::move(other); }
   // Deregisters what this region held before freeing its memory, then takes `other`'s.
   MemoryRegion& operator=(MemoryRegion&& other) noexcept;
   ~MemoryRegion() { reset(); }
@@ -49,13 +49,20 @@ class MemoryRegion {
   static MemoryRegion wrap(ibv_pd* pd, void* address, size_t length, int access, int& error);
   // Allocates page-aligned, zeroed memory of `length` bytes and registers it; the region owns it.
   static MemoryRegion allocate(ibv_pd* pd, size_t length, int access, int& error);
+  // [offset, offset + length) of `parent` as a region of its own that shares parent's
+  // registration: its lkey, and its rkey, which reaches all of parent. It owns nothing and must not
+  // outlive parent; its access is `access` (at most parent's). Empty if out of bounds.
+  static MemoryRegion view(const MemoryRegion& parent, size_t offset, size_t length, int access);
 
-  explicit operator bool() const noexcept { return static_cast<bool>(mr_); }
-  uint8_t* data() const noexcept { return static_cast<uint8_t*>(mr_ ? mr_->addr : nullptr); }
-  size_t length() const noexcept { return mr_ ? mr_->length : 0; }
-  uint32_t lkey() const noexcept { return mr_ ? mr_->lkey : 0; }
+  explicit operator bool() const noexcept { return mr() != nullptr; }
+  uint8_t* data() const noexcept {
+    return mr() == nullptr ? nullptr : static_cast<uint8_t*>(mr()->addr) + (viewOf_ != nullptr ? viewOffset_ : 0);
+  }
+  size_t length() const noexcept { return mr() == nullptr ? 0 : viewOf_ != nullptr ? viewLength_ : mr()->length; }
+  uint32_t lkey() const noexcept { return mr() != nullptr ? mr()->lkey : 0; }
   int access() const noexcept { return access_; }
-  ibv_mr* get() const noexcept { return mr_.get(); }
+  // The registration (a view's is its parent's).
+  ibv_mr* get() const noexcept { return mr(); }
 
   // The region as peers see it; -EACCES (and an empty value) when it grants no remote access.
   int remote(RemoteRegion& out) const noexcept;
@@ -66,9 +73,13 @@ class MemoryRegion {
   struct FreeDeleter {
     void operator()(uint8_t* p) const noexcept;
   };
+  ibv_mr* mr() const noexcept { return viewOf_ != nullptr ? viewOf_ : mr_.get(); }
+
   std::unique_ptr<uint8_t[], FreeDeleter> owned_;  // declared first: freed after the MR is gone
   MemoryRegionHandle mr_;
   int access_ = 0;
+  ibv_mr* viewOf_ = nullptr;  // a view: its parent's registration, not ours
+  size_t viewOffset_ = 0, viewLength_ = 0;
 };
 
 // A piece of a registered region, for the zero-copy operations of a connection.

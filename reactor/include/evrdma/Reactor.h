@@ -3,6 +3,7 @@
 // that one base, serviced by one thread: the one that runs the loop.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -86,11 +87,17 @@ class Reactor {
   // on a later turn, after the loop has polled its sockets, signals and timers. Safe from any
   // callback. Never call it from another thread. Dropped (not run) once the Reactor is dying.
   void defer(std::function<void()> fn);
-  // The one call that is safe from any thread (while the Reactor lives): runs `fn` on the loop's
-  // own thread, on a turn soon after, in the order posted. How work reaches a Reactor that runs
-  // on another thread (ListenerOptions::workers, ReactorThread). Dropped unrun if the Reactor is
-  // destroyed first.
-  void post(std::function<void()> fn);
+  // Lets other threads hand work to this Reactor with post(): from now on the Reactor watches an
+  // eventfd of its own, so its base always has an event (an application's event_base_dispatch
+  // without EVLOOP_NO_EXIT_ON_EMPTY no longer returns for want of events). Call it on the loop's
+  // thread, or before the loop runs (ReactorThread does). 0 or -errno.
+  int acceptPosts() noexcept;
+  bool acceptsPosts() const noexcept { return acceptsPosts_; }
+  // The one call that is safe from any thread (while the Reactor lives, once it accepts posts):
+  // runs `fn` on the loop's thread, on a turn soon after, in the order posted. How work reaches a
+  // Reactor that runs on another thread (ListenerOptions::workers, ReactorThread). Dropped unrun if
+  // the Reactor is destroyed first. 0, or -ENOTSUP if acceptPosts() was never called.
+  int post(std::function<void()> fn);
 
   CmEventStats cmEventStats() const noexcept;
   SharedReceiveStats sharedReceiveStats() const noexcept;
@@ -161,6 +168,7 @@ class Reactor {
   // timers: a chain of them can never starve the loop.
   std::unique_ptr<detail::NextTurn> deferLater_;
   std::unique_ptr<detail::Mailbox> mailbox_;  // Reactor::post, from other threads
+  std::atomic<bool> acceptsPosts_{false};     // read by posting threads
   bool runningDeferred_ = false;
   std::vector<std::function<void()>> deferred_;
   std::unordered_set<detail::ReactorMember*> members_;
