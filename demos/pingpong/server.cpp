@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
   if (!pingpong::noStrayArguments("pingpong-server", optind, argc, argv)) return 2;
 
   evrdma::Reactor reactor;
-  if (!reactor.valid()) {
+  // The workers hand the agent-closed checks back to this loop (Reactor::post).
+  if (!reactor.valid() || reactor.acceptPosts() != 0) {
     std::fprintf(stderr, "pingpong-server: cannot create an event loop\n");
     return 1;
   }
@@ -125,7 +126,7 @@ int main(int argc, char** argv) {
                   agent.error.c_str());
     }
     const uint64_t served = factory.agentsServed;
-    reactor.post([&lifetime, served, exitAfter] { lifetime.agentClosed(served, exitAfter); });  // the loop's thread
+    (void)reactor.post([&lifetime, served, exitAfter] { lifetime.agentClosed(served, exitAfter); });  // the loop's thread
   };
 
   if (int rc = listener->listen(address, static_cast<uint16_t>(port), static_cast<int>(backlog)); rc != 0) {

@@ -66,7 +66,7 @@ void Listener::releaseWorkerSides() noexcept {
   // Each worker's side goes on its own thread: it closes its agents and frees itself after them.
   // From here on the Listener hands nothing over, so it no longer needs its workers.
   for (const std::shared_ptr<Worker>& worker : workers_)
-    worker->reactor->post([worker] { Listener::Ptr side = std::move(worker->side); });
+    (void)worker->reactor->post([worker] { Listener::Ptr side = std::move(worker->side); });  // accepts posts (listen)
   workers_.clear();
 }
 
@@ -139,7 +139,7 @@ void Listener::close() noexcept {
   }
   for (auto& [agent, owned] : agents_) agent->close();
   for (const std::shared_ptr<Worker>& worker : workers_)
-    worker->reactor->post([worker] {
+    (void)worker->reactor->post([worker] {
       if (worker->side) worker->side->close();
     });
 }
@@ -278,7 +278,7 @@ void Listener::handOver(rdma_cm_id* id, AcceptDecision decision) noexcept {
   auto handed = std::make_shared<AcceptDecision>(std::move(decision));
   AgentFactory* factory = &factory_;
   ListenerOptions sideOptions = options_;
-  worker->reactor->post([worker, id, handed, factory, sideOptions] {
+  (void)worker->reactor->post([worker, id, handed, factory, sideOptions] {  // listen() checked it accepts posts
     if (!worker->side) {
       worker->side = Listener::create(*worker->reactor, *factory, sideOptions);
       worker->side->servesWorker_ = worker;

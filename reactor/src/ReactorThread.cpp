@@ -15,7 +15,7 @@ ReactorThread::ReactorThread() : reactor_(std::make_unique<Reactor>()) {
 
 ReactorThread::~ReactorThread() {
   if (thread_.joinable()) {
-    reactor_->post([this] {
+    (void)reactor_->post([this] {
       stopping_ = true;
       reactor_->stop();
     });
@@ -28,7 +28,7 @@ void ReactorThread::runAndWait(const std::function<void()>& fn) {
   std::mutex mutex;
   std::condition_variable done;
   bool ran = false;
-  reactor_->post([&] {
+  (void)reactor_->post([&] {
     fn();
     std::lock_guard<std::mutex> lock(mutex);
     ran = true;

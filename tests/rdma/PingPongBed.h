@@ -22,6 +22,7 @@
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
 #include "evrdma/Watch.h"
+#include "rdma/RunUntil.h"
 #include "rdma/TestBed.h"
 
 namespace evrdma::test {
@@ -51,15 +52,7 @@ class PingPongBed : public ::testing::Test {
 
   // Runs the loop until `done()` holds (checked every few ms) or `limit` passes. True if done.
   bool runUntil(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    bool reached = false;
-    evrdma::Timer check(reactor_, [&] {
-      if (done()) reached = true;
-      if (reached || std::chrono::steady_clock::now() > deadline) reactor_.stop();
-    });
-    check.startPeriodic(2ms);
-    reactor_.run();
-    return reached;
+    return evrdma::test::runUntil(reactor_, done, limit);
   }
 
   // Starts a ping-sr client; its result lands in results_ when it has closed.

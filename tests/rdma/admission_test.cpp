@@ -18,6 +18,7 @@
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
 #include "evrdma/Watch.h"
+#include "rdma/RunUntil.h"
 #include "rdma/TestBed.h"
 
 namespace {
@@ -59,18 +60,7 @@ struct ClientRecord : evrdma::ConnectionHandler {
   }
 };
 
-// Runs `reactor` until `done()` or `limit`.
-bool runUntil(evrdma::Reactor& reactor, const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  bool reached = false;
-  evrdma::Timer check(reactor, [&] {
-    reached = done();
-    if (reached || std::chrono::steady_clock::now() > deadline) reactor.stop();
-  });
-  check.startPeriodic(2ms);
-  reactor.run();
-  return reached;
-}
+using evrdma::test::runUntil;
 
 TEST(Admission, PastMaxAgentsARequestIsRejectedAsBusyBeforeTheFactoryIsAsked) {
   evrdma::test::TestBed bed;

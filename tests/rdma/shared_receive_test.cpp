@@ -21,6 +21,7 @@
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
 #include "evrdma/Watch.h"
+#include "rdma/RunUntil.h"
 #include "rdma/TestBed.h"
 
 namespace {
@@ -29,17 +30,7 @@ using namespace std::chrono_literals;
 
 constexpr size_t kMessageSize = 64;
 
-bool runUntil(evrdma::Reactor& reactor, const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  bool reached = false;
-  evrdma::Timer check(reactor, [&] {
-    reached = done();
-    if (reached || std::chrono::steady_clock::now() > deadline) reactor.stop();
-  });
-  check.startPeriodic(2ms);
-  reactor.run();
-  return reached;
-}
+using evrdma::test::runUntil;
 
 // What one agent saw (kept by the factory: the handler goes with its connection).
 struct AgentRecord {
@@ -132,6 +123,29 @@ class SharedReceives : public ::testing::Test {
     for (size_t i = 0; i < clients_.size(); ++i) senders_[i]->pump(*clients_[i]);
   }
   bool iwarp() const { return !clients_.empty() && !clients_.front()->supportsImmediateData(); }
+  // Every agent got `each` messages, in order, and no side saw an error.
+  void expectEveryMessageInOrder(uint32_t each) {
+    for (size_t i = 0; i < senders_.size(); ++i) {
+      EXPECT_EQ(factory_.agents[i].received, each) << "agent " << i;
+      EXPECT_EQ(factory_.agents[i].outOfOrder, 0u) << "agent " << i;
+      EXPECT_EQ(factory_.agents[i].error, "") << "agent " << i;
+      EXPECT_EQ(senders_[i]->error, "") << "client " << i;
+    }
+  }
+  // Unframed agents of 8 receives, and senders of 8 send buffers (a burst of 8 each).
+  static evrdma::ConnectionOptions burstAgentOptions() {
+    evrdma::ConnectionOptions options;
+    options.maxMessageSize = kMessageSize;
+    options.recvDepth = 8;
+    return options;
+  }
+  static evrdma::ClientOptions burstSenderOptions() {
+    evrdma::ClientOptions options;
+    options.maxMessageSize = kMessageSize;
+    options.sendDepth = 8;
+    options.recvDepth = 1;
+    return options;
+  }
 
   evrdma::test::TestBed bed_;
   evrdma::Reactor reactor_;
@@ -154,16 +168,10 @@ void print(const char* what, const evrdma::SharedReceiveStats& s) {
 // On RoCE an unframed agent is guaranteed nothing: the device runs low, says so, and the pool
 // grows while the senders retry (RNR). On iWARP each agent is guaranteed its recvDepth.
 TEST_F(SharedReceives, ABurstFromManyPeersIsReceivedWhileThePoolGrowsWhenTheDeviceSaysItRunsLow) {
-  evrdma::ConnectionOptions agentOptions;
-  agentOptions.maxMessageSize = kMessageSize;
-  agentOptions.recvDepth = 8;
-  evrdma::ClientOptions clientOptions;
-  clientOptions.maxMessageSize = kMessageSize;
-  clientOptions.sendDepth = 8;
-  clientOptions.recvDepth = 1;
+  const evrdma::ConnectionOptions agentOptions = burstAgentOptions();
   constexpr size_t kPeers = 24;
   constexpr uint32_t kEach = 8;
-  connect(kPeers, agentOptions, clientOptions, kEach);
+  connect(kPeers, agentOptions, burstSenderOptions(), kEach);
   const evrdma::SharedReceiveStats before = reactor_.sharedReceiveStats();
   print("connected", before);
   EXPECT_EQ(before.queues, 1u);
@@ -177,12 +185,7 @@ TEST_F(SharedReceives, ABurstFromManyPeersIsReceivedWhileThePoolGrowsWhenTheDevi
       << factory_.received() << " of " << kPeers * kEach << " messages";
   const evrdma::SharedReceiveStats after = reactor_.sharedReceiveStats();
   print("after the burst", after);
-  for (size_t i = 0; i < kPeers; ++i) {
-    EXPECT_EQ(factory_.agents[i].received, kEach) << "agent " << i;
-    EXPECT_EQ(factory_.agents[i].outOfOrder, 0u) << "agent " << i;
-    EXPECT_EQ(factory_.agents[i].error, "") << "agent " << i;
-    EXPECT_EQ(senders_[i]->error, "") << "client " << i;
-  }
+  expectEveryMessageInOrder(kEach);
   EXPECT_EQ(after.posted, after.buffers) << "every buffer back on the device";
   if (!iwarp()) {
     EXPECT_GE(after.lowWatermarkEvents, 1u);
@@ -217,14 +220,9 @@ TEST_F(SharedReceives, FramedConnectionsKeepTheirCreditsSoNoSenderFindsThePoolEm
       << factory_.received() << " of " << kPeers * kEach << " messages";
   const evrdma::RnrCounters rnrAfter = evrdma::readRnrCounters(clients_.front()->device());
   print("after the traffic", reactor_.sharedReceiveStats());
+  expectEveryMessageInOrder(kEach);
   uint64_t creditWaits = 0;
-  for (size_t i = 0; i < kPeers; ++i) {
-    EXPECT_EQ(factory_.agents[i].received, kEach) << "agent " << i;
-    EXPECT_EQ(factory_.agents[i].outOfOrder, 0u) << "agent " << i;
-    EXPECT_EQ(factory_.agents[i].error, "") << "agent " << i;
-    EXPECT_EQ(senders_[i]->error, "") << "client " << i;
-    creditWaits += clients_[i]->stats().creditWaits;
-  }
+  for (const evrdma::Client::Ptr& client : clients_) creditWaits += client->stats().creditWaits;
   std::printf("credit waits at the senders: %llu\n", static_cast<unsigned long long>(creditWaits));
   EXPECT_GT(creditWaits, 0u) << "the senders never had to wait: the test did not press on the credits";
   if (rnrBefore.available) {
@@ -239,16 +237,10 @@ TEST_F(SharedReceives, FramedConnectionsKeepTheirCreditsSoNoSenderFindsThePoolEm
 // (the dispatcher does). Every buffer is back in the pool once they are all closed, and the
 // pool's guarantees are too.
 TEST_F(SharedReceives, BuffersOfConnectionsThatCloseAmidTrafficGoBackToThePool) {
-  evrdma::ConnectionOptions agentOptions;
-  agentOptions.maxMessageSize = kMessageSize;
-  agentOptions.recvDepth = 8;
-  evrdma::ClientOptions clientOptions;
-  clientOptions.maxMessageSize = kMessageSize;
-  clientOptions.sendDepth = 8;
-  clientOptions.recvDepth = 1;
+  const evrdma::ConnectionOptions agentOptions = burstAgentOptions();
   constexpr size_t kPeers = 16;
   factory_.closeOnFirst = true;
-  connect(kPeers, agentOptions, clientOptions, 8);
+  connect(kPeers, agentOptions, burstSenderOptions(), 8);
   burst();
   ASSERT_TRUE(runUntil(reactor_, [&] {
     for (const AgentRecord& agent : factory_.agents)

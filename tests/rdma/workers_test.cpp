@@ -19,23 +19,14 @@
 #include "evrdma/Reactor.h"
 #include "evrdma/ReactorThread.h"
 #include "evrdma/Watch.h"
+#include "rdma/RunUntil.h"
 #include "rdma/TestBed.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 
-bool runUntil(evrdma::Reactor& reactor, const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  bool reached = false;
-  evrdma::Timer check(reactor, [&] {
-    reached = done();
-    if (reached || std::chrono::steady_clock::now() > deadline) reactor.stop();
-  });
-  check.startPeriodic(2ms);
-  reactor.run();
-  return reached;
-}
+using evrdma::test::runUntil;
 
 // What the agents share across the worker threads.
 struct AgentThreads {
@@ -78,51 +69,63 @@ struct EchoOnWorkersFactory : evrdma::AgentFactory {
   }
 };
 
-TEST(Workers, AgentsLandOnEveryWorkerThreadAndEveryEchoIsVerified) {
-  evrdma::test::TestBed bed;
-  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
-  EchoOnWorkersFactory factory;  // declared first: it outlives the workers' agents
-  evrdma::ReactorThread first, second;
-  ASSERT_TRUE(first.valid());
-  ASSERT_TRUE(second.valid());
-  evrdma::Reactor reactor;
-  evrdma::ListenerOptions options;
-  options.workers = {&first.reactor(), &second.reactor()};
-  auto listener = evrdma::Listener::create(reactor, factory, options);
-  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+class Workers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(evrdma::test::loadTestBed(bed_));
+    ASSERT_TRUE(first_.valid());
+    ASSERT_TRUE(second_.valid());
+    evrdma::ListenerOptions options;
+    options.workers = {&first_.reactor(), &second_.reactor()};
+    listener_ = evrdma::Listener::create(reactor_, factory_, options);
+    ASSERT_EQ(listener_->listen(bed_.ip, 0), 0);
+  }
+  // Ping-sr clients of 64 B messages on the listening Reactor's thread, every echo verified; each
+  // result lands in results_ once its connection has closed.
+  void connectClients(int count, const pingsr::ConnectInfo& info) {
+    evrdma::ClientOptions options;
+    options.maxMessageSize = 64;
+    options.recvDepth = 2;
+    options.sendDepth = 2;
+    for (int i = 0; i < count; ++i) {
+      auto handler = std::make_unique<pingpong::PingClient>(static_cast<uint32_t>(i), info, true, pingpong::Trace::Off,
+                                                            [this](const pingpong::PingResult& r) { results_.push_back(r); });
+      handler->setRoundTripTimeout(std::chrono::seconds(10));  // a lost echo is reported, not waited for
+      clients_.push_back(evrdma::Client::create(reactor_, std::move(handler), options));
+      ASSERT_EQ(clients_.back()->connect(bed_.ip, listener_->port(), pingsr::encode(info)), 0);
+    }
+  }
 
-  // Clients on the listening Reactor's thread: 24 of them (both ends in one process: siw holds
-  // ~70 queue pairs per process), 200 verified round trips of 64 B each.
+  evrdma::test::TestBed bed_;
+  EchoOnWorkersFactory factory_;  // declared first: it outlives the workers' agents
+  evrdma::ReactorThread first_, second_;
+  evrdma::Reactor reactor_;
+  evrdma::Listener::Ptr listener_;
+  std::vector<pingpong::PingResult> results_;
+  std::vector<evrdma::Client::Ptr> clients_;
+};
+
+TEST_F(Workers, AgentsLandOnEveryWorkerThreadAndEveryEchoIsVerified) {
+  // 24 clients (both ends in one process: siw holds ~70 queue pairs per process), 200 round trips.
   constexpr int kClients = 24;
   const pingsr::ConnectInfo info{200, 64};
-  std::vector<pingpong::PingResult> results;
-  std::vector<evrdma::Client::Ptr> clients;
-  evrdma::ClientOptions clientOptions;
-  clientOptions.maxMessageSize = 64;
-  clientOptions.recvDepth = 2;
-  clientOptions.sendDepth = 2;
   size_t mostAgents = 0;
   std::vector<evrdma::WorkerFigures> atMost;
-  for (int i = 0; i < kClients; ++i) {
-    auto handler = std::make_unique<pingpong::PingClient>(static_cast<uint32_t>(i), info, true, pingpong::Trace::Off,
-                                                          [&](const pingpong::PingResult& r) { results.push_back(r); });
-    clients.push_back(evrdma::Client::create(reactor, std::move(handler), clientOptions));
-    ASSERT_EQ(clients.back()->connect(bed.ip, listener->port(), pingsr::encode(info)), 0);
-  }
-  ASSERT_TRUE(runUntil(reactor, [&] {
-    if (listener->agentCount() > mostAgents) {
-      mostAgents = listener->agentCount();
-      atMost = listener->workerFigures();
+  connectClients(kClients, info);
+  ASSERT_TRUE(runUntil(reactor_, [&] {
+    if (listener_->agentCount() > mostAgents) {
+      mostAgents = listener_->agentCount();
+      atMost = listener_->workerFigures();
     }
-    return results.size() == static_cast<size_t>(kClients);
-  }, 120s)) << results.size() << " of " << kClients << " clients finished";
-  for (const pingpong::PingResult& r : results) {
+    return results_.size() == static_cast<size_t>(kClients);
+  }, 120s)) << results_.size() << " of " << kClients << " clients finished";
+  for (const pingpong::PingResult& r : results_) {
     EXPECT_TRUE(r.succeeded) << "client " << r.index << ": " << r.error;
     EXPECT_EQ(r.roundTrips, info.count) << "client " << r.index;
   }
-  ASSERT_TRUE(runUntil(reactor, [&] { return factory.shared.closed == kClients; }, 30s));
+  ASSERT_TRUE(runUntil(reactor_, [&] { return factory_.shared.closed == kClients; }, 30s));
 
-  const std::vector<evrdma::WorkerFigures> figures = listener->workerFigures();
+  const std::vector<evrdma::WorkerFigures> figures = listener_->workerFigures();
   ASSERT_EQ(figures.size(), 2u);
   uint64_t accepted = 0;
   for (size_t w = 0; w < figures.size(); ++w) {
@@ -136,43 +139,24 @@ TEST(Workers, AgentsLandOnEveryWorkerThreadAndEveryEchoIsVerified) {
     accepted += figures[w].accepted;
   }
   EXPECT_EQ(accepted, static_cast<uint64_t>(kClients));
-  EXPECT_EQ(listener->agentCount(), 0u);
-  EXPECT_EQ(factory.shared.established.load(), kClients);
-  EXPECT_EQ(factory.shared.failed.load(), 0);
-  EXPECT_EQ(factory.decidedOn, std::this_thread::get_id()) << "the factory decides on the listening thread";
-  std::lock_guard<std::mutex> lock(factory.shared.mutex);
-  EXPECT_EQ(factory.shared.threads.size(), 2u) << "the agents ran on both workers";
-  EXPECT_EQ(factory.shared.threads.count(std::this_thread::get_id()), 0u) << "an agent ran on the listening thread";
+  EXPECT_EQ(listener_->agentCount(), 0u);
+  EXPECT_EQ(factory_.shared.established.load(), kClients);
+  EXPECT_EQ(factory_.shared.failed.load(), 0);
+  EXPECT_EQ(factory_.decidedOn, std::this_thread::get_id()) << "the factory decides on the listening thread";
+  std::lock_guard<std::mutex> lock(factory_.shared.mutex);
+  EXPECT_EQ(factory_.shared.threads.size(), 2u) << "the agents ran on both workers";
+  EXPECT_EQ(factory_.shared.threads.count(std::this_thread::get_id()), 0u) << "an agent ran on the listening thread";
 }
 
 // Dropping the Listener closes the agents it handed to its workers, each on its own thread.
-TEST(Workers, DroppingTheListenerClosesTheAgentsOnTheWorkers) {
-  evrdma::test::TestBed bed;
-  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
-  EchoOnWorkersFactory factory;
-  evrdma::ReactorThread first, second;
-  evrdma::Reactor reactor;
-  evrdma::ListenerOptions options;
-  options.workers = {&first.reactor(), &second.reactor()};
-  auto listener = evrdma::Listener::create(reactor, factory, options);
-  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+TEST_F(Workers, DroppingTheListenerClosesTheAgentsOnTheWorkers) {
   constexpr int kClients = 8;
-  const pingsr::ConnectInfo info{1000000, 64};  // round trips for longer than the test
-  std::vector<pingpong::PingResult> results;
-  std::vector<evrdma::Client::Ptr> clients;
-  for (int i = 0; i < kClients; ++i) {
-    auto handler = std::make_unique<pingpong::PingClient>(static_cast<uint32_t>(i), info, true, pingpong::Trace::Off,
-                                                          [&](const pingpong::PingResult& r) { results.push_back(r); });
-    evrdma::ClientOptions clientOptions;
-    clientOptions.maxMessageSize = 64;
-    clients.push_back(evrdma::Client::create(reactor, std::move(handler), clientOptions));
-    ASSERT_EQ(clients.back()->connect(bed.ip, listener->port(), pingsr::encode(info)), 0);
-  }
-  ASSERT_TRUE(runUntil(reactor, [&] { return factory.shared.established == kClients; }, 60s));
-  listener.reset();
-  ASSERT_TRUE(runUntil(reactor, [&] { return factory.shared.closed == kClients && results.size() == kClients; }, 60s))
-      << factory.shared.closed << " agents and " << results.size() << " clients closed of " << kClients;
-  for (const pingpong::PingResult& r : results) EXPECT_FALSE(r.succeeded) << "client " << r.index;
+  connectClients(kClients, pingsr::ConnectInfo{1000000, 64});  // round trips for longer than the test
+  ASSERT_TRUE(runUntil(reactor_, [&] { return factory_.shared.established == kClients; }, 60s));
+  listener_.reset();
+  ASSERT_TRUE(runUntil(reactor_, [&] { return factory_.shared.closed == kClients && results_.size() == kClients; }, 60s))
+      << factory_.shared.closed << " agents and " << results_.size() << " clients closed of " << kClients;
+  for (const pingpong::PingResult& r : results_) EXPECT_FALSE(r.succeeded) << "client " << r.index;
 }
 
 }  // namespace

@@ -223,7 +223,7 @@ TEST(Reactor, ClosuresPostedFromOtherThreadsRunOnTheLoopsThreadInTheOrderPosted)
   for (int t = 0; t < kThreads; ++t) {
     posters.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
-        reactor.post([&, t, i] {
+        (void)reactor.post([&, t, i] {
           if (std::this_thread::get_id() != loopThread) otherThread = true;
           seen[t].push_back(i);
           if (++ran == kThreads * kEach) reactor.stop();

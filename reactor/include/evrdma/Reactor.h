@@ -97,7 +97,7 @@ class Reactor {
   // runs `fn` on the loop's thread, on a turn soon after, in the order posted. How work reaches a
   // Reactor that runs on another thread (ListenerOptions::workers, ReactorThread). Dropped unrun if
   // the Reactor is destroyed first. 0, or -ENOTSUP if acceptPosts() was never called.
-  int post(std::function<void()> fn);
+  [[nodiscard]] int post(std::function<void()> fn);
 
   CmEventStats cmEventStats() const noexcept;
   SharedReceiveStats sharedReceiveStats() const noexcept;

@@ -1,0 +1,26 @@
+// Runs a Reactor's loop until a condition holds or a time limit passes: how the RDMA tests wait
+// for what they cause, without hanging when it never comes.
+#pragma once
+
+#include <chrono>
+#include <functional>
+
+#include "evrdma/Reactor.h"
+#include "evrdma/Watch.h"
+
+namespace evrdma::test {
+
+// Runs `reactor` until `done()` holds (checked every 2 ms) or `limit` passes. True if done.
+inline bool runUntil(evrdma::Reactor& reactor, const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool reached = false;
+  evrdma::Timer check(reactor, [&] {
+    if (done()) reached = true;
+    if (reached || std::chrono::steady_clock::now() > deadline) reactor.stop();
+  });
+  check.startPeriodic(std::chrono::milliseconds(2));
+  reactor.run();
+  return reached;
+}
+
+}  // namespace evrdma::test
