@@ -23,9 +23,8 @@ int SharedReceiveQueue::init(uint32_t maxWr) noexcept {
 }
 
 int SharedReceiveQueue::join(uint32_t reserve) noexcept {
-  const uint32_t buffers = static_cast<uint32_t>(chunks_.size()) * kChunkBuffers;
-  if (reserved_ + reserve > buffers)
-    if (int rc = grow(reserved_ + reserve - buffers); rc != 0) return rc;
+  if (reserved_ + reserve > buffers())
+    if (int rc = grow(reserved_ + reserve - buffers()); rc != 0) return rc;
   reserved_ += reserve;
   ++connections_;
   return 0;
@@ -55,15 +54,14 @@ int SharedReceiveQueue::repost(uint32_t index) noexcept {
   return 0;
 }
 
-int SharedReceiveQueue::grow(uint32_t buffers) noexcept {
-  const uint32_t have = static_cast<uint32_t>(chunks_.size()) * kChunkBuffers;
-  const uint32_t chunks = (buffers + kChunkBuffers - 1) / kChunkBuffers;
-  if (have + chunks * kChunkBuffers > capacity_) return -ENOSPC;
+int SharedReceiveQueue::grow(uint32_t wanted) noexcept {
+  const uint32_t chunks = (wanted + kChunkBuffers - 1) / kChunkBuffers;
+  if (buffers() + chunks * kChunkBuffers > capacity_) return -ENOSPC;
   for (uint32_t c = 0; c < chunks; ++c) {
     auto chunk = std::make_unique<BufferMemory>();
     if (int rc = chunk->allocate(arena_, account_, pd_, bufferSize_ * kChunkBuffers, kLocalWrite); rc != 0) return rc;
     chunks_.push_back(std::move(chunk));
-    const uint32_t first = static_cast<uint32_t>(chunks_.size() - 1) * kChunkBuffers;
+    const uint32_t first = buffers() - kChunkBuffers;
     for (uint32_t index = first; index < first + kChunkBuffers; ++index)
       if (int rc = repost(index); rc != 0) return rc;
   }
@@ -74,21 +72,20 @@ int SharedReceiveQueue::grow(uint32_t buffers) noexcept {
 void SharedReceiveQueue::armLowWatermark() noexcept {
   // Raised once fewer than a quarter of the pool's buffers are posted; the device disarms it then.
   ibv_srq_attr attr{};
-  attr.srq_limit = std::max<uint32_t>(1, static_cast<uint32_t>(chunks_.size()) * kChunkBuffers / 4);
+  attr.srq_limit = std::max<uint32_t>(1, buffers() / 4);
   (void)ibv_modify_srq(srq_.get(), &attr, IBV_SRQ_LIMIT);  // without it the pool only grows on joins
 }
 
 void SharedReceiveQueue::onLowWatermark() noexcept {
   ++lowWatermarkEvents_;
-  const uint32_t buffers = static_cast<uint32_t>(chunks_.size()) * kChunkBuffers;
-  const uint32_t more = std::min(std::max(kChunkBuffers, buffers / 2), capacity_ - buffers);
+  const uint32_t more = std::min(std::max(kChunkBuffers, buffers() / 2), capacity_ - buffers());
   if (more < kChunkBuffers || grow(more) != 0) ++growthRefusals_;  // full, or past the budget
   armLowWatermark();
 }
 
 void SharedReceiveQueue::addTo(SharedReceiveStats& stats) const noexcept {
   ++stats.queues;
-  stats.buffers += chunks_.size() * kChunkBuffers;
+  stats.buffers += buffers();
   stats.posted += posted_;
   stats.reserved += reserved_;
   stats.connections += connections_;

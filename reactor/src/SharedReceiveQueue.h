@@ -68,7 +68,8 @@ class SharedReceiveQueue {
   void addTo(SharedReceiveStats& stats) const noexcept;
 
  private:
-  int grow(uint32_t buffers) noexcept;  // rounded up to chunks
+  int grow(uint32_t wanted) noexcept;  // buffers, rounded up to chunks
+  uint32_t buffers() const noexcept { return static_cast<uint32_t>(chunks_.size()) * kChunkBuffers; }
   void armLowWatermark() noexcept;
 
   ibv_pd* pd_;
