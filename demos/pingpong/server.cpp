@@ -156,16 +156,7 @@ int main(int argc, char** argv) {
       // The workers' own (read on their threads; that also lets each finish what it was doing).
       evrdma::SharedReceiveStats srq = reactor.sharedReceiveStats();
       for (auto& worker : workers)
-        worker->runAndWait([&] {
-          const evrdma::SharedReceiveStats w = worker->reactor().sharedReceiveStats();
-          srq.queues += w.queues;
-          srq.buffers += w.buffers;
-          srq.registeredBytes += w.registeredBytes;
-          srq.reserved += w.reserved;
-          srq.lowWatermarkEvents += w.lowWatermarkEvents;
-          srq.growths += w.growths;
-          srq.growthRefusals += w.growthRefusals;
-        });
+        worker->runAndWait([&] { srq += worker->reactor().sharedReceiveStats(); });
       std::printf("pingpong-server: shared receive queues: %u, %llu buffers (%llu KiB registered, %llu guaranteed), "
                   "%llu low-watermark events, grew %llu times (%llu refused)\n",
                   srq.queues, static_cast<unsigned long long>(srq.buffers),

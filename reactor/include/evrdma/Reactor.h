@@ -52,6 +52,20 @@ struct SharedReceiveStats {
   uint64_t lowWatermarkEvents = 0;  // the device said fewer than a quarter were posted
   uint64_t growths = 0;             // times a pool grew past its first chunk
   uint64_t growthRefusals = 0;      // a pool that should have grown could not (full, or the budget)
+
+  // Sums another Reactor's (e.g. the workers' of a Listener).
+  SharedReceiveStats& operator+=(const SharedReceiveStats& other) noexcept {
+    queues += other.queues;
+    connections += other.connections;
+    buffers += other.buffers;
+    posted += other.posted;
+    reserved += other.reserved;
+    registeredBytes += other.registeredBytes;
+    lowWatermarkEvents += other.lowWatermarkEvents;
+    growths += other.growths;
+    growthRefusals += other.growthRefusals;
+    return *this;
+  }
 };
 
 // Lifetimes. Destroying the Reactor is final and silent: every Client, Listener (with its
