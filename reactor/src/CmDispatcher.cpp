@@ -4,6 +4,7 @@
 
 #include <cerrno>
 
+#include "Logging.h"
 #include "evrdma/Reactor.h"
 
 namespace evrdma {
@@ -58,12 +59,15 @@ void CmDispatcher::drain() noexcept {
     auto* handler = event.id != nullptr ? static_cast<CmEventHandler*>(event.id->context) : nullptr;
     if (handler == nullptr) {
       ++orphans_;
+      EVRDMA_LOG(LogLevel::Info, "CM event %s (status %d) for an id nobody owns any more: dropped",
+                 rdma_event_str(event.type), event.status);
       continue;
     }
     ++dispatched_;
     handler->onCmEvent(event);
   }
   ++budgetYields_;
+  EVRDMA_LOG(LogLevel::Debug, "CM events: budget of one turn spent, the rest on a later turn");
   resume_.schedule();  // budget spent: the rest after the loop's other sources and timers
 }
 

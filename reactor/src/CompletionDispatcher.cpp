@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
+#include "Logging.h"
 #include "evrdma/Reactor.h"
 
 namespace evrdma {
@@ -169,6 +171,7 @@ void CompletionDispatcher::drainAsyncEvents() noexcept {
       return;
     }
     ++stats_.asyncEvents;
+    EVRDMA_LOG(LogLevel::Info, "%s: device async event %s", deviceName(), ibv_event_type_str(event.event_type));
     // Copy what is needed, then ack: destroying a QP or CQ waits for its events to be acked.
     detail::AsyncEventCopy copy;
     copy.type = event.event_type;
@@ -274,6 +277,8 @@ void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
         attachment->handler_->onCompletion(wc);  // the connection gives the buffer back
       } else {
         ++stats_.strayCompletions;  // its QP is gone: the buffer goes back to the pool
+        EVRDMA_LOG(LogLevel::Info, "%s: a receive completion for QP %u, no longer attached: its shared buffer is reposted",
+                   deviceName(), wc.qp_num);
         (void)srq->repost(detail::wrid::index(wc.wr_id));
       }
       return;
@@ -281,6 +286,8 @@ void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
   }
   if (attachment == nullptr || serial != attachment->serial_) {
     ++stats_.strayCompletions;
+    EVRDMA_LOG(LogLevel::Info, "%s: a completion (%s, status %s) for QP %u, no longer attached: dropped", deviceName(),
+               detail::wrid::isSend(wc.wr_id) ? "send" : "receive", ibv_wc_status_str(wc.status), wc.qp_num);
     return;
   }
   attachment->handler_->onCompletion(wc);
@@ -341,6 +348,7 @@ bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcep
     ++stats_.polls;
     if (n < 0) {
       ++stats_.pollFailures;
+      EVRDMA_LOG(LogLevel::Error, "%s: ibv_poll_cq failed (%d): its connections fail", deviceName(), n);
       reportCqError(cq, n, "ibv_poll_cq");
       return true;  // nothing more to hand out from it
     }
@@ -385,12 +393,15 @@ void CompletionDispatcher::run() noexcept {
       cq->needsArm = false;
       if (int rc = ibv_req_notify_cq(cq->cq.get(), 0); rc != 0) {  // arm before polling: the notify race
         ++stats_.notifyFailures;
+        EVRDMA_LOG(LogLevel::Error, "%s: ibv_req_notify_cq failed (%s): its connections fail", deviceName(),
+                   strerror(rc));
         reportCqError(*cq, -rc, "ibv_req_notify_cq");
       }
     }
     if (!serve(*cq, kBudget, handled)) {
       // Budget spent: this CQ goes to the back, and the rest waits for a later turn.
       ++stats_.budgetYields;
+      EVRDMA_LOG(LogLevel::Debug, "%s: completion budget of one turn spent, the rest on a later turn", deviceName());
       ready_.pop_front();
       ready_.push_back(cq);
       resume_.schedule();

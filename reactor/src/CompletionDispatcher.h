@@ -111,6 +111,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   std::unique_ptr<Attachment> attach(uint32_t entries, CompletionHandler* handler, int& error);
 
   ibv_context* context() const noexcept { return context_; }
+  const char* deviceName() const noexcept { return context_ != nullptr && context_->device != nullptr ? ibv_get_device_name(context_->device) : "?"; }
   // The device is going away (DEVICE_REMOVAL, DEVICE_FATAL, or its fds failed): every attached
   // handler hears onDeviceRemoved, its events are removed from the loop (a removed device's fds
   // stay readable: the loop would spin), no new attachment is accepted (-ENODEV), and once the

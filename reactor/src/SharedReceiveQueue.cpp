@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "Logging.h"
 #include "WorkRequestId.h"
 
 namespace evrdma::detail {
@@ -79,7 +80,13 @@ void SharedReceiveQueue::armLowWatermark() noexcept {
 void SharedReceiveQueue::onLowWatermark() noexcept {
   ++lowWatermarkEvents_;
   const uint32_t more = std::min(std::max(kChunkBuffers, buffers() / 2), capacity_ - buffers());
-  if (more < kChunkBuffers || grow(more) != 0) ++growthRefusals_;  // full, or past the budget
+  if (more < kChunkBuffers || grow(more) != 0) {  // full, or past the budget
+    ++growthRefusals_;
+    EVRDMA_LOG(LogLevel::Warn, "a shared receive queue runs low (%u buffers) and cannot grow: %s", buffers(),
+               more < kChunkBuffers ? "it holds the most it may" : "its memory could not be registered (budget?)");
+  } else {
+    EVRDMA_LOG(LogLevel::Info, "a shared receive queue ran low: grew to %u buffers", buffers());
+  }
   armLowWatermark();
 }
 
