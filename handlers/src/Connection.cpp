@@ -4,11 +4,14 @@
 // ConnectionTeardown.cpp.
 #include "evrdma/Connection.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
 #include "CmEvent.h"
 #include "CompletionDispatcher.h"
+#include "Frame.h"
+#include "Logging.h"
 #include "FramedSender.h"
 #include "LendingPool.h"
 #include "QueuePair.h"
@@ -32,6 +35,10 @@ class Connection::Sink final : public CmEventHandler,
   void onCompletionQueueError(int err, const char* op) noexcept override { c_.onCompletionQueueError(err, op); }
   void onDeviceRemoved() noexcept override { c_.onDeviceRemoved(); }
   void onReactorGone() noexcept override { c_.onReactorGone(); }  // may free the connection
+  bool connectionState(ConnectionState& state) const noexcept override {
+    state = c_.state_;
+    return true;
+  }
   void onGranted(uint64_t tag, const RemoteRegion& region) noexcept override {
     c_.handler_->onRegionGranted(c_, tag, region);
   }
@@ -70,7 +77,8 @@ Connection::Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> hand
       disconnectTimer_(reactor, [this] {
         disconnectDone_ = true;  // waited long enough for the peer and the flushes
         scheduleFinish();
-      }) {
+      }),
+      livenessTimer_(reactor, [this] { onLivenessTick(); }) {
   reactor.join(sink_.get());
 }
 
@@ -253,9 +261,74 @@ void Connection::transportUp(bool peerSpoke) noexcept {
 void Connection::markEstablished() noexcept {
   if (state_ == ConnectionState::Established) return;
   setState(ConnectionState::Established);
+  establishedAt_ = std::chrono::steady_clock::now();
+  startLivenessChecks();
   onEstablishedByRole();  // e.g. the client's connect timer stops, whoever announced it
   if (framedSender_) framedSender_->maybeSendCreditFrame();  // tell the peer about our receives first
   handler_->onEstablished(*this);
+}
+
+namespace {
+std::chrono::milliseconds keepaliveTimeoutOf(const ConnectionOptions& options) noexcept {
+  return options.keepaliveTimeout.count() > 0 ? options.keepaliveTimeout : 3 * options.keepaliveInterval;
+}
+}  // namespace
+
+void Connection::startLivenessChecks() noexcept {
+  using std::chrono::milliseconds;
+  const bool keepalive = framedSender_ && options_.keepaliveInterval.count() > 0;
+  if (!keepalive && options_.idleTimeout.count() == 0) return;
+  // Ticks often enough to notice each deadline within a quarter of it.
+  milliseconds tick = milliseconds::max();
+  if (keepalive) tick = std::min({tick, options_.keepaliveInterval, keepaliveTimeoutOf(options_) / 4});
+  if (options_.idleTimeout.count() > 0) tick = std::min(tick, options_.idleTimeout / 4);
+  tick = std::max(tick, milliseconds(1));
+  lastHeard_ = lastActive_ = establishedAt_;
+  heardMark_ = receivesSeen_;
+  activityMark_ = stats_.messagesSent + stats_.messagesReceived + stats_.opsCompleted;
+  livenessTimer_.startPeriodic(tick);
+}
+
+void Connection::onLivenessTick() noexcept {
+  if (!sendable()) {
+    livenessTimer_.cancel();
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (receivesSeen_ != heardMark_) {
+    heardMark_ = receivesSeen_;
+    lastHeard_ = now;
+    probeOutstanding_ = false;
+  }
+  const uint64_t activity = stats_.messagesSent + stats_.messagesReceived + stats_.opsCompleted;
+  if (activity != activityMark_) {
+    activityMark_ = activity;
+    lastActive_ = now;
+  }
+  if (options_.idleTimeout.count() > 0 && now - lastActive_ >= options_.idleTimeout) {
+    livenessTimer_.cancel();
+    errorText_ = "idle timeout: no message either way for " + std::to_string(options_.idleTimeout.count()) + " ms";
+    fail(-ETIMEDOUT, errorText_.c_str());
+    return;
+  }
+  if (!framedSender_ || options_.keepaliveInterval.count() == 0) return;
+  const auto silence = now - lastHeard_;
+  if (silence >= keepaliveTimeoutOf(options_)) {
+    livenessTimer_.cancel();
+    errorText_ = "keepalive: the peer has sent nothing, not even an answer to a probe, for " +
+                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silence).count()) +
+                 " ms (keepaliveTimeout " + std::to_string(keepaliveTimeoutOf(options_).count()) + " ms)";
+    EVRDMA_LOG(LogLevel::Warn, "%s %s: %s", isClient_ ? "client of" : "agent for", peerAddress_.c_str(),
+               errorText_.c_str());
+    fail(-ETIMEDOUT, errorText_.c_str());
+    return;
+  }
+  if (silence >= options_.keepaliveInterval && !probeOutstanding_) {
+    probeOutstanding_ = true;
+    ++stats_.keepaliveProbesSent;
+    if (int rc = framedSender_->sendControl(keepaliveFrame(FrameType::KeepaliveProbe, 0)); rc != 0)
+      fail(rc, "ibv_post_send (keepalive probe)");
+  }
 }
 
 }  // namespace evrdma

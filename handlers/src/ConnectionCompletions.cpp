@@ -124,6 +124,7 @@ void Connection::onReceiveCompletion(const ibv_wc& wc) noexcept {
     maybeFinish();
     return;
   }
+  ++receivesSeen_;  // the peer is alive (keepalive)
   // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
   if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) transportUp(true);
   // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
@@ -189,6 +190,12 @@ bool Connection::onFrame(const uint8_t* data, const ibv_wc& wc) noexcept {
         handler_->onRecv(*this, frame.payload, frame.payloadLength);
       return true;
     case FrameType::Credit:
+    case FrameType::KeepaliveReply:  // heard: that is all a reply says
+      return true;
+    case FrameType::KeepaliveProbe:
+      ++stats_.keepaliveRepliesSent;
+      if (int rc = framedSender_->sendControl(keepaliveFrame(FrameType::KeepaliveReply, 0)); rc != 0)
+        fail(rc, "ibv_post_send (keepalive reply)");
       return true;
     default: {
       if (regionExchange_->onFrame(frame, why) != 0) fail(-EPROTO, why);

@@ -25,6 +25,19 @@ int checkOptions(const ConnectionOptions& options, const char*& problem) noexcep
     problem = "lendingPoolBytes needs a framed connection (regions are lent through its frames)";
     return -EINVAL;
   }
+  if (options.keepaliveInterval.count() < 0 || options.keepaliveTimeout.count() < 0 || options.idleTimeout.count() < 0) {
+    problem = "keepaliveInterval, keepaliveTimeout and idleTimeout cannot be negative";
+    return -EINVAL;
+  }
+  if (options.keepaliveInterval.count() > 0 && !options.framed) {
+    problem = "keepaliveInterval needs a framed connection (probes are frames)";
+    return -EINVAL;
+  }
+  if (options.keepaliveTimeout.count() > 0 &&
+      (options.keepaliveInterval.count() == 0 || options.keepaliveTimeout < options.keepaliveInterval)) {
+    problem = "keepaliveTimeout needs keepaliveInterval, and cannot be shorter than it";
+    return -EINVAL;
+  }
   if (options.sharedReceiveQueue && !options.autoPostRecv) {
     problem = "sharedReceiveQueue needs autoPostRecv: its buffers are shared by every connection";
     return -EINVAL;

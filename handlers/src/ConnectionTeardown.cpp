@@ -4,9 +4,11 @@
 // onClosed as the last callback, on a later turn. Every accepted operation gets its onOpDone first.
 #include "evrdma/Connection.h"
 
+#include <cstring>
 #include <string>
 
 #include "CompletionDispatcher.h"
+#include "Logging.h"
 #include "FramedSender.h"
 #include "LendingPool.h"
 #include "QueuePair.h"
@@ -43,6 +45,8 @@ void Connection::onDeviceRemoved() noexcept {
 void Connection::failLater(int err, const char* op) noexcept {
   if (teardownStarted_ || finished_) return;
   failed_ = true;
+  if (error_ == 0) error_ = err;
+  logFailure(err, op);
   // The caller is inside one of our calls (postSend, endBatch...): it gets the error as the
   // return value, and onError comes after it returned (deferred before finish(), so it precedes
   // onClosed).
@@ -54,8 +58,15 @@ void Connection::failLater(int err, const char* op) noexcept {
 void Connection::fail(int err, const char* op) noexcept {
   if (teardownStarted_ || finished_) return;
   failed_ = true;
+  if (error_ == 0) error_ = err;
+  logFailure(err, op);
   handler_->onError(*this, err, op);
   beginTeardown();
+}
+
+void Connection::logFailure(int err, const char* op) const noexcept {
+  EVRDMA_LOG(LogLevel::Info, "%s %s failed: %s: %s", isClient_ ? "client of" : "agent for", peerAddress_.c_str(), op,
+             strerror(-err));
 }
 
 void Connection::close() noexcept {
@@ -72,6 +83,7 @@ void Connection::reportUnfinished(const SendOp& op, ibv_wc_status status) noexce
 void Connection::beginTeardown() noexcept {
   if (teardownStarted_ || finished_) return;
   teardownStarted_ = true;
+  livenessTimer_.cancel();
   // Never posted: nothing to wait for. Reported as flushed just before onClosed, in the order
   // issued (the send queue's backlog is older than what waits for credits).
   if (SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr)

@@ -19,6 +19,8 @@ long payloadSizeOf(FrameType type) noexcept {
     case FrameType::RegionRelease: return 12;
     case FrameType::Credit: return 0;
     case FrameType::Hello: return 8;
+    case FrameType::KeepaliveProbe:
+    case FrameType::KeepaliveReply: return 0;
   }
   return -2;
 }
@@ -49,7 +51,7 @@ int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) n
   };
   if (data == nullptr || size < Frame::kHeaderSize) return bad("shorter than a frame header");
   if (data[0] != Frame::kVersion) return bad("unknown frame version");
-  if (data[1] > static_cast<uint8_t>(FrameType::Hello)) return bad("unknown frame type");
+  if (data[1] > static_cast<uint8_t>(FrameType::KeepaliveReply)) return bad("unknown frame type");
   Frame f;
   f.type = static_cast<FrameType>(data[1]);
   f.credits = getBig16(data + 2);
@@ -86,6 +88,8 @@ int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) n
       break;
     case FrameType::Data:
     case FrameType::Credit:
+    case FrameType::KeepaliveProbe:
+    case FrameType::KeepaliveReply:
       break;
   }
   out = f;
@@ -134,6 +138,8 @@ std::vector<uint8_t> regionReleaseFrame(uint32_t rkey, uint64_t address, uint16_
 }
 
 std::vector<uint8_t> creditFrame(uint16_t credits) { return frame(FrameType::Credit, credits, 0, 0); }
+
+std::vector<uint8_t> keepaliveFrame(FrameType type, uint16_t credits) { return frame(type, credits, 0, 0); }
 
 std::vector<uint8_t> helloFrame(uint64_t maxMessageSize, uint16_t credits) {
   auto out = frame(FrameType::Hello, credits, 0, 8);

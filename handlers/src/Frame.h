@@ -23,6 +23,8 @@ enum class FrameType : uint8_t {
   RegionRelease = 5,  // "forget the region with this rkey and address": u32 rkey, u64 address
   Credit = 6,         // credits only (in the header), no payload
   Hello = 7,          // each side's first frame: u64 the largest message it receives (maxMessageSize)
+  KeepaliveProbe = 8,  // "are you there?": the peer answers with a KeepaliveReply; no payload
+  KeepaliveReply = 9,  // no payload
 };
 
 struct Frame {
@@ -67,5 +69,6 @@ std::vector<uint8_t> regionOfferFrame(const RemoteRegion& region, uint64_t tag, 
 std::vector<uint8_t> regionReleaseFrame(uint32_t rkey, uint64_t address, uint16_t credits);
 std::vector<uint8_t> creditFrame(uint16_t credits);
 std::vector<uint8_t> helloFrame(uint64_t maxMessageSize, uint16_t credits);
+std::vector<uint8_t> keepaliveFrame(FrameType type, uint16_t credits);  // KeepaliveProbe or KeepaliveReply
 
 }  // namespace evrdma

@@ -10,6 +10,7 @@
 
 #include "CmDispatcher.h"
 #include "CmEvent.h"
+#include "Logging.h"
 #include "ReactorMember.h"
 #include "evrdma/Address.h"
 #include "evrdma/PrivateData.h"
@@ -93,6 +94,8 @@ std::vector<WorkerFigures> Listener::workerFigures() const {
 void Listener::onReactorGone() noexcept {
   // Silent, like the Reactor's other members: the agents close without callbacks.
   orphaned_ = true;
+  drainTimer_.reset();
+  drained_ = nullptr;
   dropWaitingRequests();
   nextTurn_.reset();
   id_.reset();
@@ -132,16 +135,84 @@ uint16_t Listener::port() const noexcept { return id_ ? ntohs(rdma_get_src_port(
 
 void Listener::close() noexcept {
   id_.reset();  // no more connect requests
+  rejectWaiting("the server is shutting down");
+  closeAgents();
+}
+
+void Listener::rejectWaiting(const char* reason) noexcept {
   while (!waiting_.empty()) {
     CmEvent event = std::move(waiting_.front());
     waiting_.pop_front();
-    reject(event.id, "the server is shutting down");
+    ++stats_.rejectedClosing;
+    reject(event.id, reason);
   }
+}
+
+void Listener::closeAgents() noexcept {
   for (auto& [agent, owned] : agents_) agent->close();
   for (const std::shared_ptr<Worker>& worker : workers_)
     (void)worker->reactor->post([worker] {
       if (worker->side) worker->side->close();
     });
+}
+
+void Listener::drain(std::chrono::milliseconds grace, std::function<void()> drained) {
+  const auto deadline = std::chrono::steady_clock::now() + std::max(grace, std::chrono::milliseconds(0));
+  if (!draining_) {
+    draining_ = true;
+    drainDeadline_ = deadline;
+    id_.reset();  // no more requests
+    rejectWaiting("the server is draining");
+  } else if (deadline < drainDeadline_) {
+    drainDeadline_ = deadline;
+  }
+  if (drained) drained_ = std::move(drained);
+  if (orphaned_) return;
+  if (!drainTimer_) drainTimer_ = std::make_unique<Timer>(reactor_, [this] { drainTick(); });
+  drainTick();
+}
+
+void Listener::drainTick() noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  if (!drainClosedAgents_ && now >= drainDeadline_) {
+    drainClosedAgents_ = true;
+    closeAgents();
+  }
+  maybeDrained();
+  if (!drained_) return;
+  // The workers' agents close on their threads: their count is looked at every few milliseconds.
+  auto next = std::chrono::milliseconds(10);
+  if (workers_.empty()) {
+    if (drainClosedAgents_) return;  // the last agent's end calls maybeDrained
+    next = std::chrono::duration_cast<std::chrono::milliseconds>(drainDeadline_ - now) + std::chrono::milliseconds(1);
+  }
+  drainTimer_->startOnce(next);
+}
+
+void Listener::maybeDrained() noexcept {
+  if (!draining_ || !drained_ || agentCount() != 0) return;
+  std::function<void()> drained = std::move(drained_);
+  drained_ = nullptr;
+  if (drainTimer_) drainTimer_->cancel();
+  reactor_.defer(std::move(drained));
+}
+
+void Listener::forEachAgent(const std::function<void(Agent&)>& fn) const {
+  for (const auto& [agent, owned] : agents_) fn(*agent);
+}
+
+ConnectionCounts Listener::agentsByState() const noexcept {
+  ConnectionCounts counts;
+  for (const auto& [agent, owned] : agents_) ++counts[agent->state()];
+  return counts;
+}
+
+ConnectionStats Listener::agentTotals() const noexcept {
+  ConnectionStats totals = closedTotals_;
+  for (const auto& [agent, owned] : agents_)
+    if (agent->state() != ConnectionState::Closed && agent->state() != ConnectionState::Failed)
+      totals += agent->stats();  // a finished agent's are in closedTotals_ already
+  return totals;
 }
 
 void Listener::onCmEvent(const CmEvent& event) noexcept {
@@ -157,6 +228,7 @@ void Listener::onCmEvent(const CmEvent& event) noexcept {
       id_.reset();
       dropWaitingRequests();
       forgetRemovedDevices();
+      EVRDMA_LOG(LogLevel::Error, "a listener's device is being removed: it stopped listening");
       factory_.onListenerError(-ENODEV, "device removal: the listener stopped (listen again once the device is back)");
       return;
     default:
@@ -206,7 +278,8 @@ bool Listener::onWaitingRequestEvent(const CmEvent& event) noexcept {
 
 void Listener::answer(const CmEvent& event) noexcept {
   if (!id_) {  // closing: a request that was already queued
-    reject(event.id, "the server is shutting down");
+    ++stats_.rejectedClosing;
+    reject(event.id, draining_ ? "the server is draining" : "the server is shutting down");
     return;
   }
   if (!requestStillWaiting(event.id)) {
@@ -223,10 +296,12 @@ void Listener::answer(const CmEvent& event) noexcept {
                          event.responderResources};
   AcceptDecision decision = factory_.onConnectRequest(request);
   if (!id_) {  // the factory closed the listener (or dropped its Ptr) while deciding
-    reject(event.id, "the server is shutting down");
+    ++stats_.rejectedClosing;
+    reject(event.id, draining_ ? "the server is draining" : "the server is shutting down");
     return;
   }
   if (!decision.handler) {
+    ++stats_.rejectedByFactory;
     reject(event.id, decision.rejectReason.empty() ? "rejected" : decision.rejectReason);
     return;
   }
@@ -254,6 +329,7 @@ void Listener::setUpAgent(rdma_cm_id* id, AcceptDecision decision) noexcept {
     auto payload = encodeRejectReason(reason);
     rdma_reject(agent->cmId(), payload.data(), static_cast<uint8_t>(payload.size()));
     ++stats_.rejected;
+    ++stats_.rejectedSetup;
     if (servesWorker_) ++servesWorker_->rejected;
     agent->fail(rc, op);
     return;
@@ -295,6 +371,7 @@ void Listener::adopt(rdma_cm_id* id, AcceptDecision decision) noexcept {
   if (cm != nullptr && rdma_migrate_id(id, cm->channel()) != 0) error = errno ? -errno : -EINVAL;
   if (error != 0) {
     reject(id, std::string("server could not set up the connection: rdma_migrate_id: ") + strerror(-error));
+    ++stats_.rejectedSetup;
     ++servesWorker_->rejected;
     --servesWorker_->agents;
     return;
@@ -309,6 +386,8 @@ void Listener::adopt(rdma_cm_id* id, AcceptDecision decision) noexcept {
 }
 
 void Listener::reject(rdma_cm_id* id, const std::string& reason) noexcept {
+  EVRDMA_LOG(LogLevel::Info, "rejected the connect request of %s: %s", formatAddress(rdma_get_peer_addr(id)).c_str(),
+             reason.c_str());
   auto payload = encodeRejectReason(reason);
   rdma_reject(id, payload.data(), static_cast<uint8_t>(payload.size()));
   rdma_destroy_id(id);  // its event is acked already
@@ -327,6 +406,8 @@ bool Listener::requestStillWaiting(rdma_cm_id* id) noexcept {
 
 void Listener::forgetAbandonedRequest(rdma_cm_id* id) noexcept {
   ++stats_.abandoned;
+  EVRDMA_LOG(LogLevel::Info, "the client %s gave up its connect request before it was answered",
+             formatAddress(rdma_get_peer_addr(id)).c_str());
   rdma_destroy_id(id);  // its event is acked already
 }
 
@@ -343,6 +424,9 @@ void Listener::agentAbandoned(Agent* agent) noexcept {
 
 void Listener::agentFinished(Agent* agent) noexcept {
   ++stats_.agentsClosed;
+  closedTotals_ += agent->stats();
+  if (agent->error() != 0) ++stats_.agentsFailed;
+  if (agent->error() == -ETIMEDOUT) ++stats_.agentsTimedOut;
   if (servesWorker_) {
     --servesWorker_->agents;
     ++servesWorker_->closed;
@@ -350,6 +434,7 @@ void Listener::agentFinished(Agent* agent) noexcept {
   // Called from the agent's own finish(): free it on a later turn.
   reactor_.defer([this, agent] {
     agents_.erase(agent);
+    maybeDrained();
     maybeDelete();
   });
 }

@@ -118,6 +118,24 @@ SharedReceiveStats Reactor::sharedReceiveStats() const noexcept {
   return out;
 }
 
+ReactorStats Reactor::stats() const {
+  ReactorStats out;
+  out.cmEvents = cmEventStats();
+  for (const auto& [device, completions] : completions_) {
+    out.devices.push_back(DeviceStats{completions->deviceName(), completions->stats(), readRnrCounters(device)});
+    completions->addSharedReceiveStats(out.sharedReceives);
+  }
+  for (const detail::ReactorMember* member : members_) {
+    ConnectionState state;
+    if (member->connectionState(state)) ++out.connections[state];
+  }
+  out.registeredMemory = registeredMemory();
+  out.memoryBudget = memoryBudget();
+  out.connectsInFlight = connectsInFlight();
+  out.connectsWaiting = connectsWaiting();
+  return out;
+}
+
 CmEventStats Reactor::cmEventStats() const noexcept {
   CmEventStats out;
   if (cm_) {

@@ -2,6 +2,8 @@
 // Reactor is destroyed first (see the lifetimes contract in Reactor.h).
 #pragma once
 
+#include "evrdma/ConnectionState.h"
+
 namespace evrdma {
 namespace detail {
 // Everything made on a Reactor that must let go of it if the Reactor is destroyed first:
@@ -11,6 +13,8 @@ class ReactorMember {
   // The Reactor is being destroyed: release everything held on it now, and call nothing of the
   // application's (no callback fires). The object stays a closed shell until its owner drops it.
   virtual void onReactorGone() noexcept = 0;
+  // A connection's state, for Reactor::stats(); false for what is not a connection.
+  virtual bool connectionState(ConnectionState& /*state*/) const noexcept { return false; }
 
  protected:
   ~ReactorMember() = default;

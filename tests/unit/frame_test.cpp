@@ -118,6 +118,23 @@ TEST(Frame, MalformedFramesAreRefusedWithAReason) {
   EXPECT_NE(why.find("malformed region"), std::string::npos);
 }
 
+TEST(Frame, KeepaliveProbesAndRepliesCarryCreditsAndNoPayload) {
+  Frame f;
+  ASSERT_EQ(parse(evrdma::keepaliveFrame(FrameType::KeepaliveProbe, 3), f), 0);
+  EXPECT_EQ(f.type, FrameType::KeepaliveProbe);
+  EXPECT_EQ(f.credits, 3);
+  ASSERT_EQ(parse(evrdma::keepaliveFrame(FrameType::KeepaliveReply, 0), f), 0);
+  EXPECT_EQ(f.type, FrameType::KeepaliveReply);
+  std::string why;
+  auto padded = evrdma::keepaliveFrame(FrameType::KeepaliveProbe, 0);
+  padded.push_back(1);
+  EXPECT_EQ(parse(padded, f, &why), -EPROTO) << "a probe has no payload";
+  auto next = evrdma::keepaliveFrame(FrameType::KeepaliveReply, 0);
+  next[1] = static_cast<uint8_t>(FrameType::KeepaliveReply) + 1;
+  EXPECT_EQ(parse(next, f, &why), -EPROTO);
+  EXPECT_NE(why.find("unknown frame type"), std::string::npos);
+}
+
 TEST(Frame, CreditsCanBeFilledInAfterTheHeaderWasWritten) {
   std::vector<uint8_t> buffer(evrdma::Frame::kHeaderSize + 3, 0);
   evrdma::writeFrameHeader(buffer.data(), evrdma::FrameType::Data, 0, 3, 0);

@@ -47,6 +47,7 @@
 // -> onClosed -> the owner frees the object (deferred).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -56,6 +57,7 @@
 #include "evrdma/Callbacks.h"
 #include "evrdma/CompletionStats.h"
 #include "evrdma/ConnectionOptions.h"
+#include "evrdma/ConnectionState.h"
 #include "evrdma/MemoryRegion.h"
 #include "evrdma/Verbs.h"
 #include "evrdma/Watch.h"
@@ -72,18 +74,6 @@ class RegionExchange;
 class LendingPool;
 }  // namespace detail
 
-enum class ConnectionState {
-  Idle,            // created, nothing started
-  ResolvingAddr,   // client: rdma_resolve_addr in progress
-  ResolvingRoute,  // client: rdma_resolve_route in progress
-  Connecting,      // client: rdma_connect sent, waiting for the answer
-  Accepting,       // agent: rdma_accept sent, waiting for ESTABLISHED
-  Established,     // data may flow
-  Disconnecting,   // teardown: waiting for DISCONNECTED and flushed work requests
-  Closed,          // final: resources released after a clean close
-  Failed,          // final: resources released after an error
-};
-const char* toString(ConnectionState state) noexcept;
 
 class Connection {
  public:
@@ -166,6 +156,11 @@ class Connection {
   uint32_t postedRecvs() const noexcept;
   const std::string& peerAddress() const noexcept { return peerAddress_; }
   const ConnectionStats& stats() const noexcept { return stats_; }
+  // The -errno the connection failed with (what onError said), 0 while it has not failed.
+  int error() const noexcept { return error_; }
+  // When the object was made, and when it became established (the epoch before that).
+  std::chrono::steady_clock::time_point createdAt() const noexcept { return createdAt_; }
+  std::chrono::steady_clock::time_point establishedAt() const noexcept { return establishedAt_; }
   ConnectionHandler& handler() const noexcept { return *handler_; }
   Reactor& reactor() const noexcept { return reactor_; }
   // The statistics of the completion channel this connection's CQ is on (shared by every
@@ -272,6 +267,10 @@ class Connection {
   void releaseResources() noexcept;
   // fail() for an error met inside a call of the application's: onError comes on a later turn.
   void failLater(int err, const char* op) noexcept;
+  void logFailure(int err, const char* op) const noexcept;
+  // keepaliveInterval / idleTimeout: starts the liveness checks (once established).
+  void startLivenessChecks() noexcept;
+  void onLivenessTick() noexcept;
   // Reports an operation that will never complete normally (flushed, or dropped unposted).
   void reportUnfinished(const SendOp& op, ibv_wc_status status) noexcept;
   void beginTeardown() noexcept;
@@ -295,6 +294,9 @@ class Connection {
   std::string errorText_;       // keeps an onError `op` alive while the callback runs
   std::string laterErrorText_;  // the same for failLater's deferred onError
   ConnectionStats stats_;
+  int error_ = 0;
+  std::chrono::steady_clock::time_point createdAt_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point establishedAt_{};
   const CompletionStats* completionStats_ = nullptr;
   ibv_context* device_ = nullptr;
 
@@ -308,6 +310,13 @@ class Connection {
   std::vector<SendOp> dropped_;  // never posted (teardown): reported as flushed before onClosed
   std::vector<uint32_t> idleRecvSlots_;  // consumed, not re-posted (autoPostRecv off)
   Timer disconnectTimer_;
+  // Liveness (keepaliveInterval, idleTimeout): counters compared at each tick of the timer, so
+  // the data path only counts.
+  Timer livenessTimer_;
+  uint64_t receivesSeen_ = 0;  // every successful receive, the protocol's own frames included
+  uint64_t heardMark_ = 0, activityMark_ = 0;
+  std::chrono::steady_clock::time_point lastHeard_{}, lastActive_{};
+  bool probeOutstanding_ = false;
 };
 
 }  // namespace evrdma

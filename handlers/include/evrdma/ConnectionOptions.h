@@ -54,6 +54,19 @@ struct ConnectionOptions {
   // Framed: how many of the peer's regions this side keeps track of at once (granted and sent);
   // a peer that sends more breaks the protocol, and requestRegion() beyond it gives -ENOSPC.
   uint32_t maxPeerRegions = 1024;
+  // Framed: when the peer has sent nothing for this long, send it a keepalive probe, which the
+  // peer's evrdma answers from its loop (0, the default: never). RDMA has no transport keepalive,
+  // and a peer whose process hangs or is stopped is not noticed otherwise: its device still
+  // acknowledges every packet. Both sides answer probes whatever their own options.
+  std::chrono::milliseconds keepaliveInterval{0};
+  // Framed, with keepaliveInterval: a peer that has sent nothing at all (probe answers included)
+  // for this long fails the connection with onError(-ETIMEDOUT, "keepalive: ..."), noticed within
+  // a quarter of it more (0: 3 x keepaliveInterval). At least keepaliveInterval.
+  std::chrono::milliseconds keepaliveTimeout{0};
+  // Any connection: no application message either way (sent, received, or a zero-copy operation
+  // completed) for this long fails it with onError(-ETIMEDOUT, "idle timeout: ...") (0, the
+  // default: never). Keepalive probes and credit frames are not messages.
+  std::chrono::milliseconds idleTimeout{0};
   // How long close() waits for the peer's disconnect reply and the flushed work completions
   // before it releases the resources anyway.
   std::chrono::milliseconds disconnectTimeout{3000};
@@ -77,6 +90,27 @@ struct ConnectionStats {
   uint64_t creditFramesSent = 0;    // credit-only frames (credits otherwise ride on messages)
   uint64_t creditWaits = 0;         // times a message had to wait for the peer's credits
   uint64_t regionsLent = 0;         // regions registered for the peer's requestRegion()
+  uint64_t keepaliveProbesSent = 0;   // keepaliveInterval: probes sent to a silent peer
+  uint64_t keepaliveRepliesSent = 0;  // answers to the peer's probes
+
+  // Adds another connection's (e.g. for a Listener's totals).
+  ConnectionStats& operator+=(const ConnectionStats& other) noexcept {
+    messagesSent += other.messagesSent;
+    messagesReceived += other.messagesReceived;
+    bytesSent += other.bytesSent;
+    bytesReceived += other.bytesReceived;
+    flushedCompletions += other.flushedCompletions;
+    opsCompleted += other.opsCompleted;
+    requestsDropped += other.requestsDropped;
+    bytesWritten += other.bytesWritten;
+    bytesRead += other.bytesRead;
+    creditFramesSent += other.creditFramesSent;
+    creditWaits += other.creditWaits;
+    regionsLent += other.regionsLent;
+    keepaliveProbesSent += other.keepaliveProbesSent;
+    keepaliveRepliesSent += other.keepaliveRepliesSent;
+    return *this;
+  }
 };
 
 // 0 if `options` can be used, else -EINVAL with `problem` naming the option at fault.

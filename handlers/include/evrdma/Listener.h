@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,6 +34,11 @@ struct ListenerStats {
   uint64_t agentsClosed = 0;
   uint64_t heldForLaterTurn = 0;  // requests past acceptsPerTurn, answered on a later turn
   uint64_t rejectedWaiting = 0;   // rejected because maxWaitingRequests waited already
+  uint64_t rejectedByFactory = 0;  // the factory said no (its reason went to the client)
+  uint64_t rejectedSetup = 0;      // the agent could not be set up (memory budget, device limits...)
+  uint64_t rejectedClosing = 0;    // the listener was closing or draining
+  uint64_t agentsFailed = 0;       // of agentsClosed: ended by an error (Connection::error())
+  uint64_t agentsTimedOut = 0;     // of those: -ETIMEDOUT (accept, keepalive or idle timeout)
 };
 
 // Admission control: what a Listener takes on before it refuses.
@@ -103,8 +109,24 @@ class Listener final {
   // listen() may be called again once it is back.)
   void close() noexcept;
 
+  // Graceful shutdown: stops listening (requests still waiting for their turn are rejected "the
+  // server is draining"), lets the agents go on, closes those still open after `grace` (0: at
+  // once), and calls `drained` from a later loop turn once the last agent has closed (also when
+  // there was none). Agents on workers count too. A second call only shortens the grace. The
+  // Listener stays until its Ptr is dropped (dropping it in `drained` is fine).
+  void drain(std::chrono::milliseconds grace, std::function<void()> drained);
+  bool draining() const noexcept { return draining_; }
+
   // Agents now: this Listener's own and those on its workers.
   size_t agentCount() const noexcept;
+  // This Listener's own agents (not those on its workers), each once, in no particular order.
+  // `fn` may close() an agent (it goes on a later turn).
+  void forEachAgent(const std::function<void(Agent&)>& fn) const;
+  // This Listener's own agents by state.
+  ConnectionCounts agentsByState() const noexcept;
+  // The ConnectionStats of every agent this Listener's Reactor has had, the closed ones included,
+  // summed: messages and bytes each way, credit waits, keepalive probes...
+  ConnectionStats agentTotals() const noexcept;
   // Per worker (ListenerOptions::workers), in order; empty without workers. Thread-safe.
   std::vector<WorkerFigures> workerFigures() const;
   const ListenerStats& stats() const noexcept { return stats_; }
@@ -148,6 +170,10 @@ class Listener final {
   void dropWaitingRequests() noexcept;
   void agentFinished(Agent* agent) noexcept;
   void maybeDelete() noexcept;
+  void drainTick() noexcept;
+  void rejectWaiting(const char* reason) noexcept;
+  void closeAgents() noexcept;
+  void maybeDrained() noexcept;
 
   Reactor& reactor_;
   AgentFactory& factory_;
@@ -166,6 +192,12 @@ class Listener final {
   std::vector<std::shared_ptr<Worker>> workers_;  // with ListenerOptions::workers
   size_t nextWorker_ = 0;
   std::shared_ptr<Worker> servesWorker_;           // set on a worker's side: its figures
+  ConnectionStats closedTotals_;                   // of the agents gone
+  bool draining_ = false;
+  std::chrono::steady_clock::time_point drainDeadline_;
+  bool drainClosedAgents_ = false;                 // the grace ran out: every agent was closed
+  std::function<void()> drained_;
+  std::unique_ptr<Timer> drainTimer_;
 };
 
 }  // namespace evrdma

@@ -9,8 +9,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <unordered_set>
 #include <vector>
+
+#include "evrdma/CompletionStats.h"
+#include "evrdma/DeviceCounters.h"
+#include "evrdma/ConnectionState.h"
 
 
 struct event;
@@ -68,6 +73,25 @@ struct SharedReceiveStats {
   }
 };
 
+// A snapshot of what one device's completion channel on a Reactor counted.
+struct DeviceStats {
+  std::string device;  // its name (rxe0, siw0, mlx5_0...)
+  CompletionStats completions;
+  RnrCounters rnr;     // the port's, device-wide (not available on every device)
+};
+
+// A snapshot of a Reactor's statistics (Reactor::stats()): nothing in it needs a live connection.
+struct ReactorStats {
+  CmEventStats cmEvents;
+  std::vector<DeviceStats> devices;  // each device used on this Reactor, by name
+  SharedReceiveStats sharedReceives;
+  ConnectionCounts connections;      // clients and agents on this Reactor now, by state
+  uint64_t registeredMemory = 0;     // see registeredMemory()
+  uint64_t memoryBudget = 0;
+  uint32_t connectsInFlight = 0;
+  size_t connectsWaiting = 0;
+};
+
 // Lifetimes. Destroying the Reactor is final and silent: every Client, Listener (with its
 // Agents), Timer and watch still on it is closed at once, its RDMA resources released, and no
 // callback fires (no onError, no onClosed); closures still deferred are destroyed without
@@ -115,6 +139,9 @@ class Reactor {
 
   CmEventStats cmEventStats() const noexcept;
   SharedReceiveStats sharedReceiveStats() const noexcept;
+  // Everything above and below in one snapshot, with each device's completion statistics. Call it
+  // on the loop's thread (a worker Reactor's: post() a closure that takes it there).
+  ReactorStats stats() const;
 
   // Memory evrdma's connections on this Reactor have registered with their devices (their
   // buffers, the shared slabs of small buffers, the regions lent to peers), in bytes, and its

@@ -1,0 +1,319 @@
+// The embedding kit over real RDMA: a Reactor's statistics without a live connection, a
+// Listener's agents counted and totalled, the log hook, the graceful drain, keepalive and idle
+// timeouts, and the reconnecting client's backoff and return. (A peer process stopped with
+// SIGSTOP is timed out in tests/rdma/embedded_server_test.py, with real processes.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "evrdma/Agent.h"
+#include "evrdma/Client.h"
+#include "evrdma/Listener.h"
+#include "evrdma/Log.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/ReconnectingClient.h"
+#include "evrdma/Watch.h"
+#include "rdma/RunUntil.h"
+#include "rdma/TestBed.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using evrdma::test::runUntil;
+
+// Echoes every message; remembers how it ended.
+struct Echo : evrdma::ConnectionHandler {
+  int* errors = nullptr;
+  std::string* lastError = nullptr;
+  void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override {
+    (void)c.postSend(data, length);
+  }
+  void onError(evrdma::Connection&, int err, const char* op) noexcept override {
+    if (errors) *errors = err;
+    if (lastError) *lastError = op;
+  }
+};
+
+struct EchoFactory : evrdma::AgentFactory {
+  evrdma::ConnectionOptions options;
+  int lastAgentError = 0;
+  std::string lastAgentOp;
+  std::string rejectWith;  // non-empty: reject every request with this reason
+  evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
+    if (!rejectWith.empty()) return evrdma::AcceptDecision::reject(rejectWith);
+    auto echo = std::make_unique<Echo>();
+    echo->errors = &lastAgentError;
+    echo->lastError = &lastAgentOp;
+    return evrdma::AcceptDecision::accept(std::move(echo), options);
+  }
+};
+
+// Sends `count` messages one after another (the next once the echo is back), then idles or closes.
+struct Sender : evrdma::ConnectionHandler {
+  int count = 0, echoed = 0;
+  bool closeWhenDone = true, established = false, closed = false;
+  int error = 0;
+  std::string op;
+  void onEstablished(evrdma::Connection& c) noexcept override {
+    established = true;
+    next(c);
+  }
+  void onRecv(evrdma::Connection& c, const uint8_t*, size_t) noexcept override {
+    ++echoed;
+    next(c);
+  }
+  void next(evrdma::Connection& c) {
+    if (echoed < count) {
+      (void)c.postSend("ping", 4);
+    } else if (closeWhenDone) {
+      c.close();
+    }
+  }
+  void onError(evrdma::Connection&, int err, const char* what) noexcept override {
+    error = err;
+    op = what;
+  }
+  void onClosed(evrdma::Connection&) noexcept override { closed = true; }
+};
+
+evrdma::ClientOptions framedClient() {
+  evrdma::ClientOptions options;
+  options.framed = true;
+  options.maxMessageSize = 256;
+  return options;
+}
+
+class EmbeddingKit : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+    ASSERT_TRUE(reactor.valid());
+    factory.options.framed = true;
+    factory.options.maxMessageSize = 256;
+  }
+  void listen(const evrdma::ListenerOptions& options = {}) {
+    listener = evrdma::Listener::create(reactor, factory, options);
+    ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  }
+  evrdma::Client::Ptr connect(Sender*& sender, int count, bool closeWhenDone,
+                              const evrdma::ClientOptions& options = framedClient()) {
+    auto owned = std::make_unique<Sender>();
+    owned->count = count;
+    owned->closeWhenDone = closeWhenDone;
+    sender = owned.get();
+    auto client = evrdma::Client::create(reactor, std::move(owned), options);
+    EXPECT_EQ(client->connect(bed.ip, listener->port()), 0);
+    return client;
+  }
+
+  evrdma::test::TestBed bed;
+  evrdma::Reactor reactor;
+  EchoFactory factory;
+  evrdma::Listener::Ptr listener;
+};
+
+TEST_F(EmbeddingKit, AReactorsSnapshotCountsConnectionsByStateAndKeepsDeviceFiguresAfterTheyClose) {
+  listen();
+  Sender* a = nullptr;
+  Sender* b = nullptr;
+  auto clientA = connect(a, 50, false);
+  auto clientB = connect(b, 50, false);
+  ASSERT_TRUE(runUntil(reactor, [&] { return a->echoed == 50 && b->echoed == 50; }, 20s));
+  evrdma::ReactorStats during = reactor.stats();
+  EXPECT_EQ(during.connections[evrdma::ConnectionState::Established], 4u) << "2 clients and their 2 agents";
+  ASSERT_EQ(during.devices.size(), 1u);
+  EXPECT_EQ(during.devices[0].device, bed.device);
+  clientA.reset();
+  clientB.reset();
+  listener.reset();
+  ASSERT_TRUE(runUntil(reactor, [&] { return reactor.stats().connections.total() == 0; }, 20s));
+  const evrdma::ReactorStats after = reactor.stats();
+  ASSERT_EQ(after.devices.size(), 1u);
+  const evrdma::CompletionStats& cq = after.devices[0].completions;
+  // 200 messages each way were sent and received: at least that many completions.
+  EXPECT_GE(cq.completions, 400u);
+  EXPECT_GE(cq.polls, cq.events);
+  uint64_t histogram = 0;
+  for (uint64_t polls : cq.perPoll) histogram += polls;
+  EXPECT_EQ(histogram, cq.polls);
+  EXPECT_GT(after.cmEvents.dispatched, 0u);
+}
+
+TEST_F(EmbeddingKit, AListenersAgentsAreIterableCountedByStateAndTotalledAfterTheyClose) {
+  listen();
+  std::vector<Sender*> senders(3);
+  std::vector<evrdma::Client::Ptr> clients;
+  for (int i = 0; i < 3; ++i) clients.push_back(connect(senders[i], 10 * (i + 1), false));
+  ASSERT_TRUE(runUntil(reactor, [&] {
+    return senders[0]->echoed == 10 && senders[1]->echoed == 20 && senders[2]->echoed == 30;
+  }, 20s));
+  EXPECT_EQ(listener->agentsByState()[evrdma::ConnectionState::Established], 3u);
+  std::vector<uint64_t> received;
+  listener->forEachAgent([&](evrdma::Agent& agent) { received.push_back(agent.stats().messagesReceived); });
+  std::sort(received.begin(), received.end());
+  EXPECT_EQ(received, (std::vector<uint64_t>{10, 20, 30}));
+  clients[0].reset();  // one closes; its figures stay in the totals
+  ASSERT_TRUE(runUntil(reactor, [&] { return listener->agentCount() == 2; }, 20s));
+  const evrdma::ConnectionStats totals = listener->agentTotals();
+  EXPECT_EQ(totals.messagesReceived, 60u);
+  EXPECT_EQ(totals.messagesSent, 60u);
+  EXPECT_EQ(totals.bytesReceived, 240u);
+  EXPECT_EQ(listener->stats().agentsClosed, 1u);
+  EXPECT_EQ(listener->agentsByState().total(), 2u);
+}
+
+TEST_F(EmbeddingKit, TheLogCallbackHearsARejectedRequestWithItsReasonAtInfoButNotAtWarn) {
+  std::vector<std::string> info, warn;
+  factory.rejectWith = "no thanks, not today";
+  listen();
+  for (auto* heard : {&info, &warn}) {
+    evrdma::setLogCallback(heard == &info ? evrdma::LogLevel::Info : evrdma::LogLevel::Warn,
+                           [heard](evrdma::LogLevel, const char* message) { heard->emplace_back(message); });
+    Sender* sender = nullptr;
+    auto client = connect(sender, 1, true);
+    ASSERT_TRUE(runUntil(reactor, [&] { return sender->closed; }, 20s));
+  }
+  evrdma::setLogCallback(evrdma::LogLevel::Off, nullptr);
+  bool named = false;
+  for (const std::string& m : info) named = named || m.find("no thanks, not today") != std::string::npos;
+  EXPECT_TRUE(named) << "the Info log names the reject reason";
+  for (const std::string& m : warn) EXPECT_EQ(m.find("no thanks"), std::string::npos) << m;
+}
+
+TEST_F(EmbeddingKit, ADrainStopsAcceptingLetsAgentsFinishWithinTheGraceAndReportsTheLastClose) {
+  listen();
+  Sender* slow = nullptr;
+  auto client = connect(slow, 1000000, false);
+  ASSERT_TRUE(runUntil(reactor, [&] { return slow->echoed > 10; }, 20s));
+  bool drained = false;
+  listener->drain(10s, [&] { drained = true; });
+  EXPECT_TRUE(listener->draining());
+  const int before = slow->echoed;
+  ASSERT_TRUE(runUntil(reactor, [&] { return slow->echoed > before + 50; }, 20s)) << "the agent goes on";
+  EXPECT_FALSE(drained);
+  Sender* refused = nullptr;
+  auto refusedClient = connect(refused, 1, true);
+  ASSERT_TRUE(runUntil(reactor, [&] { return refused->closed; }, 20s));
+  EXPECT_FALSE(refused->established) << "no new connection while draining";
+  client.reset();  // the client finishes on its own, well within the grace
+  ASSERT_TRUE(runUntil(reactor, [&] { return drained; }, 9s)) << "drained once the last agent closed";
+  EXPECT_EQ(listener->agentCount(), 0u);
+}
+
+TEST_F(EmbeddingKit, AgentsStillOpenWhenTheGraceRunsOutAreClosedAndThenTheDrainEnds) {
+  listen();
+  Sender* endless = nullptr;
+  auto client = connect(endless, 1000000, false);
+  ASSERT_TRUE(runUntil(reactor, [&] { return endless->echoed > 10; }, 20s));
+  bool drained = false;
+  const auto start = std::chrono::steady_clock::now();
+  listener->drain(300ms, [&] { drained = true; });
+  ASSERT_TRUE(runUntil(reactor, [&] { return drained; }, 20s));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+  EXPECT_TRUE(endless->closed || client->state() == evrdma::ConnectionState::Disconnecting ||
+              client->state() == evrdma::ConnectionState::Closed)
+      << "the server closed it: " << evrdma::toString(client->state());
+  EXPECT_EQ(listener->stats().agentsClosed, 1u);
+}
+
+TEST_F(EmbeddingKit, AnIdleTimeoutEndsAConnectionThatMovesNothingAndSparesOneThatMoves) {
+  factory.options.idleTimeout = 300ms;
+  listen();
+  Sender* idle = nullptr;
+  Sender* busy = nullptr;
+  auto idleClient = connect(idle, 1, false);
+  auto busyClient = connect(busy, 1000000, false);
+  ASSERT_TRUE(runUntil(reactor, [&] { return idle->closed; }, 20s));
+  EXPECT_EQ(factory.lastAgentError, -ETIMEDOUT);
+  EXPECT_NE(factory.lastAgentOp.find("idle timeout"), std::string::npos) << factory.lastAgentOp;
+  EXPECT_FALSE(busy->closed) << "the busy one is untouched";
+  EXPECT_EQ(busyClient->state(), evrdma::ConnectionState::Established);
+}
+
+TEST_F(EmbeddingKit, KeepaliveProbesOfAnIdlePeerAreAnsweredSoTheConnectionStays) {
+  factory.options.keepaliveInterval = 100ms;
+  factory.options.keepaliveTimeout = 300ms;
+  listen();
+  Sender* quiet = nullptr;
+  auto client = connect(quiet, 1, false);  // one message, then silence from its application
+  ASSERT_TRUE(runUntil(reactor, [&] { return quiet->echoed == 1; }, 20s));
+  evrdma::Timer wait(reactor, [&] { reactor.stop(); });
+  wait.startOnce(1500ms);  // five keepalive timeouts
+  reactor.run();
+  uint64_t probes = 0;
+  listener->forEachAgent([&](evrdma::Agent& agent) {
+    probes = agent.stats().keepaliveProbesSent;
+    EXPECT_EQ(agent.state(), evrdma::ConnectionState::Established);
+  });
+  EXPECT_GE(probes, 3u) << "a probe each time the peer was silent for 100 ms";
+  EXPECT_EQ(client->stats().keepaliveRepliesSent, probes);
+  EXPECT_EQ(client->state(), evrdma::ConnectionState::Established);
+  EXPECT_FALSE(quiet->closed);
+}
+
+TEST_F(EmbeddingKit, AReconnectingClientBacksOffDoublingAfterEachRefusalAndGivesUpAfterMaxAttempts) {
+  listen();
+  const uint16_t port = listener->port();
+  listener.reset();  // nobody listens there now
+  evrdma::ReconnectOptions backoff;
+  backoff.initialDelay = 50ms;
+  backoff.maxDelay = 150ms;
+  backoff.jitter = 0;
+  backoff.maxAttempts = 4;
+  evrdma::ReconnectingClient client(reactor, [] { return std::make_unique<Sender>(); }, framedClient(), backoff);
+  std::vector<long> delays;
+  int gaveUp = 1;
+  client.onRetry = [&](int err, std::chrono::milliseconds delay) {
+    EXPECT_EQ(err, -ECONNREFUSED);
+    delays.push_back(static_cast<long>(delay.count()));
+  };
+  client.onGiveUp = [&](int err) { gaveUp = err; };
+  ASSERT_EQ(client.start(bed.ip, port), 0);
+  ASSERT_TRUE(runUntil(reactor, [&] { return gaveUp != 1; }, 20s));
+  EXPECT_EQ(delays, (std::vector<long>{50, 100, 150})) << "doubling, capped";
+  EXPECT_EQ(gaveUp, -ECONNREFUSED);
+  EXPECT_EQ(client.attempts(), 4u);
+  EXPECT_TRUE(client.stopped());
+}
+
+TEST_F(EmbeddingKit, AReconnectingClientComesBackToAListenerThatReturnsOnTheSamePort) {
+  listen();
+  const uint16_t port = listener->port();
+  int echoes = 0;
+  struct Counting : Sender {
+    int* total;
+    explicit Counting(int* t) : total(t) { count = 1000000; closeWhenDone = false; }
+    void onRecv(evrdma::Connection& c, const uint8_t* d, size_t n) noexcept override {
+      ++*total;
+      Sender::onRecv(c, d, n);
+    }
+  };
+  evrdma::ReconnectOptions backoff;
+  backoff.initialDelay = 20ms;
+  backoff.maxDelay = 200ms;
+  evrdma::ReconnectingClient client(reactor, [&] { return std::make_unique<Counting>(&echoes); }, framedClient(),
+                                    backoff);
+  ASSERT_EQ(client.start(bed.ip, port), 0);
+  ASSERT_TRUE(runUntil(reactor, [&] { return echoes > 20; }, 20s));
+  listener.reset();  // the server goes: its agent closes, the client's connection ends
+  ASSERT_TRUE(runUntil(reactor, [&] { return client.client() == nullptr; }, 20s));
+  evrdma::Timer away(reactor, [&] { reactor.stop(); });
+  away.startOnce(500ms);
+  reactor.run();
+  EXPECT_GE(client.attempts(), 2u) << "it kept trying while nobody listened";
+  listener = evrdma::Listener::create(reactor, factory);
+  ASSERT_EQ(listener->listen(bed.ip, port), 0);
+  const int before = echoes;
+  ASSERT_TRUE(runUntil(reactor, [&] { return echoes > before + 20; }, 20s)) << "back, and moving messages";
+  EXPECT_EQ(client.connections(), 2u);
+  client.stop();
+  ASSERT_TRUE(runUntil(reactor, [&] { return listener->agentCount() == 0; }, 20s));
+}
+
+}  // namespace
