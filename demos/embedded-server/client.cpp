@@ -1,0 +1,238 @@
+// echo-client: a client of embedded-server's echo service. Sends MESSAGES framed messages (a
+// window of them in flight, or one every INTERVAL ms), checks every byte of every echo, and prints
+// what it did as one JSON line. With -r it survives a server restart: it reconnects with
+// exponential backoff (evrdma::ReconnectingClient) and sends again what was not echoed.
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CommandLine.h"
+#include "EchoProtocol.h"
+#include "evrdma/Client.h"
+#include "evrdma/Log.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/ReconnectingClient.h"
+#include "evrdma/Watch.h"
+
+namespace {
+
+const char* const kUsage =
+    "usage: echo-client -a ADDRESS [-p PORT] [-n MESSAGES] [-s SIZE] [-w WINDOW] [-i INTERVAL_MS]\n"
+    "                   [-k KEEPALIVE_MS] [-r] [-v]\n"
+    "  -a ADDRESS    the server's numeric address (embedded-server)\n"
+    "  -p PORT       its RDMA port (default 7475)\n"
+    "  -n MESSAGES   messages to have echoed and checked (default 1000; 0: until SIGINT)\n"
+    "  -s SIZE       bytes per message, 8 .. 65536 (default 64)\n"
+    "  -w WINDOW     messages in flight at once, 1 .. 8 (default 4)\n"
+    "  -i INTERVAL   send one message every INTERVAL ms (pacing; window 1) instead of a window\n"
+    "  -k MS         keepalive: probe a silent server after MS ms, give up after 3 x MS\n"
+    "  -r            reconnect when the connection fails or ends (backoff 100 ms doubling to 2 s),\n"
+    "                and send again what was not echoed\n"
+    "  -v            report the library's log (info and above) on stderr\n"
+    "Prints one JSON line: messages, verified, mismatches, sent, bytes_sent, bytes_received,\n"
+    "connections, attempts, last_error. Exit 0 when every message came back intact.\n";
+
+struct Run {
+  uint64_t total = 1000;
+  size_t size = 64;
+  uint32_t window = 4;
+  std::chrono::milliseconds interval{0};
+  uint64_t verified = 0, mismatches = 0, nextSeq = 0;
+  uint64_t sent = 0, bytesSent = 0, bytesReceived = 0, connections = 0;
+  std::string lastError;
+  bool done() const { return total != 0 && verified >= total; }
+};
+
+class EchoClient final : public evrdma::ConnectionHandler {
+ public:
+  EchoClient(Run& run, evrdma::Reactor& reactor, std::function<void()> finished)
+      : run_(run), message_(run.size), pacer_(reactor, [this] { pace(); }), finished_(std::move(finished)) {}
+
+  void onEstablished(evrdma::Connection& c) noexcept override {
+    connection_ = &c;
+    ++run_.connections;
+    run_.nextSeq = run_.verified;  // what the previous connection did not get back goes again
+    if (run_.interval.count() > 0)
+      pacer_.startPeriodic(run_.interval);
+    else
+      fillWindow();
+  }
+  void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override {
+    if (inFlight_.empty() || length != run_.size || !echo::check(data, length, inFlight_.front())) {
+      ++run_.mismatches;
+      run_.lastError = "an echo that is not the message sent";
+      c.close();
+      return;
+    }
+    inFlight_.pop_front();
+    ++run_.verified;
+    if (run_.done()) {
+      finished_();
+      return;
+    }
+    if (run_.interval.count() == 0) fillWindow();
+  }
+  void onError(evrdma::Connection&, int err, const char* op) noexcept override {
+    run_.lastError = std::string(op) + ": " + std::strerror(-err);
+  }
+  void onRejected(evrdma::Connection&, const evrdma::RejectInfo& info) noexcept override {
+    run_.lastError = "rejected: " + info.reason;
+  }
+  void onClosed(evrdma::Connection& c) noexcept override {
+    pacer_.cancel();
+    connection_ = nullptr;
+    run_.sent += c.stats().messagesSent;
+    run_.bytesSent += c.stats().bytesSent;
+    run_.bytesReceived += c.stats().bytesReceived;
+    if (closedHook) closedHook();
+  }
+  std::function<void()> closedHook;
+
+ private:
+  void pace() {
+    if (inFlight_.empty()) sendNext();
+  }
+  void fillWindow() {
+    while (inFlight_.size() < run_.window && sendNext()) {
+    }
+  }
+  bool sendNext() {
+    if (connection_ == nullptr || (run_.total != 0 && run_.nextSeq >= run_.total)) return false;
+    echo::fill(message_.data(), message_.size(), run_.nextSeq);
+    if (connection_->postSend(message_.data(), message_.size()) != 0) return false;
+    inFlight_.push_back(run_.nextSeq++);
+    return true;
+  }
+
+  Run& run_;
+  std::vector<uint8_t> message_;
+  std::deque<uint64_t> inFlight_;
+  evrdma::Connection* connection_ = nullptr;
+  evrdma::Timer pacer_;
+  std::function<void()> finished_;
+};
+
+// `text` fit to go between a JSON string's quotes.
+std::string jsonText(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* address = nullptr;
+  unsigned long long port = echo::kDefaultPort, value = 0, keepaliveMs = 0;
+  bool reconnect = false, verbose = false;
+  Run run;
+  int opt;
+  while ((opt = getopt_long(argc, argv, "a:p:n:s:w:i:k:rvh", pingpong::kLongOptions, nullptr)) != -1) {
+    bool ok = true;
+    switch (opt) {
+      case 'a': address = optarg; break;
+      case 'p': ok = pingpong::parseNumber(optarg, 65535, port) && port > 0; break;
+      case 'n': ok = pingpong::parseNumber(optarg, UINT64_MAX, value); run.total = value; break;
+      case 's':
+        ok = pingpong::parseNumber(optarg, echo::kMaxMessage, value) && value >= echo::kMinMessage;
+        run.size = value;
+        break;
+      case 'w': ok = pingpong::parseNumber(optarg, 8, value) && value >= 1; run.window = static_cast<uint32_t>(value); break;
+      case 'i':
+        ok = pingpong::parseNumber(optarg, 3600000, value) && value >= 1;
+        run.interval = std::chrono::milliseconds(value);
+        run.window = 1;
+        break;
+      case 'k': ok = pingpong::parseNumber(optarg, 3600000, keepaliveMs) && keepaliveMs >= 1; break;
+      case 'r': reconnect = true; break;
+      case 'v': verbose = true; break;
+      case 'h': std::fputs(kUsage, stdout); return 0;
+      default: std::fputs(kUsage, stderr); return 2;
+    }
+    if (!pingpong::optionsAreGood("echo-client", ok, opt, optarg)) return 2;
+  }
+  if (!pingpong::noStrayArguments("echo-client", optind, argc, argv)) return 2;
+  if (address == nullptr) {
+    std::fprintf(stderr, "echo-client: -a ADDRESS is required\n%s", kUsage);
+    return 2;
+  }
+  if (verbose) evrdma::setLogCallback(evrdma::LogLevel::Info, evrdma::logToStderr);
+
+  evrdma::Reactor reactor;
+  if (!reactor.valid()) return 1;
+  evrdma::ClientOptions options;
+  options.framed = true;
+  options.maxMessageSize = echo::kMaxMessage;
+  options.recvDepth = 8;
+  options.sendDepth = 8;
+  options.keepaliveInterval = std::chrono::milliseconds(keepaliveMs);
+  options.resolveTimeout = std::chrono::milliseconds(2000);
+  options.connectTimeout = std::chrono::milliseconds(3000);
+
+  bool stopping = false;
+  std::unique_ptr<evrdma::ReconnectingClient> reconnecting;
+  evrdma::Client::Ptr client;
+  auto stop = [&] {
+    if (stopping) return;
+    stopping = true;
+    if (reconnecting) {
+      if (reconnecting->client() == nullptr) reactor.stop();  // between attempts: nothing to close
+      reconnecting->stop();
+    } else if (client) {
+      client->close();
+    }
+  };
+  auto makeHandler = [&]() {
+    auto handler = std::make_unique<EchoClient>(run, reactor, stop);
+    handler->closedHook = [&] {
+      if (!reconnecting || stopping) reactor.stop();
+    };
+    return handler;
+  };
+  evrdma::SignalWatch onInt(reactor, SIGINT, [&](int) { stop(); });
+  evrdma::SignalWatch onTerm(reactor, SIGTERM, [&](int) { stop(); });
+
+  std::vector<uint8_t> none;
+  int rc = 0;
+  if (reconnect) {
+    evrdma::ReconnectOptions backoff;
+    backoff.initialDelay = std::chrono::milliseconds(100);
+    backoff.maxDelay = std::chrono::milliseconds(2000);
+    reconnecting = std::make_unique<evrdma::ReconnectingClient>(reactor, makeHandler, options, backoff);
+    reconnecting->onGiveUp = [&](int) { reactor.stop(); };
+    reconnecting->onRetry = [&](int err, std::chrono::milliseconds delay) {
+      std::fprintf(stderr, "echo-client: connection ended (%s); next attempt in %lld ms\n",
+                   err != 0 ? std::strerror(-err) : "closed", static_cast<long long>(delay.count()));
+    };
+    rc = reconnecting->start(address, static_cast<uint16_t>(port));
+  } else {
+    client = evrdma::Client::create(reactor, makeHandler(), options);
+    rc = client->connect(address, static_cast<uint16_t>(port));
+  }
+  if (rc != 0) {
+    std::fprintf(stderr, "echo-client: connect: %s%s\n", std::strerror(-rc), pingpong::setupErrorHint(rc));
+    return 1;
+  }
+  reactor.run();
+  const uint32_t attempts = reconnecting ? reconnecting->attempts() : 1;
+  reconnecting.reset();
+  client.reset();
+  std::printf(
+      "{\"messages\": %" PRIu64 ", \"verified\": %" PRIu64 ", \"mismatches\": %" PRIu64 ", \"sent\": %" PRIu64
+      ", \"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ", \"connections\": %" PRIu64
+      ", \"attempts\": %u, \"last_error\": \"%s\"}\n",
+      run.total, run.verified, run.mismatches, run.sent, run.bytesSent, run.bytesReceived, run.connections, attempts,
+      jsonText(run.lastError).c_str());
+  return run.done() && run.mismatches == 0 ? 0 : 1;
+}
