@@ -199,6 +199,12 @@ TEST(ConnectTimeout, RequestsTheClientsGaveUpOnAreCountedAsAbandonedNotAsFailedA
   evrdma::test::TestBed bed;
   ASSERT_TRUE(evrdma::test::loadTestBed(bed));
   const size_t clients = 20;
+  // siw makes its connection inside rdma_connect (see the README's limitations): against a server
+  // that reads nothing, some of the connects return only once siw's own 10 s MPA timeout has
+  // passed, with UNREACHABLE (-ETIMEDOUT) already queued: those clients gave up too, by the
+  // transport's clock (4 to 8 of them in some runs). The server must count every one as abandoned.
+  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
+  const bool iwarp = driver != nullptr && std::string(driver) == "siw";
   ServerThread server(bed.ip);
   ASSERT_NE(server.port(), 0);
   server.holdNow();
@@ -214,15 +220,20 @@ TEST(ConnectTimeout, RequestsTheClientsGaveUpOnAreCountedAsAbandonedNotAsFailedA
   watch.startPeriodic(5ms);
   reactor.run();
   ASSERT_EQ(results.size(), clients);
-  size_t timedOut = 0;
+  size_t timedOut = 0, transportGaveUp = 0;
   std::string others;
   for (const auto& r : results) {
     if (r.error.find("connectTimeout") != std::string::npos)
       ++timedOut;
+    else if (iwarp && r.error.find("unreachable: Connection timed out") != std::string::npos)
+      ++transportGaveUp;
     else
       others += "\n  client " + std::to_string(r.index) + ": " + (r.error.empty() ? "no error" : r.error);
   }
-  ASSERT_EQ(timedOut, clients) << "the server's loop was held: every client must have timed out; the others:" << others;
+  if (transportGaveUp > 0) std::printf("[ siw      ] %zu clients gave up by siw's MPA timeout\n", transportGaveUp);
+  ASSERT_EQ(timedOut + transportGaveUp, clients)
+      << "the server's loop was held: every client must have timed out; the others:" << others;
+  EXPECT_GT(timedOut, 0u);
   fleet.connections.clear();
 
   server.hold(false);  // now the server reads the requests its clients gave up on
