@@ -159,4 +159,30 @@ TEST_F(Workers, DroppingTheListenerClosesTheAgentsOnTheWorkers) {
   for (const pingpong::PingResult& r : results_) EXPECT_FALSE(r.succeeded) << "client " << r.index;
 }
 
+// A drain counts the agents on the workers: those that finish within the grace finish, the rest
+// are closed on their threads when it runs out, and `drained` fires on the listening thread after
+// the last of them.
+TEST_F(Workers, ADrainWaitsForTheAgentsOnTheWorkersAndClosesThoseLeftAfterTheGrace) {
+  constexpr int kShort = 4, kEndless = 4;
+  connectClients(kShort, pingsr::ConnectInfo{100, 64});
+  connectClients(kEndless, pingsr::ConnectInfo{1000000, 64});
+  ASSERT_TRUE(runUntil(reactor_, [&] { return factory_.shared.established == kShort + kEndless; }, 60s));
+  bool drained = false;
+  std::thread::id drainedOn;
+  const auto start = std::chrono::steady_clock::now();
+  listener_->drain(3000ms, [&] {
+    drained = true;
+    drainedOn = std::this_thread::get_id();
+  });
+  ASSERT_TRUE(runUntil(reactor_, [&] { return drained; }, 60s));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 3000ms) << "the endless agents were given the grace";
+  EXPECT_EQ(drainedOn, std::this_thread::get_id());
+  EXPECT_EQ(listener_->agentCount(), 0u);
+  EXPECT_EQ(factory_.shared.closed.load(), kShort + kEndless);
+  ASSERT_TRUE(runUntil(reactor_, [&] { return results_.size() == kShort + kEndless; }, 30s));
+  int finished = 0;
+  for (const pingpong::PingResult& r : results_) finished += r.succeeded ? 1 : 0;
+  EXPECT_EQ(finished, kShort) << "the short clients finished within the grace, the endless ones were closed";
+}
+
 }  // namespace
