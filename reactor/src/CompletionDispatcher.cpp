@@ -64,6 +64,8 @@ void CompletionDispatcher::markDeviceRemoved() noexcept {
   if (event_ != nullptr) event_del(event_);
   if (asyncEvent_ != nullptr) event_del(asyncEvent_);
   resume_.cancel();
+  spinTurn_.cancel();
+  polling_ = false;
   ready_.clear();
   for (auto& cq : cqs_) cq->queued = false;
   releaseIfUnused();
@@ -98,6 +100,8 @@ void CompletionDispatcher::releaseVerbs() noexcept {
   if (asyncEvent_ != nullptr) event_free(asyncEvent_);
   event_ = asyncEvent_ = nullptr;
   resume_.cancel();
+  spinTurn_.cancel();
+  polling_ = false;
   ready_.clear();
   byQpNum_.clear();
   srqs_.clear();  // every QP that received through them is gone
@@ -122,6 +126,7 @@ int CompletionDispatcher::init() noexcept {
   event_ = event_new(reactor_.base(), channel_->fd, EV_READ | EV_PERSIST, &CompletionDispatcher::onReadable, this);
   if (event_ == nullptr || event_add(event_, nullptr) != 0) return -ENOMEM;
   if (resume_.init(reactor_.base(), &CompletionDispatcher::onReadable, this) != 0) return -ENOMEM;
+  if (spinTurn_.init(reactor_.base(), &CompletionDispatcher::onSpinTurn, this) != 0) return -ENOMEM;
   // Errors that no completion reports (a QP that went fatal, e.g. an iWARP peer's TERMINATE) come
   // as async events of the device.
   if (int rc = setNonBlocking(context_->async_fd); rc != 0) return rc;
@@ -386,10 +391,12 @@ void CompletionDispatcher::run() noexcept {
   }
 
   int handled = 0;
+  // Polling adaptively, a CQ is armed only when a window passes with nothing (see spin()).
+  const bool adaptive = reactor_.pollingWindow().count() > 0;
   delivering_ = true;
   while (!ready_.empty()) {
     SharedCq* cq = ready_.front();
-    if (cq->needsArm) {
+    if (cq->needsArm && !adaptive) {
       cq->needsArm = false;
       if (int rc = ibv_req_notify_cq(cq->cq.get(), 0); rc != 0) {  // arm before polling: the notify race
         ++stats_.notifyFailures;
@@ -411,6 +418,64 @@ void CompletionDispatcher::run() noexcept {
     ready_.pop_front();
   }
   delivering_ = false;
+  if (adaptive && !removed_) startPolling();
+}
+
+void CompletionDispatcher::onSpinTurn(int, short, void* self) noexcept { static_cast<CompletionDispatcher*>(self)->spin(); }
+
+void CompletionDispatcher::startPolling() noexcept {
+  pollUntil_ = std::chrono::steady_clock::now() + reactor_.pollingWindow();
+  if (!polling_) {
+    polling_ = true;
+    ++stats_.pollingWindows;
+  }
+  spinTurn_.schedule();
+}
+
+int CompletionDispatcher::pollAll() noexcept {
+  int handled = 0;
+  delivering_ = true;
+  // By index: a callback may attach a new connection, and so add a CQ.
+  for (size_t i = 0; i < cqs_.size(); ++i)
+    if (!serve(*cqs_[i], kBudget, handled)) break;  // budget spent: the rest on the next turn
+  delivering_ = false;
+  return handled;
+}
+
+bool CompletionDispatcher::armPending() noexcept {
+  bool armed = false;
+  for (size_t i = 0; i < cqs_.size(); ++i) {
+    SharedCq& cq = *cqs_[i];
+    if (!cq.needsArm) continue;
+    cq.needsArm = false;
+    armed = true;
+    if (int rc = ibv_req_notify_cq(cq.cq.get(), 0); rc != 0) {
+      ++stats_.notifyFailures;
+      EVRDMA_LOG(LogLevel::Error, "%s: ibv_req_notify_cq failed (%s): its connections fail", deviceName(), strerror(rc));
+      reportCqError(cq, -rc, "ibv_req_notify_cq");
+    }
+  }
+  return armed;
+}
+
+void CompletionDispatcher::spin() noexcept {
+  if (delivering_ || removed_ || !polling_) return;
+  ++stats_.spinTurns;
+  if (pollAll() > 0) pollUntil_ = std::chrono::steady_clock::now() + reactor_.pollingWindow();
+  if (reactor_.pollingWindow().count() > 0 && std::chrono::steady_clock::now() < pollUntil_) {
+    spinTurn_.schedule();  // after the backend's zero-timeout poll and the timers
+    return;
+  }
+  // A window with nothing: arm, then look once more, since a completion that landed before the
+  // arm raises no event.
+  armPending();
+  if (pollAll() > 0) {
+    pollUntil_ = std::chrono::steady_clock::now() + reactor_.pollingWindow();
+    spinTurn_.schedule();
+    return;
+  }
+  polling_ = false;
+  ++stats_.sleeps;
 }
 
 }  // namespace evrdma

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -154,6 +155,14 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   void post(const detail::AsyncEventCopy& event) noexcept override;  // any thread
   static void onInboxReadable(int, short, void* self) noexcept;
   void run() noexcept;
+  // Adaptive polling (Reactor::setPollingWindow): keeps polling on later turns until a window
+  // passes with nothing, then arms the CQs that need it and looks once more (the notify race).
+  static void onSpinTurn(int, short, void* self) noexcept;
+  void startPolling() noexcept;
+  void spin() noexcept;
+  // Polls every CQ once (up to the budget); the completions handled.
+  int pollAll() noexcept;
+  bool armPending() noexcept;
   // Polls one CQ until it is empty or `budget` completions were handled; adds them to `handled`.
   // Returns false if the CQ may hold more (budget spent) or failed.
   bool serve(SharedCq& cq, int budget, int& handled) noexcept;
@@ -177,6 +186,9 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   CompletionChannel channel_;
   event* event_ = nullptr;
   detail::NextTurn resume_;  // budget spent: serve the ready CQs again on a later turn
+  detail::NextTurn spinTurn_;  // adaptive polling: the next turn's poll
+  bool polling_ = false;
+  std::chrono::steady_clock::time_point pollUntil_{};
   event* asyncEvent_ = nullptr;  // the device's async event fd (shared by the process's users of it)
   int inboxFd_ = -1;              // eventfd: another Reactor handed us an async event
   event* inboxEvent_ = nullptr;

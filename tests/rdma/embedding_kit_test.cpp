@@ -19,6 +19,7 @@
 #include "evrdma/Reactor.h"
 #include "evrdma/ReconnectingClient.h"
 #include "evrdma/Watch.h"
+#include "rdma/EchoPair.h"
 #include "rdma/RunUntil.h"
 #include "rdma/TestBed.h"
 
@@ -27,67 +28,10 @@ namespace {
 using namespace std::chrono_literals;
 using evrdma::test::runUntil;
 
-// Echoes every message; remembers how it ended.
-struct Echo : evrdma::ConnectionHandler {
-  int* errors = nullptr;
-  std::string* lastError = nullptr;
-  void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override {
-    (void)c.postSend(data, length);
-  }
-  void onError(evrdma::Connection&, int err, const char* op) noexcept override {
-    if (errors) *errors = err;
-    if (lastError) *lastError = op;
-  }
-};
-
-struct EchoFactory : evrdma::AgentFactory {
-  evrdma::ConnectionOptions options;
-  int lastAgentError = 0;
-  std::string lastAgentOp;
-  std::string rejectWith;  // non-empty: reject every request with this reason
-  evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
-    if (!rejectWith.empty()) return evrdma::AcceptDecision::reject(rejectWith);
-    auto echo = std::make_unique<Echo>();
-    echo->errors = &lastAgentError;
-    echo->lastError = &lastAgentOp;
-    return evrdma::AcceptDecision::accept(std::move(echo), options);
-  }
-};
-
-// Sends `count` messages one after another (the next once the echo is back), then idles or closes.
-struct Sender : evrdma::ConnectionHandler {
-  int count = 0, echoed = 0;
-  bool closeWhenDone = true, established = false, closed = false;
-  int error = 0;
-  std::string op;
-  void onEstablished(evrdma::Connection& c) noexcept override {
-    established = true;
-    next(c);
-  }
-  void onRecv(evrdma::Connection& c, const uint8_t*, size_t) noexcept override {
-    ++echoed;
-    next(c);
-  }
-  void next(evrdma::Connection& c) {
-    if (echoed < count) {
-      (void)c.postSend("ping", 4);
-    } else if (closeWhenDone) {
-      c.close();
-    }
-  }
-  void onError(evrdma::Connection&, int err, const char* what) noexcept override {
-    error = err;
-    op = what;
-  }
-  void onClosed(evrdma::Connection&) noexcept override { closed = true; }
-};
-
-evrdma::ClientOptions framedClient() {
-  evrdma::ClientOptions options;
-  options.framed = true;
-  options.maxMessageSize = 256;
-  return options;
-}
+using evrdma::test::Echo;
+using evrdma::test::EchoFactory;
+using evrdma::test::framedClient;
+using evrdma::test::Sender;
 
 class EmbeddingKit : public ::testing::Test {
  protected:

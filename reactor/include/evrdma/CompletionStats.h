@@ -19,6 +19,10 @@ struct CompletionStats {
   uint64_t notifyFailures = 0;       // ibv_req_notify_cq failed (reported to the CQ's connections)
   uint64_t pollFailures = 0;         // ibv_poll_cq returned an error (reported likewise)
   uint64_t asyncEvents = 0;          // device async events read (errors and informational)
+  // Adaptive polling (Reactor::setPollingWindow).
+  uint64_t pollingWindows = 0;       // times polling started after a completion
+  uint64_t spinTurns = 0;            // loop turns that polled the CQs instead of sleeping
+  uint64_t sleeps = 0;               // windows that ended with nothing: the CQs armed, the loop asleep
   std::array<uint64_t, kBatch + 1> perPoll{};  // histogram: polls that returned n completions
 };
 

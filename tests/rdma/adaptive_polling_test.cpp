@@ -1,0 +1,138 @@
+// Adaptive polling (Reactor::setPollingWindow) over real RDMA: while traffic flows, completions are
+// found by polling on each loop turn instead of by completion events; the application's timers
+// and sockets are served between those polls; and once a window passes with nothing, the CQs are
+// armed and the loop sleeps. (What it gains in latency is measured by make bench, not here.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+
+#include "evrdma/Client.h"
+#include "evrdma/Listener.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/ReactorThread.h"
+#include "evrdma/Watch.h"
+#include "rdma/EchoPair.h"
+#include "rdma/RunUntil.h"
+#include "rdma/TestBed.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using evrdma::test::runUntil;
+
+// The echo server runs on a Reactor of its own, on another thread: the client's completion queue
+// sees only the client's completions, and each echo arrives after a while (on one CQ shared with
+// its agent, the client would find the echo in the same poll, and no event would ever be awaited).
+class AdaptivePolling : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+    ASSERT_TRUE(server.valid());
+    factory.options.framed = true;
+    factory.options.maxMessageSize = 256;
+    server.runAndWait([&] {
+      listener = evrdma::Listener::create(server.reactor(), factory);
+      port = listener->listen(bed.ip, 0) == 0 ? listener->port() : 0;
+    });
+    ASSERT_NE(port, 0);
+  }
+  void TearDown() override {
+    client_.reset();
+    server.runAndWait([&] { listener.reset(); });
+  }
+  // A client on the test's Reactor that ping-pongs `count` messages with its agent.
+  evrdma::Client::Ptr pingPong(evrdma::test::Sender*& sender, int count) {
+    auto owned = std::make_unique<evrdma::test::Sender>();
+    owned->count = count;
+    owned->closeWhenDone = false;
+    sender = owned.get();
+    auto client = evrdma::Client::create(reactor, std::move(owned), evrdma::test::framedClient());
+    EXPECT_EQ(client->connect(bed.ip, port), 0);
+    return client;
+  }
+  const evrdma::CompletionStats& completions() { return *client_->completionStats(); }
+
+  evrdma::test::TestBed bed;
+  evrdma::test::EchoFactory factory;  // outlives the server's agents
+  evrdma::ReactorThread server;
+  evrdma::Listener::Ptr listener;     // on the server's thread
+  uint16_t port = 0;
+  evrdma::Reactor reactor;
+  evrdma::Client::Ptr client_;
+};
+
+TEST_F(AdaptivePolling, RoundTripsAreFoundByPollingInsteadOfCompletionEvents) {
+  evrdma::test::Sender* sender = nullptr;
+  // Without a window first: each message wakes the loop with a completion event.
+  client_ = pingPong(sender, 500);
+  ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed == 500; }, 60s));
+  const uint64_t eventsBefore = completions().events, completionsBefore = completions().completions;
+  client_.reset();
+  // With one: the next completion comes within the window and is polled for.
+  reactor.setPollingWindow(20ms);
+  client_ = pingPong(sender, 2000);
+  ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed == 2000; }, 60s));
+  const uint64_t events = completions().events - eventsBefore;
+  const uint64_t handled = completions().completions - completionsBefore;
+  std::printf("event mode: %llu events for %llu completions; polling: %llu events for %llu completions, %llu turns\n",
+              static_cast<unsigned long long>(eventsBefore), static_cast<unsigned long long>(completionsBefore),
+              static_cast<unsigned long long>(events), static_cast<unsigned long long>(handled),
+              static_cast<unsigned long long>(completions().spinTurns));
+  EXPECT_GE(eventsBefore * 4, completionsBefore) << "in event mode an echo is awaited with an event";
+  EXPECT_GE(handled, 4000u) << "2000 round trips: a send and a receive each";
+  EXPECT_LE(events * 50, handled) << "polling found the completions, not events";
+  EXPECT_GT(completions().spinTurns, 0u);
+}
+
+TEST_F(AdaptivePolling, TheApplicationsTimersAndSocketsAreServedWhilePolling) {
+  reactor.setPollingWindow(20ms);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  int ticks = 0, reads = 0;
+  evrdma::FdWatch readable(reactor, fds[0], evrdma::FdWatch::kRead, [&](short) {
+    char byte;
+    if (read(fds[0], &byte, 1) == 1) ++reads;
+  });
+  evrdma::Timer tick(reactor, [&] {
+    ++ticks;
+    (void)!write(fds[1], "x", 1);
+  });
+  evrdma::test::Sender* sender = nullptr;
+  client_ = pingPong(sender, 1000000);  // flows for the whole test
+  ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed > 100; }, 60s));
+  const uint64_t turnsBefore = completions().spinTurns;
+  const int echoedBefore = sender->echoed;
+  tick.startPeriodic(2ms);
+  ASSERT_TRUE(runUntil(reactor, [&] { return ticks >= 50; }, 30s)) << ticks << " ticks";
+  EXPECT_GE(reads, 45) << "the pipe was read while polling";
+  EXPECT_GT(sender->echoed - echoedBefore, 50) << "round trips went on between the ticks";
+  EXPECT_GT(completions().spinTurns - turnsBefore, 50u) << "the loop was polling all along";
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST_F(AdaptivePolling, AWindowWithNothingArmsTheQueuesAndTheLoopSleeps) {
+  reactor.setPollingWindow(5ms);
+  evrdma::test::Sender* sender = nullptr;
+  client_ = pingPong(sender, 200);
+  ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed == 200; }, 60s));
+  evrdma::Timer idle(reactor, [&] { reactor.stop(); });
+  idle.startOnce(200ms);
+  reactor.run();
+  const uint64_t turns = completions().spinTurns, sleeps = completions().sleeps;
+  EXPECT_GE(sleeps, 1u) << "the window passed and the queues were armed";
+  idle.startOnce(300ms);
+  reactor.run();
+  EXPECT_EQ(completions().spinTurns, turns) << "no polling while idle";
+  // Armed: the next message wakes it with an event, and polling starts again.
+  const uint64_t events = completions().events;
+  sender->count = 210;
+  (void)client_->postSend("ping", 4);
+  ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed == 210; }, 20s));
+  EXPECT_GT(completions().events, events);
+  EXPECT_GT(completions().pollingWindows, 1u);
+}
+
+}  // namespace
