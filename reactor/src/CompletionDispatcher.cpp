@@ -461,8 +461,15 @@ bool CompletionDispatcher::armPending() noexcept {
 void CompletionDispatcher::spin() noexcept {
   if (delivering_ || removed_ || !polling_) return;
   ++stats_.spinTurns;
-  if (pollAll() > 0) pollUntil_ = std::chrono::steady_clock::now() + reactor_.pollingWindow();
-  if (reactor_.pollingWindow().count() > 0 && std::chrono::steady_clock::now() < pollUntil_) {
+  // Each turn through libevent costs a backend call (a system call): poll a few times here first,
+  // so a completion that is about to land is found without one, yet the backend's sockets, timers
+  // and signals wait only that long. The clock is read once per turn: where the clocksource is not
+  // the TSC (an emulated HPET in a VM), a clock read is a system call too.
+  bool found = false;
+  for (int i = 0; i < kPollBurst && !found && polling_ && !removed_; ++i) found = pollAll() > 0;
+  const auto now = std::chrono::steady_clock::now();
+  if (found) pollUntil_ = now + reactor_.pollingWindow();
+  if (reactor_.pollingWindow().count() > 0 && now < pollUntil_) {
     spinTurn_.schedule();  // after the backend's zero-timeout poll and the timers
     return;
   }

@@ -62,6 +62,8 @@ class CompletionDispatcher final : private detail::AsyncInbox {
  public:
   static constexpr int kBudget = 256;
   static constexpr uint32_t kSharedCqEntries = 512;
+  // Adaptive polling: how many polls one loop turn makes before it goes back through libevent.
+  static constexpr int kPollBurst = 32;
 
  private:
   struct SharedCq;
