@@ -41,6 +41,8 @@ void usage(FILE* out, const char* prog) {
                "  -S        agents receive through one shared receive queue (SRQ) per device, fed from\n"
                "            one pool that grows when the device says it runs low, instead of a ring each\n"
                "  -D        disconnect as soon as the last echo was sent (as the OFA notes' agent does)\n"
+               "  -P USEC   adaptive polling: after a completion, poll the CQs on every loop turn for USEC\n"
+               "            microseconds instead of sleeping until the next event (default 0: never)\n"
                "  -v        accepted for parity with ping-sr (the client verifies the echoes)\n"
                "  -t        trace connections;  -T  trace every message too\n"
                "  -x        print figures: per client, and totals with CPU use, poll histogram and memory\n"
@@ -57,10 +59,10 @@ int main(int argc, char** argv) {
   pingpong::Trace trace = pingpong::Trace::Off;
   bool figures = false, disconnectAfterLast = false, sharedReceives = false;
   unsigned long long backlog = 0;  // the kernel's limit
-  unsigned long long workerCount = 0;
+  unsigned long long workerCount = 0, pollingWindow = 0;
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:e:w:SDvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:e:w:P:SDvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -79,6 +81,7 @@ int main(int argc, char** argv) {
       case 'D': disconnectAfterLast = true; break;
       case 'S': sharedReceives = true; break;
       case 'w': ok = pingpong::parseNumber(optarg, 64, workerCount); break;
+      case 'P': ok = pingpong::parseNumber(optarg, 10000000, pollingWindow); break;
       case 'v': break;
       case 't': trace = pingpong::Trace::Connections; break;
       case 'T': trace = pingpong::Trace::Messages; break;
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pingpong-server: cannot create an event loop\n");
     return 1;
   }
+  reactor.setPollingWindow(std::chrono::microseconds(pollingWindow));
   pingsr::Limits limits{maxCount, maxSize};
   pingpong::EchoFactory factory(limits, trace, 0);
   listenerOptions.maxAgents = maxAgents;  // the Listener refuses past it before the factory is asked
@@ -107,7 +111,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "pingpong-server: cannot start worker thread %llu\n", w);
       return 1;
     }
-    listenerOptions.workers.push_back(&workers.back()->reactor());
+    evrdma::Reactor& worker = workers.back()->reactor();
+    workers.back()->runAndWait([&worker, pollingWindow] { worker.setPollingWindow(std::chrono::microseconds(pollingWindow)); });
+    listenerOptions.workers.push_back(&worker);
   }
   factory.disconnectAfterLastEcho = disconnectAfterLast;
   factory.sharedReceiveQueue = sharedReceives;
