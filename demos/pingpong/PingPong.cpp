@@ -31,6 +31,10 @@ void EchoAgent::onEstablished(evrdma::Connection& c) noexcept {
 
 void EchoAgent::onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept {
   if (trace_ == Trace::Messages) trace("agent", c, ("echo " + std::to_string(echoed_ + 1)).c_str());
+  if (echoed_ == 0) {
+    firstMessage = Clock::now();
+    if (transfer != nullptr) transfer->noteStart();
+  }
   ++echoed_;
   if (!backlog_.empty()) {  // keep the order: behind what is already waiting
     backlog_.emplace_back(data, data + length);
@@ -46,9 +50,13 @@ void EchoAgent::onRecv(evrdma::Connection& c, const uint8_t* data, size_t length
 }
 
 void EchoAgent::onSendDone(evrdma::Connection& c, uint64_t) noexcept {
-  if (++echoesSent_ == info_.count && disconnectAfterLast_) {
-    c.close();
-    return;
+  if (++echoesSent_ == info_.count) {
+    lastEcho = Clock::now();
+    if (transfer != nullptr) transfer->noteEnd();
+    if (disconnectAfterLast_) {
+      c.close();
+      return;
+    }
   }
   if (backlog_.empty()) return;
   if (int rc = c.postSend(backlog_.front().data(), backlog_.front().size()); rc == 0) {
@@ -86,6 +94,7 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
     return evrdma::AcceptDecision::reject(why);
   }
   auto agent = std::make_unique<EchoAgent>(info, trace_, disconnectAfterLastEcho);
+  agent->transfer = transfer;
   agent->closedHook = [this](const EchoAgent& a, const evrdma::Connection& c) {
     std::lock_guard<std::mutex> lock(closedMutex);
     --activeAgents;
@@ -153,6 +162,7 @@ void PingClient::onRoundTripTimeout() noexcept {
 }
 
 void PingClient::sendNext(evrdma::Connection& c) noexcept {
+  if (result_.roundTrips == 0 && transfer_ != nullptr) transfer_->noteStart();
   sentAt_ = Clock::now();
   if (roundTripTimer_) roundTripTimer_->startOnce(roundTripTimeout_);
   if (verify_)
@@ -194,6 +204,7 @@ void PingClient::onRecv(evrdma::Connection& c, const uint8_t* data, size_t lengt
   if (trace_ == Trace::Messages) trace("client", c, ("round trip " + std::to_string(result_.roundTrips)).c_str());
   if (result_.roundTrips == info_.count) {
     result_.finishedAt = Clock::now();
+    if (transfer_ != nullptr) transfer_->noteEnd();
     result_.succeeded = true;
     if (roundTripTimer_) roundTripTimer_->cancel();
     if (holdOpen_) {

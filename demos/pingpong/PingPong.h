@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "Figures.h"
 #include "PingSr.h"
 #include "evrdma/Callbacks.h"
 #include "evrdma/Connection.h"
@@ -46,7 +47,10 @@ class EchoAgent : public evrdma::ConnectionHandler {
   std::function<void(const EchoAgent&, const evrdma::Connection&)> closedHook;  // figures, counting
 
   const pingsr::ConnectInfo& info() const { return info_; }
+  // Told of the first message and the last echo (the process's CPU over its transfers).
+  TransferMeter* transfer = nullptr;
   Clock::time_point established, closed;
+  Clock::time_point firstMessage, lastEcho;  // the transfer alone: from the first message to the last echo sent
   std::string error;
 
  private:
@@ -76,6 +80,7 @@ class EchoFactory : public evrdma::AgentFactory {
   bool disconnectAfterLastEcho = false;  // see EchoAgent
   bool sharedReceiveQueue = false;       // agents receive through the device's SRQ
   std::function<void(const EchoAgent&, const evrdma::Connection&)> agentClosedHook;
+  TransferMeter* transfer = nullptr;  // handed to every agent
 
  private:
   pingsr::Limits limits_;
@@ -119,6 +124,8 @@ class PingClient : public evrdma::ConnectionHandler {
   void start() noexcept;
   // After its last round trip the connection stays open (until closed) and `completed` is told.
   void holdOpen(std::function<void(const PingResult&)> completed) { holdOpen_ = std::move(completed); }
+  // Told when the round trips start and when the last one is back.
+  void setTransferMeter(TransferMeter* meter) { transfer_ = meter; }
 
  private:
   void sendNext(evrdma::Connection& c) noexcept;
@@ -137,6 +144,7 @@ class PingClient : public evrdma::ConnectionHandler {
   std::function<void(const PingResult&)> holdOpen_;
   std::function<void()> waitForStart_;
   bool waiting_ = false;  // established, round trips not started
+  TransferMeter* transfer_ = nullptr;
 };
 
 // "12.3 us" style helpers for figures.

@@ -56,12 +56,9 @@ void usage(FILE* out, const char* prog) {
 }
 
 void printFigures(const char* label, uint64_t roundTrips, uint64_t size, double seconds, double longestMs) {
-  double rate = seconds > 0 ? roundTrips / seconds : 0;
-  double megabits = seconds > 0 ? 2.0 * roundTrips * size * 8 / seconds / 1e6 : 0;
-  std::printf("%s: %llu round trips of %llu B in %.3f s: %.0f round trips/s, %.2f Mb/s (both ways), %.1f us per round trip, "
-              "longest round trip %.3f ms\n",
-              label, static_cast<unsigned long long>(roundTrips), static_cast<unsigned long long>(size), seconds, rate,
-              megabits, roundTrips ? seconds * 1e6 / roundTrips : 0.0, longestMs);
+  std::printf("%s: %llu round trips of %llu B in %.3f s: %s, longest round trip %.3f ms\n", label,
+              static_cast<unsigned long long>(roundTrips), static_cast<unsigned long long>(size), seconds,
+              pingpong::transferFigures(roundTrips, size, seconds).c_str(), longestMs);
 }
 
 }  // namespace
@@ -118,6 +115,7 @@ int main(int argc, char** argv) {
   pingpong::DeviceFigures completions;
   size_t open = 0;
   pingpong::CpuMeter cpu;
+  pingpong::TransferMeter transfer;  // the round trips alone: first message to last echo, any connection
   auto started = pingpong::Clock::now();
 
   evrdma::ClientOptions options;
@@ -166,6 +164,7 @@ int main(int argc, char** argv) {
           if (--open == 0) reactor.stop();
         });
     handler->setRoundTripTimeout(std::chrono::milliseconds(roundTripTimeout));
+    handler->setTransferMeter(&transfer);
     if (waitForSignal && round == 0) {
       pingpong::PingClient* ping = handler.get();
       const auto index = static_cast<uint32_t>(round * connections + slot);
@@ -250,7 +249,7 @@ int main(int argc, char** argv) {
   std::printf("pingpong-client: %llu of %llu connections completed %llu round trips of %llu B%s (%.3f s in all)\n",
               static_cast<unsigned long long>(succeeded), total, count, size, verify ? ", every byte verified" : "",
               wall);
-  if (figures) pingpong::printProcessFigures("pingpong-client", cpu, completions);
+  if (figures) pingpong::printProcessFigures("pingpong-client", cpu, completions, &transfer);
   clients.clear();
   return succeeded == total ? 0 : 1;
 }

@@ -119,17 +119,26 @@ int main(int argc, char** argv) {
   factory.sharedReceiveQueue = sharedReceives;
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory, listenerOptions);
   pingpong::CpuMeter cpu;
+  pingpong::TransferMeter transfer;
+  factory.transfer = &transfer;
   pingpong::DeviceFigures completions;
   pingpong::ServerLifetime lifetime("pingpong-server", reactor, *listener, factory.activeAgents);
   // With workers this runs on theirs (one at a time: the factory holds its closedMutex).
   factory.agentClosedHook = [&](const pingpong::EchoAgent& agent, const evrdma::Connection& c) {
     if (completions.completions == nullptr) completions.note(c);
     if (figures) {
-      double seconds = std::chrono::duration<double>(agent.closed - agent.established).count();
-      std::printf("agent %s: %llu echoes of %llu B in %.3f s%s%s\n", c.peerAddress().c_str(),
+      // The transfer alone (first message to last echo), as ping-sr times it; else its whole life.
+      const bool whole = agent.firstMessage != pingpong::Clock::time_point{} &&
+                         agent.lastEcho != pingpong::Clock::time_point{};
+      double seconds = whole ? std::chrono::duration<double>(agent.lastEcho - agent.firstMessage).count()
+                     : agent.established == pingpong::Clock::time_point{}
+                         ? 0.0
+                         : std::chrono::duration<double>(agent.closed - agent.established).count();
+      std::printf("agent %s: %llu echoes of %llu B in %.3f s%s%s%s%s\n", c.peerAddress().c_str(),
                   static_cast<unsigned long long>(agent.echoed()), static_cast<unsigned long long>(agent.info().dataSize),
-                  agent.established == pingpong::Clock::time_point{} ? 0.0 : seconds, agent.error.empty() ? "" : ", error: ",
-                  agent.error.c_str());
+                  seconds, whole ? ": " : "",
+                  whole ? pingpong::transferFigures(agent.echoed(), agent.info().dataSize, seconds).c_str() : "",
+                  agent.error.empty() ? "" : ", error: ", agent.error.c_str());
     }
     const uint64_t served = factory.agentsServed;
     (void)reactor.post([&lifetime, served, exitAfter] { lifetime.agentClosed(served, exitAfter); });  // the loop's thread
@@ -156,7 +165,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(factory.agentsIncomplete), static_cast<unsigned long long>(factory.totalEchoes),
               static_cast<unsigned long long>(stats.rejected), static_cast<unsigned long long>(stats.abandoned));
   if (figures) {
-    pingpong::printProcessFigures("pingpong-server", cpu, completions);
+    pingpong::printProcessFigures("pingpong-server", cpu, completions, &transfer);
     std::printf("pingpong-server: %s\n", memory.describe().c_str());
     if (sharedReceives) {
       // The workers' own (read on their threads; that also lets each finish what it was doing).
