@@ -12,6 +12,7 @@
 
 #include "Blast.h"
 #include "CommandLine.h"
+#include "OfaBlast.h"
 #include "Figures.h"
 #include "evrdma/Client.h"
 #include "evrdma/Reactor.h"
@@ -35,12 +36,58 @@ void usage(FILE* out, const char* prog) {
                "  -c N      operations per connection (default 10000)\n"
                "  -n N      connections at once, all from this one thread (default 1)\n"
                "  -v        verify: every byte carries a pattern the other side checks\n"
+               "  -o ofa    speak the OFA notes' blast-sr-2 instead (port %u): -c is its limit, -s its\n"
+               "            data_size, -b its n_data_buffers (the credits); -m does not apply\n"
                "  -t        trace connections\n"
                "  -x        print figures: per connection and in all (MB/s, ops/s), CPU use,\n"
                "            completion-poll histogram, RNR counters\n"
                "  -h        this help\n"
                "Exit status: 0 when every connection completed its count, else 1 (2: bad usage).\n",
-               prog, blast::kDefaultPort);
+               prog, blast::kDefaultPort, blast::ofa::kDefaultPort);
+}
+
+// blast-sr-2 on the wire (-o ofa): `connections` clients, each sends request.limit messages.
+int blastOfa(evrdma::Reactor& reactor, const std::string& address, uint16_t port, const blast::ofa::Request& request,
+             bool pattern, unsigned long long connections, bool figures) {
+  std::vector<blast::ofa::Result> results;
+  std::vector<evrdma::Client::Ptr> clients;
+  size_t open = 0;
+  pingpong::CpuMeter cpu;
+  for (unsigned long long i = 0; i < connections; ++i) {
+    auto handler = std::make_unique<blast::ofa::Client>(static_cast<uint32_t>(i), request, pattern,
+                                                        [&](const blast::ofa::Result& r) {
+                                                          results.push_back(r);
+                                                          if (--open == 0) reactor.stop();
+                                                        });
+    clients.push_back(evrdma::Client::create(reactor, std::move(handler), blast::ofa::Client::options(request)));
+    if (int rc = clients.back()->connect(address, port, blast::ofa::encode(request)); rc != 0) {
+      std::fprintf(stderr, "blast-client: cannot connect to %s port %u: %s%s\n", address.c_str(), port,
+                   std::strerror(-rc), pingpong::setupErrorHint(rc));
+      return 1;
+    }
+    ++open;
+  }
+  evrdma::SignalWatch onInt(reactor, SIGINT, [&](int) {
+    for (auto& c : clients) c->close();
+  });
+  reactor.run();
+  pingpong::DeviceFigures completions;
+  for (auto& c : clients) completions.note(*c);
+  uint64_t succeeded = 0;
+  for (const auto& r : results) {
+    if (r.succeeded) ++succeeded;
+    if (!r.error.empty()) std::printf("connection %u: %s\n", r.index, r.error.c_str());
+    if (figures || !r.succeeded)
+      std::printf("connection %u: blast-sr-2: %s, %llu acks\n", r.index,
+                  blast::describe(blast::Mode::Send, r.acked, request.dataSize, r.seconds()).c_str(),
+                  static_cast<unsigned long long>(r.acks));
+  }
+  std::printf("blast-client: %llu of %llu blast-sr-2 connections sent and had acknowledged %llu messages of %llu B\n",
+              static_cast<unsigned long long>(succeeded), connections, static_cast<unsigned long long>(request.limit),
+              static_cast<unsigned long long>(request.dataSize));
+  if (figures) pingpong::printProcessFigures("blast-client", cpu, completions);
+  clients.clear();
+  return succeeded == connections ? 0 : 1;
 }
 
 }  // namespace
@@ -50,13 +97,14 @@ int main(int argc, char** argv) {
   std::string address = envAddress != nullptr ? envAddress : "";
   unsigned long long port = blast::kDefaultPort, buffers = 8, size = 65536, count = 10000, connections = 1;
   blast::Mode mode = blast::Mode::Send;
-  bool verify = false, trace = false, figures = false;
+  bool verify = false, trace = false, figures = false, ofa = false, portGiven = false;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:m:b:s:c:n:vtxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:m:b:s:c:n:o:vtxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
-      case 'p': ok = pingpong::parseNumber(optarg, 65535, port) && port > 0; break;
+      case 'p': ok = pingpong::parseNumber(optarg, 65535, port) && port > 0; portGiven = true; break;
+      case 'o': ok = std::string(optarg) == "ofa"; ofa = true; break;
       case 'm': ok = blast::parseMode(optarg, mode); break;
       case 'b': ok = pingpong::parseNumber(optarg, 1024, buffers) && buffers > 0; break;
       case 's': ok = pingpong::parseNumber(optarg, 1u << 30, size) && size > 0; break;
@@ -80,6 +128,11 @@ int main(int argc, char** argv) {
   if (!reactor.valid()) {
     std::fprintf(stderr, "blast-client: cannot create an event loop\n");
     return 1;
+  }
+  if (ofa) {
+    if (!portGiven) port = blast::ofa::kDefaultPort;
+    return blastOfa(reactor, address, static_cast<uint16_t>(port), blast::ofa::Request{count, size, buffers}, verify,
+                    connections, figures);
   }
   blast::Request request;
   request.mode = mode;

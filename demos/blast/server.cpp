@@ -10,6 +10,7 @@
 #include "Blast.h"
 #include "CommandLine.h"
 #include "Figures.h"
+#include "OfaBlast.h"
 #include "ServerLifetime.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
@@ -31,12 +32,55 @@ void usage(FILE* out, const char* prog) {
                "  -s BYTES  largest size a client may ask for (default 16777216)\n"
                "  -c N      largest count a client may ask for (default 1000000000)\n"
                "  -e N      exit after serving N clients (default 0: never)\n"
+               "  -o ofa    speak the OFA notes' blast-sr-2 instead (its private data, unframed messages,\n"
+               "            8-byte acks returning credits; port %u): -b, -s, -c bound n_data_buffers,\n"
+               "            data_size and limit; -v checks every byte of clients that pattern them\n"
+               "  -v        (with -o ofa) check every byte against blast-client -o ofa -v's pattern\n"
                "  -t        trace connections\n"
                "  -x        print figures: per client, and CPU use, poll histogram, RNR counters\n"
                "  -h        this help\n"
                "Every message's sequence number is checked; with a client's -v, every byte too.\n"
                "Exit status: 0 when every client finished and checked out, else 1 (2: bad usage).\n",
-               prog, blast::kDefaultPort);
+               prog, blast::kDefaultPort, blast::ofa::kDefaultPort);
+}
+
+// blast-sr-2 on the wire (-o ofa).
+int serveOfa(evrdma::Reactor& reactor, const std::string& address, uint16_t port, int backlog,
+             const evrdma::ListenerOptions& listenerOptions, const blast::ofa::Limits& limits, bool verify, bool trace,
+             bool figures, unsigned long long exitAfter) {
+  blast::ofa::Factory factory(limits, verify);
+  evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory, listenerOptions);
+  pingpong::CpuMeter cpu;
+  pingpong::DeviceFigures completions;
+  pingpong::ServerLifetime lifetime("blast-server", reactor, *listener, factory.activeAgents);
+  factory.agentClosedHook = [&](const blast::ofa::Agent& agent, const evrdma::Connection& c) {
+    if (completions.completions == nullptr) completions.note(c);
+    if (figures || trace || !agent.error.empty()) {
+      const bool whole = agent.lastAck != blast::ofa::Clock::time_point{};
+      const double seconds = whole ? std::chrono::duration<double>(agent.lastAck - agent.firstMessage).count() : 0.0;
+      std::printf("agent %s: blast-sr-2: %s, %llu acks (threshold %llu)%s%s\n", c.peerAddress().c_str(),
+                  blast::describe(blast::Mode::Send, agent.received(), agent.request().dataSize, seconds).c_str(),
+                  static_cast<unsigned long long>(c.stats().messagesSent),
+                  static_cast<unsigned long long>(blast::ofa::ackThreshold(agent.request().buffers)),
+                  agent.error.empty() ? "" : ", error: ", agent.error.c_str());
+    }
+    lifetime.agentClosed(factory.agentsServed, exitAfter);
+  };
+  if (int rc = listener->listen(address, port, backlog); rc != 0) {
+    std::fprintf(stderr, "blast-server: cannot listen on %s port %u: %s%s\n", address.c_str(), port, std::strerror(-rc),
+                 pingpong::setupErrorHint(rc));
+    return 1;
+  }
+  std::printf("blast-server: blast-sr-2 (-o ofa), listening on %s port %u\n", address.c_str(), listener->port());
+  std::fflush(stdout);
+  reactor.run();
+  std::printf("blast-server: served %llu blast-sr-2 clients (%llu failed, %llu left early), rejected %llu requests\n",
+              static_cast<unsigned long long>(factory.agentsServed), static_cast<unsigned long long>(factory.agentsFailed),
+              static_cast<unsigned long long>(factory.agentsIncomplete),
+              static_cast<unsigned long long>(listener->stats().rejected));
+  if (figures) pingpong::printProcessFigures("blast-server", cpu, completions);
+  listener.reset();
+  return factory.agentsFailed == 0 && (factory.agentsIncomplete == 0 || lifetime.stoppedBySignal()) ? 0 : 1;
 }
 
 }  // namespace
@@ -45,15 +89,17 @@ int main(int argc, char** argv) {
   std::string address = "0.0.0.0";
   unsigned long long port = blast::kDefaultPort, maxBuffers = 1024, maxSize = 16u << 20, maxCount = 1000000000,
                      exitAfter = 0;
-  bool trace = false, figures = false;
+  bool trace = false, figures = false, ofa = false, verify = false, portGiven = false;
   unsigned long long backlog = 0;  // the kernel's limit
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:b:s:c:e:txh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:b:s:c:e:o:vtxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
-      case 'p': ok = pingpong::parseNumber(optarg, 65535, port); break;
+      case 'p': ok = pingpong::parseNumber(optarg, 65535, port); portGiven = true; break;
+      case 'o': ok = std::string(optarg) == "ofa"; ofa = true; break;
+      case 'v': verify = true; break;
       case 'B': ok = pingpong::parseNumber(optarg, 1 << 20, backlog); break;
       case 'A': {
         unsigned long long perTurn = 0;
@@ -78,6 +124,11 @@ int main(int argc, char** argv) {
   if (!reactor.valid()) {
     std::fprintf(stderr, "blast-server: cannot create an event loop\n");
     return 1;
+  }
+  if (ofa) {
+    if (!portGiven) port = blast::ofa::kDefaultPort;
+    return serveOfa(reactor, address, static_cast<uint16_t>(port), static_cast<int>(backlog), listenerOptions,
+                    blast::ofa::Limits{maxCount, maxSize, maxBuffers}, verify, trace, figures, exitAfter);
   }
   blast::Limits limits{static_cast<uint32_t>(maxBuffers), static_cast<uint32_t>(maxSize), maxCount};
   blast::BlastFactory factory(limits, trace);

@@ -1,7 +1,8 @@
 #!/bin/bash
 # blast-server and blast-client over real RDMA (run under tools/rdma-run): every mode with every
 # byte verified and several connections at once, 1 B to 4 MiB operations, the server's checks of a
-# request (rejected with a reason the client prints), write_imm refused clearly on iWARP, usage.
+# request (rejected with a reason the client prints), write_imm refused clearly on iWARP, the OFA
+# notes' blast-sr-2 wire protocol (-o ofa) in both roles, usage.
 #   blast_programs_test.sh <build dir>
 # A status is saved before `check`: a $(...) in check's message would overwrite $?.
 set -u
@@ -63,6 +64,28 @@ check "blast-server stops cleanly on SIGTERM" $?
 grep -q "rejected 2 requests" "$log/server"
 status=$?
 check "blast-server counted both rejections: $(tail -n 1 "$log/server")" $status
+
+# blast-sr-2 on the wire (-o ofa): both roles against each other, every byte checked by the server;
+# an ack is due at a third of the buffers, so 1, 9 and 30 buffers take acks of 1, 3 and 10.
+start_server -o ofa -v -x -b 64 -e 5
+client -o ofa -c 100 -s 64 -b 65
+status=$?
+check "blast-sr-2: a request past the server's -b 64 is rejected with the reason: $(grep rejected "$log/client")" \
+    $([ $status != 0 ] && grep -q "n_data_buffers 65 out of range 1..64" "$log/client"; echo $?)
+client -o ofa -v -c 2000 -s 4096 -b 9 -x
+status=$?
+check "blast-sr-2: 2000 x 4 KiB, 9 buffers, every byte checked: $(grep 'blast-sr-2:' "$log/client" | head -n 1)" $status
+client -o ofa -v -c 1000 -s 1 -b 1
+status=$?
+check "blast-sr-2: 1000 x 1 B, 1 buffer (an ack per message): $(tail -n 1 "$log/client")" $status
+client -o ofa -v -c 300 -s 65536 -b 30 -n 3 -x
+status=$?
+check "blast-sr-2: 3 connections x 300 x 64 KiB, 30 buffers: $(grep "connections sent" "$log/client")" $status
+wait "$server"
+status=$?
+check "blast-server -o ofa served and checked every client, rejected 1, and exited 0: $(grep "served" "$log/server")" \
+    $([ $status = 0 ] && grep -q "rejected 1 requests" "$log/server"; echo $?)
+grep -E "^agent .*blast-sr-2" "$log/server" | head -n 3
 
 for program in blast-server blast-client; do
     "$build/demos/$program" --help >/dev/null 2>&1 || "$build/demos/$program" -h >/dev/null 2>&1

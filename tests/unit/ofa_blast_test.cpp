@@ -1,0 +1,80 @@
+// blast-sr-2 on the wire (demos/blast/OfaBlast.h), without a device: the connect private data
+// both ways, what is refused and why, and when the server's acks are due.
+#include "OfaBlast.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace {
+
+using blast::ofa::AckLedger;
+using blast::ofa::Request;
+
+TEST(OfaBlast, PrivateDataIsThreeBigEndianCountsAndRoCEPaddingIsIgnored) {
+  const Request sent{100000, 65536, 30};
+  std::vector<uint8_t> wire = blast::ofa::encode(sent);
+  ASSERT_EQ(wire.size(), 24u);
+  EXPECT_EQ(wire[7], 0xa0);  // 100000 = 0x186a0, big-endian
+  EXPECT_EQ(wire[15], 0x00);
+  EXPECT_EQ(wire[14], 0x00);
+  EXPECT_EQ(wire[13], 0x01);
+  EXPECT_EQ(wire[23], 30);
+  wire.resize(56, 0);  // as RoCE delivers it
+  Request got;
+  EXPECT_EQ(blast::ofa::decode(wire.data(), wire.size(), blast::ofa::Limits{}, got), "");
+  EXPECT_EQ(got.limit, sent.limit);
+  EXPECT_EQ(got.dataSize, sent.dataSize);
+  EXPECT_EQ(got.buffers, sent.buffers);
+}
+
+TEST(OfaBlast, ShortZeroOrOversizedRequestsAreRefusedSayingWhich) {
+  Request got;
+  const blast::ofa::Limits limits{1000, 4096, 16};
+  std::vector<uint8_t> shortData(16, 1);
+  EXPECT_NE(blast::ofa::decode(shortData.data(), shortData.size(), limits, got).find("16 bytes of private data"),
+            std::string::npos);
+  auto zeroLimit = blast::ofa::encode(Request{0, 64, 4});
+  EXPECT_NE(blast::ofa::decode(zeroLimit.data(), zeroLimit.size(), limits, got).find("limit 0"), std::string::npos);
+  auto big = blast::ofa::encode(Request{10, 8192, 4});
+  EXPECT_NE(blast::ofa::decode(big.data(), big.size(), limits, got).find("data_size 8192"), std::string::npos);
+  auto many = blast::ofa::encode(Request{10, 64, 17});
+  EXPECT_NE(blast::ofa::decode(many.data(), many.size(), limits, got).find("n_data_buffers 17"), std::string::npos);
+}
+
+TEST(OfaBlast, AnAckIsDueAtAThirdOfTheBuffersAndForTheRestAtTheEndWithAtMostThreeInFlight) {
+  AckLedger ledger(Request{10, 64, 9});  // threshold 3
+  ledger.onReceived();
+  ledger.onReceived();
+  EXPECT_EQ(ledger.due(), 0u);
+  ledger.onReceived();
+  ASSERT_EQ(ledger.due(), 3u);
+  ledger.onAckPosted(3);
+  for (int i = 0; i < 6; ++i) ledger.onReceived();
+  ASSERT_EQ(ledger.due(), 6u) << "what piled up goes in one ack";
+  ledger.onAckPosted(6);
+  ledger.onReceived();  // the 10th: the end, below the threshold
+  ASSERT_EQ(ledger.due(), 1u);
+  ledger.onAckPosted(1);
+  EXPECT_EQ(ledger.inFlight(), 3u);
+  EXPECT_FALSE(ledger.allAcked()) << "acks still in flight";
+  ledger.onAckDone();
+  ledger.onAckDone();
+  ledger.onAckDone();
+  EXPECT_TRUE(ledger.allAcked());
+}
+
+TEST(OfaBlast, NoFourthAckGoesOutWhileThreeAreInFlight) {
+  AckLedger ledger(Request{100, 64, 3});  // threshold 1
+  for (int i = 0; i < 3; ++i) {
+    ledger.onReceived();
+    ASSERT_EQ(ledger.due(), 1u);
+    ledger.onAckPosted(1);
+  }
+  ledger.onReceived();
+  EXPECT_EQ(ledger.due(), 0u);
+  ledger.onAckDone();
+  EXPECT_EQ(ledger.due(), 1u);
+}
+
+}  // namespace
