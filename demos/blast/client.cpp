@@ -46,24 +46,25 @@ void usage(FILE* out, const char* prog) {
                prog, blast::kDefaultPort, blast::ofa::kDefaultPort);
 }
 
-// blast-sr-2 on the wire (-o ofa): `connections` clients, each sends request.limit messages.
-int blastOfa(evrdma::Reactor& reactor, const std::string& address, uint16_t port, const blast::ofa::Request& request,
-             bool pattern, unsigned long long connections, bool figures) {
-  std::vector<blast::ofa::Result> results;
+// Connects `connections` clients, each with the handler `make(index, done)` returns (it calls
+// done(result) from its last callback), and runs the loop until every one has closed; SIGINT closes
+// them. The results, in the order they ended; false (said why) if a connect() failed at once.
+template <typename Result, typename Make>
+bool runClients(evrdma::Reactor& reactor, unsigned long long connections, const std::string& address, uint16_t port,
+                const evrdma::ClientOptions& options, const std::vector<uint8_t>& privateData, Make make,
+                std::vector<Result>& results, pingpong::DeviceFigures& completions) {
   std::vector<evrdma::Client::Ptr> clients;
   size_t open = 0;
-  pingpong::CpuMeter cpu;
+  std::function<void(const Result&)> done = [&](const Result& r) {
+    results.push_back(r);
+    if (--open == 0) reactor.stop();
+  };
   for (unsigned long long i = 0; i < connections; ++i) {
-    auto handler = std::make_unique<blast::ofa::Client>(static_cast<uint32_t>(i), request, pattern,
-                                                        [&](const blast::ofa::Result& r) {
-                                                          results.push_back(r);
-                                                          if (--open == 0) reactor.stop();
-                                                        });
-    clients.push_back(evrdma::Client::create(reactor, std::move(handler), blast::ofa::Client::options(request)));
-    if (int rc = clients.back()->connect(address, port, blast::ofa::encode(request)); rc != 0) {
+    clients.push_back(evrdma::Client::create(reactor, make(static_cast<uint32_t>(i), done), options));
+    if (int rc = clients.back()->connect(address, port, privateData); rc != 0) {
       std::fprintf(stderr, "blast-client: cannot connect to %s port %u: %s%s\n", address.c_str(), port,
                    std::strerror(-rc), pingpong::setupErrorHint(rc));
-      return 1;
+      return false;
     }
     ++open;
   }
@@ -71,8 +72,22 @@ int blastOfa(evrdma::Reactor& reactor, const std::string& address, uint16_t port
     for (auto& c : clients) c->close();
   });
   reactor.run();
-  pingpong::DeviceFigures completions;
   for (auto& c : clients) completions.note(*c);
+  return true;
+}
+
+// blast-sr-2 on the wire (-o ofa): `connections` clients, each sends request.limit messages.
+int blastOfa(evrdma::Reactor& reactor, const std::string& address, uint16_t port, const blast::ofa::Request& request,
+             bool pattern, unsigned long long connections, bool figures) {
+  std::vector<blast::ofa::Result> results;
+  pingpong::CpuMeter cpu;
+  pingpong::DeviceFigures completions;
+  auto make = [&](uint32_t index, std::function<void(const blast::ofa::Result&)> done) {
+    return std::make_unique<blast::ofa::Client>(index, request, pattern, std::move(done));
+  };
+  if (!runClients(reactor, connections, address, port, blast::ofa::Client::options(request), blast::ofa::encode(request),
+                  make, results, completions))
+    return 1;
   uint64_t succeeded = 0;
   for (const auto& r : results) {
     if (r.succeeded) ++succeeded;
@@ -86,7 +101,6 @@ int blastOfa(evrdma::Reactor& reactor, const std::string& address, uint16_t port
               static_cast<unsigned long long>(succeeded), connections, static_cast<unsigned long long>(request.limit),
               static_cast<unsigned long long>(request.dataSize));
   if (figures) pingpong::printProcessFigures("blast-client", cpu, completions);
-  clients.clear();
   return succeeded == connections ? 0 : 1;
 }
 
@@ -141,30 +155,14 @@ int main(int argc, char** argv) {
   request.count = count;
   request.patterned = verify;
   std::vector<blast::Result> results;
-  std::vector<evrdma::Client::Ptr> clients;
-  size_t open = 0;
   pingpong::CpuMeter cpu;
-  for (unsigned long long i = 0; i < connections; ++i) {
-    auto handler = std::make_unique<blast::BlastClient>(static_cast<uint32_t>(i), request, trace,
-                                                        [&](const blast::Result& r) {
-                                                          results.push_back(r);
-                                                          if (--open == 0) reactor.stop();
-                                                        });
-    clients.push_back(evrdma::Client::create(reactor, std::move(handler), blast::BlastClient::options(request)));
-    if (int rc = clients.back()->connect(address, static_cast<uint16_t>(port), blast::encode(request)); rc != 0) {
-      std::fprintf(stderr, "blast-client: cannot connect to %s port %llu: %s%s\n", address.c_str(), port,
-                   std::strerror(-rc), pingpong::setupErrorHint(rc));
-      return 1;
-    }
-    ++open;
-  }
-  evrdma::SignalWatch onInt(reactor, SIGINT, [&](int) {
-    for (auto& c : clients) c->close();
-  });
-  reactor.run();
   pingpong::DeviceFigures completions;
-  for (auto& c : clients)
-    completions.note(*c);
+  auto make = [&](uint32_t index, std::function<void(const blast::Result&)> done) {
+    return std::make_unique<blast::BlastClient>(index, request, trace, std::move(done));
+  };
+  if (!runClients(reactor, connections, address, static_cast<uint16_t>(port), blast::BlastClient::options(request),
+                  blast::encode(request), make, results, completions))
+    return 1;
 
   std::sort(results.begin(), results.end(), [](auto& a, auto& b) { return a.index < b.index; });
   uint64_t succeeded = 0, operations = 0;
@@ -188,6 +186,5 @@ int main(int argc, char** argv) {
               blast::describe(mode, operations, size, operations > 0 ? seconds : 0.0).c_str(),
               verify ? ", every byte verified" : "");
   if (figures) pingpong::printProcessFigures("blast-client", cpu, completions);
-  clients.clear();
   return succeeded == connections ? 0 : 1;
 }
