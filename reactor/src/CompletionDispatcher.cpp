@@ -396,15 +396,7 @@ void CompletionDispatcher::run() noexcept {
   delivering_ = true;
   while (!ready_.empty()) {
     SharedCq* cq = ready_.front();
-    if (cq->needsArm && !adaptive) {
-      cq->needsArm = false;
-      if (int rc = ibv_req_notify_cq(cq->cq.get(), 0); rc != 0) {  // arm before polling: the notify race
-        ++stats_.notifyFailures;
-        EVRDMA_LOG(LogLevel::Error, "%s: ibv_req_notify_cq failed (%s): its connections fail", deviceName(),
-                   strerror(rc));
-        reportCqError(*cq, -rc, "ibv_req_notify_cq");
-      }
-    }
+    if (!adaptive) armIfNeeded(*cq);  // arm before polling: the notify race
     if (!serve(*cq, kBudget, handled)) {
       // Budget spent: this CQ goes to the back, and the rest waits for a later turn.
       ++stats_.budgetYields;
@@ -442,20 +434,14 @@ int CompletionDispatcher::pollAll() noexcept {
   return handled;
 }
 
-bool CompletionDispatcher::armPending() noexcept {
-  bool armed = false;
-  for (size_t i = 0; i < cqs_.size(); ++i) {
-    SharedCq& cq = *cqs_[i];
-    if (!cq.needsArm) continue;
-    cq.needsArm = false;
-    armed = true;
-    if (int rc = ibv_req_notify_cq(cq.cq.get(), 0); rc != 0) {
-      ++stats_.notifyFailures;
-      EVRDMA_LOG(LogLevel::Error, "%s: ibv_req_notify_cq failed (%s): its connections fail", deviceName(), strerror(rc));
-      reportCqError(cq, -rc, "ibv_req_notify_cq");
-    }
+void CompletionDispatcher::armIfNeeded(SharedCq& cq) noexcept {
+  if (!cq.needsArm) return;
+  cq.needsArm = false;
+  if (int rc = ibv_req_notify_cq(cq.cq.get(), 0); rc != 0) {
+    ++stats_.notifyFailures;
+    EVRDMA_LOG(LogLevel::Error, "%s: ibv_req_notify_cq failed (%s): its connections fail", deviceName(), strerror(rc));
+    reportCqError(cq, -rc, "ibv_req_notify_cq");
   }
-  return armed;
 }
 
 void CompletionDispatcher::spin() noexcept {
@@ -475,7 +461,7 @@ void CompletionDispatcher::spin() noexcept {
   }
   // A window with nothing: arm, then look once more, since a completion that landed before the
   // arm raises no event.
-  armPending();
+  for (size_t i = 0; i < cqs_.size(); ++i) armIfNeeded(*cqs_[i]);
   if (pollAll() > 0) {
     pollUntil_ = std::chrono::steady_clock::now() + reactor_.pollingWindow();
     spinTurn_.schedule();

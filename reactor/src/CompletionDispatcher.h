@@ -164,7 +164,8 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   void spin() noexcept;
   // Polls every CQ once (up to the budget); the completions handled.
   int pollAll() noexcept;
-  bool armPending() noexcept;
+  // Arms `cq` if an event was taken from it since it was last armed; a failure fails its connections.
+  void armIfNeeded(SharedCq& cq) noexcept;
   // Polls one CQ until it is empty or `budget` completions were handled; adds them to `handled`.
   // Returns false if the CQ may hold more (budget spent) or failed.
   bool serve(SharedCq& cq, int budget, int& handled) noexcept;
