@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "Json.h"
 #include "evrdma/Agent.h"
 
 namespace embedded {
@@ -67,16 +68,6 @@ std::string quoted(const std::string& value) {
 }
 
 std::string label(const char* key, const std::string& value) { return std::string(key) + "=" + quoted(value); }
-
-std::string jsonString(const std::string& value) {
-  std::string out = "\"";
-  for (char c : value) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out + "\"";
-}
 
 constexpr evrdma::ConnectionState kStates[] = {
     evrdma::ConnectionState::Idle,        evrdma::ConnectionState::ResolvingAddr, evrdma::ConnectionState::ResolvingRoute,
@@ -227,12 +218,12 @@ std::string agentsJson(const evrdma::Listener& listener) {
                   "%s\n  {\"peer\": %s, \"state\": \"%s\", \"age_ms\": %lld, \"messages_received\": %" PRIu64
                   ", \"messages_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ", \"bytes_sent\": %" PRIu64
                   ", \"backlog\": %zu, \"credits\": %u, \"keepalive_probes_sent\": %" PRIu64 ", \"error\": %s}",
-                  first ? "" : ",", jsonString(agent.peerAddress()).c_str(), evrdma::toString(agent.state()),
+                  first ? "" : ",", echo::jsonString(agent.peerAddress()).c_str(), evrdma::toString(agent.state()),
                   static_cast<long long>(
                       std::chrono::duration_cast<std::chrono::milliseconds>(now - agent.createdAt()).count()),
                   s.messagesReceived, s.messagesSent, s.bytesReceived, s.bytesSent, agent.sendBacklog(),
                   agent.sendCredits(), s.keepaliveProbesSent,
-                  jsonString(agent.error() != 0 ? std::strerror(-agent.error()) : "").c_str());
+                  echo::jsonString(agent.error() != 0 ? std::strerror(-agent.error()) : "").c_str());
     out += line;
     first = false;
   });

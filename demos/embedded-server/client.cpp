@@ -16,6 +16,7 @@
 
 #include "CommandLine.h"
 #include "EchoProtocol.h"
+#include "Json.h"
 #include "evrdma/Client.h"
 #include "evrdma/Log.h"
 #include "evrdma/Reactor.h"
@@ -120,16 +121,6 @@ class EchoClient final : public evrdma::ConnectionHandler {
   std::function<void()> finished_;
 };
 
-// `text` fit to go between a JSON string's quotes.
-std::string jsonText(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,8 +222,8 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"messages\": %" PRIu64 ", \"verified\": %" PRIu64 ", \"mismatches\": %" PRIu64 ", \"sent\": %" PRIu64
       ", \"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ", \"connections\": %" PRIu64
-      ", \"attempts\": %u, \"last_error\": \"%s\"}\n",
+      ", \"attempts\": %u, \"last_error\": %s}\n",
       run.total, run.verified, run.mismatches, run.sent, run.bytesSent, run.bytesReceived, run.connections, attempts,
-      jsonText(run.lastError).c_str());
+      echo::jsonString(run.lastError).c_str());
   return run.done() && run.mismatches == 0 ? 0 : 1;
 }
