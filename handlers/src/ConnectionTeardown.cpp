@@ -111,6 +111,7 @@ void Connection::beginTeardown() noexcept {
 }
 
 void Connection::maybeFinish() noexcept {
+  if (!teardownStarted_ || !disconnectDone_) return;  // the common case, on every completion
   const SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr;
   const size_t sendsInFlight = queue ? queue->inFlight() : 0;
   if (teardownStarted_ && disconnectDone_ && postedRecvs() == 0 && sendsInFlight == 0) scheduleFinish();

@@ -4,6 +4,9 @@
 // its completion: RC completes in order, so one signaled completion completes every unsignaled
 // request before it. Requests issued between beginBatch() and endBatch() are posted as one linked
 // list. The verbs call is injected, so the logic is testable without a device.
+//
+// Per message it allocates nothing: the requests in flight sit in a ring sized to the QP's send
+// queue, and a request that finds no backlog and room is posted at once without queuing.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -53,7 +56,7 @@ class SendQueue {
   // Returns the -errno of a failed post, else 0.
   int complete(const ibv_wc& wc, const Done& done) noexcept;
 
-  size_t inFlight() const noexcept { return inFlight_.size(); }
+  size_t inFlight() const noexcept { return inFlightCount_; }
   size_t backlog() const noexcept { return backlog_.size(); }
   uint32_t maxInline() const noexcept { return maxInline_; }
   uint64_t posts() const noexcept { return posts_; }          // ibv_post_send calls
@@ -66,13 +69,19 @@ class SendQueue {
 
  private:
   int pump() noexcept;
+  // Fills `wr` (and its two `sges`) for `op`; `last` ends the post's list.
+  void prepare(SendOp& op, ibv_send_wr& wr, ibv_sge* sges, bool last, size_t inFlightAfter) noexcept;
+  int post(ibv_send_wr* first) noexcept;
+  void pushInFlight(const SendOp& op) noexcept;
+  SendOp popInFlight() noexcept;
 
   uint32_t depth_, signalEvery_, maxInline_;
   uint32_t serial_;
   Post post_;
-  std::deque<SendOp> inFlight_;
+  std::vector<SendOp> inFlight_;  // a ring of depth_ entries: inFlightHead_ is the oldest
+  size_t inFlightHead_ = 0, inFlightCount_ = 0;
   std::deque<SendOp> backlog_;
-  std::vector<ibv_send_wr> wrs_;  // reused for each post
+  std::vector<ibv_send_wr> wrs_;  // depth_ entries, reused for each post
   std::vector<ibv_sge> sges_;     // two per request: header and body
   uint32_t nextSequence_ = 0;
   uint32_t sinceSignal_ = 0;
