@@ -161,9 +161,9 @@ void PingClient::onRoundTripTimeout() noexcept {
   c.close();
 }
 
-void PingClient::sendNext(evrdma::Connection& c) noexcept {
+void PingClient::sendNext(evrdma::Connection& c, Clock::time_point now) noexcept {
   if (result_.roundTrips == 0 && transfer_ != nullptr) transfer_->noteStart();
-  sentAt_ = Clock::now();
+  sentAt_ = now != Clock::time_point{} ? now : Clock::now();
   if (roundTripTimer_) roundTripTimer_->startOnce(roundTripTimeout_);
   if (verify_)
     for (size_t j = 0; j < message_.size(); ++j) message_[j] = patternByte(result_.index, result_.roundTrips, j);
@@ -199,11 +199,12 @@ void PingClient::onRecv(evrdma::Connection& c, const uint8_t* data, size_t lengt
     }
     result_.verifiedBytes += length;
   }
-  result_.longestRoundTrip = std::max(result_.longestRoundTrip, Clock::now() - sentAt_);
+  const Clock::time_point now = Clock::now();
+  result_.longestRoundTrip = std::max(result_.longestRoundTrip, now - sentAt_);
   ++result_.roundTrips;
   if (trace_ == Trace::Messages) trace("client", c, ("round trip " + std::to_string(result_.roundTrips)).c_str());
   if (result_.roundTrips == info_.count) {
-    result_.finishedAt = Clock::now();
+    result_.finishedAt = now;
     if (transfer_ != nullptr) transfer_->noteEnd();
     result_.succeeded = true;
     if (roundTripTimer_) roundTripTimer_->cancel();
@@ -214,7 +215,7 @@ void PingClient::onRecv(evrdma::Connection& c, const uint8_t* data, size_t lengt
     c.close();
     return;
   }
-  sendNext(c);
+  sendNext(c, now);
 }
 
 void PingClient::onDisconnected(evrdma::Connection& c) noexcept {

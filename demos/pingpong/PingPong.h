@@ -128,7 +128,8 @@ class PingClient : public evrdma::ConnectionHandler {
   void setTransferMeter(TransferMeter* meter) { transfer_ = meter; }
 
  private:
-  void sendNext(evrdma::Connection& c) noexcept;
+  // `now`: when the previous echo arrived, if this follows it (one clock read serves both).
+  void sendNext(evrdma::Connection& c, Clock::time_point now = Clock::time_point{}) noexcept;
   void onRoundTripTimeout() noexcept;
   pingsr::ConnectInfo info_;
   bool verify_;

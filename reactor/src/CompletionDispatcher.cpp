@@ -416,7 +416,7 @@ void CompletionDispatcher::run() noexcept {
 void CompletionDispatcher::onSpinTurn(int, short, void* self) noexcept { static_cast<CompletionDispatcher*>(self)->spin(); }
 
 void CompletionDispatcher::startPolling() noexcept {
-  pollUntil_ = std::chrono::steady_clock::now() + reactor_.pollingWindow();
+  emptyTurns_ = 0;
   if (!polling_) {
     polling_ = true;
     ++stats_.pollingWindows;
@@ -449,21 +449,34 @@ void CompletionDispatcher::spin() noexcept {
   ++stats_.spinTurns;
   // Each turn through libevent costs a backend call (a system call): poll a few times here first,
   // so a completion that is about to land is found without one, yet the backend's sockets, timers
-  // and signals wait only that long. The clock is read once per turn: where the clocksource is not
-  // the TSC (an emulated HPET in a VM), a clock read is a system call too.
+  // and signals wait only that long.
   bool found = false;
   for (int i = 0; i < kPollBurst && !found && polling_ && !removed_; ++i) found = pollAll() > 0;
-  const auto now = std::chrono::steady_clock::now();
-  if (found) pollUntil_ = now + reactor_.pollingWindow();
-  if (reactor_.pollingWindow().count() > 0 && now < pollUntil_) {
+  if (found) {
+    emptyTurns_ = 0;
     spinTurn_.schedule();  // after the backend's zero-timeout poll and the timers
+    return;
+  }
+  // The window is timed from the kTurnsPerClockRead-th empty turn, reading the clock only every
+  // that many empty turns and never while completions keep coming: where the clocksource is not
+  // the TSC (an emulated HPET in a VM), a clock read is a system call, as dear as a turn. So the
+  // window runs that many turns longer than asked, and a completion costs no clock read.
+  const std::chrono::microseconds window = reactor_.pollingWindow();
+  if (window.count() > 0 && ++emptyTurns_ % kTurnsPerClockRead != 0) {
+    spinTurn_.schedule();
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (emptyTurns_ == kTurnsPerClockRead) quietSince_ = now;
+  if (window.count() > 0 && now - quietSince_ < window) {
+    spinTurn_.schedule();
     return;
   }
   // A window with nothing: arm, then look once more, since a completion that landed before the
   // arm raises no event.
   for (size_t i = 0; i < cqs_.size(); ++i) armIfNeeded(*cqs_[i]);
   if (pollAll() > 0) {
-    pollUntil_ = std::chrono::steady_clock::now() + reactor_.pollingWindow();
+    emptyTurns_ = 0;
     spinTurn_.schedule();
     return;
   }

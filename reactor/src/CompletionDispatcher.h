@@ -62,8 +62,10 @@ class CompletionDispatcher final : private detail::AsyncInbox {
  public:
   static constexpr int kBudget = 256;
   static constexpr uint32_t kSharedCqEntries = 512;
-  // Adaptive polling: how many polls one loop turn makes before it goes back through libevent.
+  // Adaptive polling: how many polls one loop turn makes before it goes back through libevent,
+  // and every how many turns without a completion the clock is read (see spin()).
   static constexpr int kPollBurst = 32;
+  static constexpr uint32_t kTurnsPerClockRead = 8;
 
  private:
   struct SharedCq;
@@ -191,7 +193,8 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   detail::NextTurn resume_;  // budget spent: serve the ready CQs again on a later turn
   detail::NextTurn spinTurn_;  // adaptive polling: the next turn's poll
   bool polling_ = false;
-  std::chrono::steady_clock::time_point pollUntil_{};
+  uint32_t emptyTurns_ = 0;  // polling turns since the last completion
+  std::chrono::steady_clock::time_point quietSince_{};  // read at the kTurnsPerClockRead-th of them
   event* asyncEvent_ = nullptr;  // the device's async event fd (shared by the process's users of it)
   int inboxFd_ = -1;              // eventfd: another Reactor handed us an async event
   event* inboxEvent_ = nullptr;
