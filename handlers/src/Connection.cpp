@@ -34,6 +34,16 @@ class Connection::Sink final : public CmEventHandler,
   void onAsyncError(ibv_event_type type) noexcept override { c_.onAsyncError(type); }
   void onCompletionQueueError(int err, const char* op) noexcept override { c_.onCompletionQueueError(err, op); }
   void onDeviceRemoved() noexcept override { c_.onDeviceRemoved(); }
+  // What the callbacks of one poll's completions send goes out as one post at its end.
+  void onPollBegin() noexcept override {
+    pollBatch_ = c_.queuePair_ && c_.queuePair_->sendQueue();
+    if (pollBatch_) c_.beginBatch();
+  }
+  void onPollEnd() noexcept override {
+    if (!pollBatch_) return;
+    pollBatch_ = false;
+    (void)c_.endBatch();  // a failed post fails the connection
+  }
   void onReactorGone() noexcept override { c_.onReactorGone(); }  // may free the connection
   bool connectionState(ConnectionState& state) const noexcept override {
     state = c_.state_;
@@ -50,6 +60,7 @@ class Connection::Sink final : public CmEventHandler,
 
  private:
   Connection& c_;
+  bool pollBatch_ = false;
 };
 
 const char* toString(ConnectionState state) noexcept {

@@ -57,7 +57,11 @@ class SendQueue {
   int complete(const ibv_wc& wc, const Done& done) noexcept;
 
   size_t inFlight() const noexcept { return inFlightCount_; }
-  size_t backlog() const noexcept { return backlog_.size(); }
+  // Requests waiting for room in the QP's send queue (not those a batch holds that fit).
+  size_t backlog() const noexcept {
+    const size_t room = depth_ - inFlightCount_;
+    return backlog_.size() > room ? backlog_.size() - room : 0;
+  }
   uint32_t maxInline() const noexcept { return maxInline_; }
   uint64_t posts() const noexcept { return posts_; }          // ibv_post_send calls
   uint64_t signaled() const noexcept { return signaledCount_; }

@@ -279,7 +279,7 @@ void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
     if (detail::SharedReceiveQueue* srq = sharedReceiveQueueWithSerial(serial)) {
       srq->onConsumed();
       if (attachment != nullptr && attachment->srq_ == srq) {
-        attachment->handler_->onCompletion(wc);  // the connection gives the buffer back
+        handOver(attachment->handler_, wc);  // the connection gives the buffer back
       } else {
         ++stats_.strayCompletions;  // its QP is gone: the buffer goes back to the pool
         EVRDMA_LOG(LogLevel::Info, "%s: a receive completion for QP %u, no longer attached: its shared buffer is reposted",
@@ -295,7 +295,21 @@ void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
                detail::wrid::isSend(wc.wr_id) ? "send" : "receive", ibv_wc_status_str(wc.status), wc.qp_num);
     return;
   }
-  attachment->handler_->onCompletion(wc);
+  handOver(attachment->handler_, wc);
+}
+
+void CompletionDispatcher::handOver(CompletionHandler* handler, const ibv_wc& wc) noexcept {
+  if (std::find(inPoll_.begin(), inPoll_.end(), handler) == inPoll_.end()) {
+    inPoll_.push_back(handler);  // cleared, not freed, after each poll: no allocation once warm
+    handler->onPollBegin();
+  }
+  handler->onCompletion(wc);
+}
+
+void CompletionDispatcher::endPoll() noexcept {
+  // Handlers are destroyed only on a later turn (connections defer it), so each is still here.
+  for (size_t i = 0; i < inPoll_.size(); ++i) inPoll_[i]->onPollEnd();
+  inPoll_.clear();
 }
 
 detail::SharedReceiveQueue* CompletionDispatcher::sharedReceiveQueueWithSerial(uint32_t serial) const noexcept {
@@ -364,6 +378,7 @@ bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcep
     stats_.completions += n;
     handled += n;
     for (int i = 0; i < n; ++i) deliver(wcs[i]);
+    endPoll();
   }
 }
 

@@ -50,6 +50,11 @@ class CompletionHandler {
   virtual void onCompletionQueueError(int err, const char* op) noexcept = 0;
   // The device is being removed: nothing posted will come back, and its resources must go.
   virtual void onDeviceRemoved() noexcept = 0;
+  // Completions are handed out a poll at a time: before this handler's first completion of a poll
+  // comes onPollBegin, and once the poll's last completion was handed out, onPollEnd, so that work
+  // requests posted from its callbacks go to the device together (one doorbell, one signaled).
+  virtual void onPollBegin() noexcept {}
+  virtual void onPollEnd() noexcept {}
 
  protected:
   ~CompletionHandler() = default;
@@ -176,6 +181,8 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   template <typename Predicate>
   std::vector<CompletionHandler*> handlersWhere(Predicate matches) const;
   void deliver(const ibv_wc& wc) noexcept;
+  void handOver(CompletionHandler* handler, const ibv_wc& wc) noexcept;  // with onPollBegin first
+  void endPoll() noexcept;                                              // onPollEnd for each
   detail::SharedReceiveQueue* sharedReceiveQueueWithSerial(uint32_t serial) const noexcept;
   uint32_t takeSerial() noexcept;  // for an attachment or an SRQ: 1 .. kSerialMask, then again
   void detach(Attachment& attachment) noexcept;
@@ -205,6 +212,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
   std::deque<SharedCq*> ready_;
   bool delivering_ = false;
+  std::vector<CompletionHandler*> inPoll_;  // the handlers given completions of the current poll
   std::unordered_map<uint32_t, Attachment*> byQpNum_;
   uint32_t nextSerial_ = 1;
   size_t attachments_ = 0;

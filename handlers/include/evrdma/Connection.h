@@ -110,7 +110,10 @@ class Connection {
   // Whether sendWithImm / rdmaWriteWithImm work here (not on iWARP: they return -EOPNOTSUPP).
   bool supportsImmediateData() const noexcept;
   // Requests issued between the two go to the device as one linked list (one ibv_post_send);
-  // batches nest, and go out when the outermost ends.
+  // batches nest, and go out when the outermost ends. Callbacks of completions are inside such a
+  // batch already: what they send goes out, in order, once every completion of that poll of the
+  // CQ has been handed out (one doorbell and one signaled request for a poll's worth of echoes),
+  // and a post that fails there fails the connection (onError) instead of returning -errno.
   void beginBatch() noexcept;
   int endBatch() noexcept;
   // Memory-region exchange (framed connections; -EPROTONOSUPPORT otherwise, -ENOTCONN when not
