@@ -45,8 +45,9 @@ std::string describe(Mode mode, uint64_t operations, uint64_t size, double secon
 
 // ---- client ----
 
-BlastClient::BlastClient(uint32_t index, Request request, bool trace, std::function<void(const Result&)> done)
-    : request_(request), trace_(trace), done_(std::move(done)) {
+BlastClient::BlastClient(uint32_t index, Request request, bool trace, std::function<void(const Result&)> done,
+                         uint32_t postList)
+    : request_(request), trace_(trace), done_(std::move(done)), postList_(std::max<uint32_t>(postList, 1)) {
   result_.index = index;
   result_.mode = request.mode;
 }
@@ -114,6 +115,13 @@ void BlastClient::start(evrdma::Connection& c) noexcept {
   if (int rc = c.endBatch(); rc != 0) failWith(c, "posting: " + errnoText(rc));
 }
 
+void BlastClient::postList(evrdma::Connection& c) noexcept {
+  c.beginBatch();
+  for (uint32_t i = 0; i < postList_ && posted_ < request_.count && pool_.available() > 0 && result_.error.empty(); ++i)
+    postNext(c);
+  if (int rc = c.endBatch(); rc != 0) failWith(c, "posting: " + errnoText(rc));
+}
+
 void BlastClient::postNext(evrdma::Connection& c) noexcept {
   const int index = pool_.acquire();
   if (index < 0) return;
@@ -145,7 +153,12 @@ void BlastClient::onOpDone(evrdma::Connection& c, const evrdma::OpCompletion& op
   result_.bytes += op.bytes;
   pool_.release(index);
   if (posted_ < request_.count) {
-    postNext(c);
+    // In lists: once a list's worth is free, or all that is left to post is.
+    const uint64_t left = request_.count - posted_;
+    if (postList_ == 1)
+      postNext(c);
+    else if (pool_.available() >= std::min<uint64_t>(postList_, left))
+      postList(c);
   } else if (result_.operations == request_.count) {
     result_.finished = Clock::now();
     // An empty message tells the server we are done; close once it went out.

@@ -43,7 +43,10 @@ struct Result {
 // The active side. Calls `done` once, from onClosed.
 class BlastClient : public evrdma::ConnectionHandler {
  public:
-  BlastClient(uint32_t index, Request request, bool trace, std::function<void(const Result&)> done);
+  // `postList`: operations go to the device in lists of that many (perftest's --post_list): a
+  // freed buffer waits until that many are free (or the count's end is near). 1: each at once.
+  BlastClient(uint32_t index, Request request, bool trace, std::function<void(const Result&)> done,
+              uint32_t postList = 1);
   static evrdma::ClientOptions options(const Request& request);
 
   void onEstablished(evrdma::Connection& c) noexcept override;
@@ -60,6 +63,7 @@ class BlastClient : public evrdma::ConnectionHandler {
  private:
   void start(evrdma::Connection& c) noexcept;
   void postNext(evrdma::Connection& c) noexcept;
+  void postList(evrdma::Connection& c) noexcept;  // a list of postList_ (or what is left), in one post
   void failWith(evrdma::Connection& c, std::string error) noexcept;
 
   Request request_;
@@ -69,6 +73,7 @@ class BlastClient : public evrdma::ConnectionHandler {
   evrdma::BufferPool pool_;
   evrdma::RemoteRegion remote_;
   uint64_t posted_ = 0;
+  uint32_t postList_ = 1;
   bool finishing_ = false;
 };
 

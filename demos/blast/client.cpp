@@ -35,6 +35,11 @@ void usage(FILE* out, const char* prog) {
                "  -s BYTES  bytes per operation (default 65536)\n"
                "  -c N      operations per connection (default 10000)\n"
                "  -n N      connections at once, all from this one thread (default 1)\n"
+               "  -l N      post list: operations go to the device N at a time, as perftest's\n"
+               "            --post_list (default 1: each as soon as its buffer is free; at most -b; not\n"
+               "            with -o ofa)\n"
+               "  -P USEC   adaptive polling: after a completion, poll the CQs on every loop turn for\n"
+               "            USEC before sleeping on the completion channel again (default 0: never)\n"
                "  -v        verify: every byte carries a pattern the other side checks\n"
                "  -o ofa    speak the OFA notes' blast-sr-2 instead (port %u): -c is its limit, -s its\n"
                "            data_size, -b its n_data_buffers (the credits); -m does not apply\n"
@@ -110,10 +115,11 @@ int main(int argc, char** argv) {
   const char* envAddress = std::getenv("EVRDMA_RDMA_IP");
   std::string address = envAddress != nullptr ? envAddress : "";
   unsigned long long port = blast::kDefaultPort, buffers = 8, size = 65536, count = 10000, connections = 1;
+  unsigned long long postList = 1, pollingWindow = 0;
   blast::Mode mode = blast::Mode::Send;
   bool verify = false, trace = false, figures = false, ofa = false, portGiven = false;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:m:b:s:c:n:o:vtxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:m:b:s:c:n:o:l:P:vtxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -124,6 +130,8 @@ int main(int argc, char** argv) {
       case 's': ok = pingpong::parseNumber(optarg, 1u << 30, size) && size > 0; break;
       case 'c': ok = pingpong::parseNumber(optarg, ~0ull >> 16, count) && count > 0; break;
       case 'n': ok = pingpong::parseNumber(optarg, 100000, connections) && connections > 0; break;
+      case 'l': ok = pingpong::parseNumber(optarg, 1024, postList) && postList > 0; break;
+      case 'P': ok = pingpong::parseNumber(optarg, 10000000, pollingWindow); break;
       case 'v': verify = true; break;
       case 't': trace = true; break;
       case 'x': figures = true; break;
@@ -143,6 +151,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "blast-client: cannot create an event loop\n");
     return 1;
   }
+  if (postList > buffers) {
+    std::fprintf(stderr, "blast-client: -l %llu is more than the %llu buffers (-b) in flight\n", postList, buffers);
+    return 2;
+  }
+  reactor.setPollingWindow(std::chrono::microseconds(pollingWindow));
   if (ofa) {
     if (!portGiven) port = blast::ofa::kDefaultPort;
     return blastOfa(reactor, address, static_cast<uint16_t>(port), blast::ofa::Request{count, size, buffers}, verify,
@@ -158,7 +171,7 @@ int main(int argc, char** argv) {
   pingpong::CpuMeter cpu;
   pingpong::DeviceFigures completions;
   auto make = [&](uint32_t index, std::function<void(const blast::Result&)> done) {
-    return std::make_unique<blast::BlastClient>(index, request, trace, std::move(done));
+    return std::make_unique<blast::BlastClient>(index, request, trace, std::move(done), static_cast<uint32_t>(postList));
   };
   if (!runClients(reactor, connections, address, static_cast<uint16_t>(port), blast::BlastClient::options(request),
                   blast::encode(request), make, results, completions))

@@ -32,6 +32,8 @@ void usage(FILE* out, const char* prog) {
                "  -s BYTES  largest size a client may ask for (default 16777216)\n"
                "  -c N      largest count a client may ask for (default 1000000000)\n"
                "  -e N      exit after serving N clients (default 0: never)\n"
+               "  -P USEC   adaptive polling: after a completion, poll the CQs on every loop turn for\n"
+               "            USEC before sleeping on the completion channel again (default 0: never)\n"
                "  -o ofa    speak the OFA notes' blast-sr-2 instead (its private data, unframed messages,\n"
                "            8-byte acks returning credits; port %u): -b, -s, -c bound n_data_buffers,\n"
                "            data_size and limit; -v checks every byte of clients that pattern them\n"
@@ -88,12 +90,12 @@ int serveOfa(evrdma::Reactor& reactor, const std::string& address, uint16_t port
 int main(int argc, char** argv) {
   std::string address = "0.0.0.0";
   unsigned long long port = blast::kDefaultPort, maxBuffers = 1024, maxSize = 16u << 20, maxCount = 1000000000,
-                     exitAfter = 0;
+                     exitAfter = 0, pollingWindow = 0;
   bool trace = false, figures = false, ofa = false, verify = false, portGiven = false;
   unsigned long long backlog = 0;  // the kernel's limit
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:b:s:c:e:o:vtxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:b:s:c:e:o:P:vtxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -111,6 +113,7 @@ int main(int argc, char** argv) {
       case 's': ok = pingpong::parseNumber(optarg, 1u << 30, maxSize) && maxSize > 0; break;
       case 'c': ok = pingpong::parseNumber(optarg, ~0ull, maxCount) && maxCount > 0; break;
       case 'e': ok = pingpong::parseNumber(optarg, ~0ull, exitAfter); break;
+      case 'P': ok = pingpong::parseNumber(optarg, 10000000, pollingWindow); break;
       case 't': trace = true; break;
       case 'x': figures = true; break;
       case 'h': usage(stdout, argv[0]); return 0;
@@ -125,6 +128,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "blast-server: cannot create an event loop\n");
     return 1;
   }
+  reactor.setPollingWindow(std::chrono::microseconds(pollingWindow));
   if (ofa) {
     if (!portGiven) port = blast::ofa::kDefaultPort;
     return serveOfa(reactor, address, static_cast<uint16_t>(port), static_cast<int>(backlog), listenerOptions,
