@@ -101,7 +101,10 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   attr.cap.max_send_sge = options.framed ? 2 : 1;  // framed send(): header + the application's bytes
   attr.cap.max_recv_sge = shared ? 0 : 1;
   attr.srq = shared ? sharedReceives_.srq->get() : nullptr;
-  attr.cap.max_inline_data = options.maxInlineData;
+  // A framed message carries its header too: a 64-byte message is 72 bytes on the wire.
+  attr.cap.max_inline_data = options.maxInlineData > 0 && options.framed
+                                 ? options.maxInlineData + static_cast<uint32_t>(Frame::kHeaderSize)
+                                 : options.maxInlineData;
   attr.sq_sig_all = 0;
   if (rdma_create_qp(id, pd_, &attr) != 0) {
     attr.cap.max_inline_data = 0;  // some devices have no inline data at all

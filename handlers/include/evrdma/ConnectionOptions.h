@@ -19,7 +19,9 @@ struct ConnectionOptions {
   uint32_t sendDepth = 16;       // send queue depth, and send buffers for postSend()
   // Signal every Nth send-queue request (0: sendDepth / 4); the last of each post always is.
   uint32_t signalEvery = 0;
-  uint32_t maxInlineData = 64;   // ask the QP for this much inline data (the device may give less)
+  // Messages up to this many bytes go inline (copied into the work request: no DMA of the
+  // buffer); a framed connection asks for its 8-byte frame header on top. The device may give less.
+  uint32_t maxInlineData = 64;
   // Re-post each receive buffer after onRecv returns. When false the application re-posts with
   // Connection::postRecv(), which is how it tells the peer's sends to wait.
   bool autoPostRecv = true;
