@@ -203,7 +203,7 @@ evrdma::ConnectionOptions BlastAgent::options(const Request& request) {
   uint32_t depth = 8;
   if (request.mode == Mode::Send || request.mode == Mode::WriteImm) {
     // Room for what is in flight, and for credits to come back while it is.
-    depth = std::clamp<uint32_t>(2 * request.buffers, 16, 4096);
+    depth = std::clamp<uint32_t>(4 * request.buffers, 16, 4096);
     while (depth > evrdma::ConnectionOptions::kMinFramedRecvDepth && size_t{depth} * o.maxMessageSize > kMaxReceiveMemory) depth /= 2;
     depth = std::max(depth, evrdma::ConnectionOptions::kMinFramedRecvDepth);
   }
