@@ -33,12 +33,17 @@ test:
 demo: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -- demos/pingpong/demo.sh 16 500 4096
 
-# evrdma against perftest, measured in the same test-bed run: round-trip latency (pingpong vs
-# ib_send_lat -e), then one-way throughput per mode (blast vs ib_send_bw / ib_write_bw / ib_read_bw),
-# then how an application's own timer and HTTP server fare on the loop while RDMA floods it, against
-# the same loop quiet (evrdma-loop-latency).
+# evrdma against perftest, measured in the same test-bed run, each figure the median of 3 runs
+# taken in turn (demos/bench/bench.py): round-trip latency from 1 B to 1 MiB (pingpong vs
+# ib_send_lat, event mode and adaptive polling), one-way throughput per mode (blast vs ib_send_bw
+# -e / ib_write_bw / ib_read_bw -e), message rate at 8 B-4 KiB unbatched and in lists of 16, the
+# CPU of an idle open connection, then how an application's own timer and HTTP server fare on the
+# loop while RDMA floods it (evrdma-loop-latency). CSV files, summary.txt and SVG pictures
+# (gnuplot, from make deps) go to BENCH_OUT.
+BENCH_OUT ?= $(BUILD_DIR)/bench
 bench: build
-	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 1800 -- sh -c 'demos/pingpong/bench.sh 5000 64 && echo && demos/blast/bench.sh 65536 2000 16 && echo && $(BUILD_DIR)/demos/evrdma-loop-latency -a "$$EVRDMA_RDMA_IP" -d 3'
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3000 -- sh -c '/usr/bin/python3 demos/bench/bench.py --out "$(BENCH_OUT)" && echo && $(BUILD_DIR)/demos/evrdma-loop-latency -a "$$EVRDMA_RDMA_IP" -d 3'
+	gnuplot -e "dir='$(BENCH_OUT)'" demos/bench/plot.gp && echo "bench: pictures in $(BENCH_OUT)/latency.svg, bandwidth.svg, rate.svg"
 
 # Many agents on one server, measured in the test bed: 10 000 concurrent agents (memory per agent,
 # setup time against cmtime), a storm of 1000 connects while another client ping-pongs (its

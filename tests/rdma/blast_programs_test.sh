@@ -24,12 +24,16 @@ client() { "$build/demos/blast-client" -a "$address" -p "$port" "$@" >"$log/clie
 
 modes="send write write_imm read"
 [ "$iwarp" = 1 ] && modes="send write read"
-runs=$(( $(echo $modes | wc -w) * 3 + 2 ))
-start_server -x -e "$runs"
+runs=$(( $(echo $modes | wc -w) * 4 + 2 ))
+start_server -x -e "$runs" -P 100
 for mode in $modes; do
     client -m "$mode" -v -n 3 -b 8 -s 65536 -c 300 -x
     status=$?
     check "blast -m $mode -v, 3 connections x 300 x 64 KiB: $(grep 'all connections' "$log/client")" $status
+    # In lists of 8 (the count's tail is not a whole list), polling adaptively on both sides.
+    client -m "$mode" -v -b 16 -l 8 -s 4096 -c 1001 -P 100
+    status=$?
+    check "blast -m $mode -v -l 8 -P 100, 1001 x 4 KiB: $(grep 'all connections' "$log/client")" $status
 done
 client -m send -v -b 4 -s 1 -c 1000
 status=$?

@@ -1,0 +1,278 @@
+#!/usr/bin/python3
+"""bench.py: evrdma against perftest, measured in the same run on the same device, both over
+rdma_cm. Every figure is the median of --runs runs, evrdma's and perftest's taken in turn.
+
+  latency    pingpong's round trip against ib_send_lat's, 1 B to 1 MiB: event mode against
+             ib_send_lat -e (both sleep on the completion channel), adaptive polling (-P)
+             against ib_send_lat (busy-polling)
+  bandwidth  blast per mode, 4 KiB to 1 MiB: send against ib_send_bw -e and read against
+             ib_read_bw -e (event mode on both sides), write against ib_write_bw (which only
+             busy-polls: blast -P)
+  rate       message rate at 8 B to 4 KiB: blast send and write with -P against ib_send_bw and
+             ib_write_bw, one request per post and in lists of 16 (blast -l 16, --post_list 16)
+  idle       the CPU both pingpong processes use while their connection is open and idle (-P)
+
+Prints each table with the ratios (evrdma / perftest: above 1 is evrdma slower for latency,
+faster for bandwidth and rate), and writes latency.csv, bandwidth.csv, rate.csv and summary.txt
+into --out. Meant for tools/rdma-run (make bench); demos/bench/plot.gp draws the CSV files.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+LATENCY_SIZES = [1, 8, 64, 512, 4096, 32768, 262144, 1048576]
+BANDWIDTH_SIZES = [4096, 65536, 1048576]
+RATE_SIZES = [8, 64, 512, 4096]
+DEPTH = 16       # operations in flight (blast -b, perftest -t)
+POST_LIST = 16   # the batched message rate's list length
+
+
+class Failed(Exception):
+    pass
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.build = os.environ.get("BUILD_DIR", "build")
+        self.ip = os.environ.get("EVRDMA_RDMA_IP")
+        self.dev = os.environ.get("EVRDMA_RDMA_DEV")
+        if not self.ip or not self.dev:
+            sys.exit("bench.py: run this under tools/rdma-run (EVRDMA_RDMA_IP and EVRDMA_RDMA_DEV are not set)")
+        self.logs = tempfile.mkdtemp(prefix="evrdma-bench-")
+        self.lines = []
+
+    def say(self, text=""):
+        print(text, flush=True)
+        self.lines.append(text)
+
+    # ---- processes ----
+
+    def server(self, cmd, ready, name):
+        """Starts a server with its output in a file; returns it once `ready` shows there."""
+        path = os.path.join(self.logs, name)
+        out = open(path, "w")
+        # Line-buffered: perftest says it is ready through C stdio, which a file would hold back.
+        proc = subprocess.Popen(["stdbuf", "-oL"] + cmd, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        for _ in range(400):
+            time.sleep(0.025)
+            with open(path) as f:
+                text = f.read()
+            if re.search(ready, text):
+                return proc, path
+            if proc.poll() is not None:
+                break
+        proc.kill()
+        raise Failed(f"{cmd[0]} did not start: {open(path).read()[-400:]}")
+
+    def client(self, cmd, timeout=300):
+        try:
+            done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise Failed(f"{' '.join(cmd)}: no result within {timeout} s")
+        return done.returncode, done.stdout
+
+    def finish(self, proc, path, timeout=60):
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise Failed(f"the server did not exit: {open(path).read()[-400:]}")
+
+    # ---- perftest ----
+
+    def perftest(self, tool, size, iterations, extra):
+        """perftest's result line (the numbers under its '#bytes' header)."""
+        base = [tool, "-d", self.dev, "-R", "-s", str(size), "-n", str(iterations)] + extra
+        proc, path = self.server(base, "Waiting for client", f"{tool}-server")
+        rc, out = self.client(base + [self.ip])
+        self.finish(proc, path)
+        lines = out.splitlines()
+        for i, line in enumerate(lines):
+            if line.strip().startswith("#bytes") and i + 1 < len(lines):
+                return [float(x) for x in lines[i + 1].split()]
+        raise Failed(f"{tool}: no result (status {rc}): {out[-400:]}")
+
+    def send_lat(self, size, iterations, events):
+        row = self.perftest("ib_send_lat", size, iterations, ["-e"] if events else [])
+        return 2 * row[5]  # t_avg is half a round trip
+
+    def bw(self, tool, size, iterations, extra):
+        row = self.perftest(tool, size, iterations, ["-t", str(DEPTH)] + extra)
+        return row[4] * 1e6  # MsgRate, Mpps: operations per second
+
+    # ---- evrdma ----
+
+    def pingpong(self, size, iterations, window):
+        polling = ["-P", str(window)] if window else []
+        proc, path = self.server([f"{self.build}/demos/pingpong-server", "-a", self.ip, "-e", "1"] + polling,
+                                 "listening", "pingpong-server")
+        rc, out = self.client([f"{self.build}/demos/pingpong-client", "-a", self.ip, "-c", str(iterations),
+                               "-s", str(size), "-x"] + polling)
+        self.finish(proc, path)
+        m = re.search(r"([0-9.]+) us per round trip", out)
+        if rc != 0 or not m:
+            raise Failed(f"pingpong-client (status {rc}): {out[-400:]}")
+        return float(m.group(1))
+
+    def blast(self, mode, size, count, window=0, post_list=1):
+        polling = ["-P", str(window)] if window else []
+        proc, path = self.server([f"{self.build}/demos/blast-server", "-a", self.ip, "-p", "0", "-e", "1"] + polling,
+                                 r"listening on .* port \d+", "blast-server")
+        port = re.search(r"port (\d+)", open(path).read()).group(1)
+        cmd = [f"{self.build}/demos/blast-client", "-a", self.ip, "-p", port, "-m", mode, "-s", str(size),
+               "-c", str(count), "-b", str(DEPTH), "-x"] + polling
+        if post_list > 1:
+            cmd += ["-l", str(post_list)]
+        rc, out = self.client(cmd)
+        self.finish(proc, path)
+        m = re.search(r"all connections: .* ([0-9.]+) ops/s", out)
+        if rc != 0 or not m:
+            raise Failed(f"blast-client (status {rc}): {out[-400:]}")
+        return float(m.group(1))
+
+    # ---- the runs ----
+
+    def medians(self, measures):
+        """Runs each measure --runs times, in turn; the median of each."""
+        results = [[] for _ in measures]
+        for _ in range(self.args.runs):
+            for i, measure in enumerate(measures):
+                results[i].append(measure())
+        return [statistics.median(r) for r in results]
+
+    def latency(self):
+        window = self.args.window
+        self.say(f"round-trip latency, us (average), on {self.dev}, median of {self.args.runs} runs; "
+                 f"ratio = evrdma / perftest (<= 1: evrdma as fast or faster)")
+        self.say(f"  {'size':>8} {'ib_send_lat -e':>15} {'pingpong':>10} {'ratio':>6}   "
+                 f"{'ib_send_lat':>12} {'pingpong -P' + str(window):>14} {'ratio':>6}")
+        rows = []
+        for size in LATENCY_SIZES:
+            n = 5000 if size <= 4096 else max(200, int(20e6 // size))
+            pe, oe, pp, op = self.medians([
+                lambda: self.send_lat(size, n, True), lambda: self.pingpong(size, n, 0),
+                lambda: self.send_lat(size, n, False), lambda: self.pingpong(size, n, window)])
+            rows.append((size, pe, oe, pp, op))
+            self.say(f"  {size:>8} {pe:>15.1f} {oe:>10.1f} {oe / pe:>6.2f}   {pp:>12.1f} {op:>14.1f} {op / pp:>6.2f}")
+        self.write("latency.csv", "size,ib_send_lat_e,evrdma_event,ib_send_lat,evrdma_polling", rows)
+        return rows
+
+    def bandwidth(self):
+        window = self.args.window
+        self.say(f"one-way throughput, MB/s (10^6 bytes), {DEPTH} in flight, median of {self.args.runs} runs; "
+                 f"ratio = evrdma / perftest")
+        self.say(f"  {'mode':<10} {'size':>8} {'blast':>10} {'perftest':>10} {'ratio':>6}  against")
+        plans = [("send", "ib_send_bw", ["-e"], 0), ("write", "ib_write_bw", [], window),
+                 ("read", "ib_read_bw", ["-e"], 0)]
+        rows = []
+        for size in BANDWIDTH_SIZES:
+            count = max(200, min(20000, int(150e6 // size)))
+            for mode, tool, extra, polling in plans:
+                ours, theirs = self.medians([lambda: self.blast(mode, size, count, polling),
+                                             lambda: self.bw(tool, size, count, extra)])
+                rows.append((mode, size, ours * size / 1e6, theirs * size / 1e6))
+                against = f"{tool} {' '.join(extra)}".strip() + (f" (blast -P {polling})" if polling else "")
+                self.say(f"  {mode:<10} {size:>8} {ours * size / 1e6:>10.1f} {theirs * size / 1e6:>10.1f} "
+                         f"{ours / theirs:>6.2f}  {against}")
+        self.write("bandwidth.csv", "mode,size,evrdma_MBps,perftest_MBps", rows)
+        return rows
+
+    def rate(self):
+        window = self.args.window
+        count = self.args.rate_count
+        self.say(f"message rate, operations/s, {DEPTH} in flight, {count} per run, blast -P {window} against "
+                 f"busy-polling perftest, median of {self.args.runs} runs")
+        self.say(f"  {'op':<6} {'size':>6} {'blast':>9} {'perftest':>9} {'ratio':>6}   "
+                 f"{'blast -l' + str(POST_LIST):>10} {'--post_list':>11} {'ratio':>6}")
+        rows = []
+        for size in RATE_SIZES:
+            for mode, tool in (("send", "ib_send_bw"), ("write", "ib_write_bw")):
+                ours, theirs, ours_l, theirs_l = self.medians([
+                    lambda: self.blast(mode, size, count, window), lambda: self.bw(tool, size, count, []),
+                    lambda: self.blast(mode, size, count, window, POST_LIST),
+                    lambda: self.bw(tool, size, count, ["--post_list", str(POST_LIST)])])
+                rows.append((mode, size, ours, theirs, ours_l, theirs_l))
+                self.say(f"  {mode:<6} {size:>6} {ours:>9.0f} {theirs:>9.0f} {ours / theirs:>6.2f}   "
+                         f"{ours_l:>10.0f} {theirs_l:>11.0f} {ours_l / theirs_l:>6.2f}")
+        self.write("rate.csv", "op,size,evrdma,perftest,evrdma_post_list,perftest_post_list", rows)
+        return rows
+
+    def idle(self):
+        window, seconds = self.args.window, self.args.idle
+        polling = ["-P", str(window)]
+        proc, spath = self.server([f"{self.build}/demos/pingpong-server", "-a", self.ip] + polling, "listening",
+                                  "idle-server")
+        cpath = os.path.join(self.logs, "idle-client")
+        client = subprocess.Popen([f"{self.build}/demos/pingpong-client", "-a", self.ip, "-c", "100", "-k"] + polling,
+                                  stdout=open(cpath, "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        for _ in range(400):
+            time.sleep(0.025)
+            if "holding them open" in open(cpath).read():
+                break
+        else:
+            client.kill()
+            proc.kill()
+            raise Failed("the idle client did not connect: " + open(cpath).read()[-400:])
+        time.sleep(0.5)  # past the last window
+        ticks = lambda pid: sum(int(x) for x in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[11:13])
+        s0, c0 = ticks(proc.pid), ticks(client.pid)
+        time.sleep(seconds)
+        s1, c1 = ticks(proc.pid), ticks(client.pid)
+        client.send_signal(2)
+        client.wait(timeout=30)
+        proc.send_signal(2)
+        self.finish(proc, spath)
+        hz = os.sysconf("SC_CLK_TCK")
+        server_pct, client_pct = 100 * (s1 - s0) / hz / seconds, 100 * (c1 - c0) / hz / seconds
+        self.say(f"idle, connection open, -P {window}: server {server_pct:.2f} % of a core, client {client_pct:.2f} % "
+                 f"(over {seconds} s)")
+        return server_pct, client_pct
+
+    def write(self, name, header, rows):
+        with open(os.path.join(self.args.out, name), "w") as f:
+            f.write(header + "\n")
+            for row in rows:
+                f.write(",".join(f"{x:.6g}" if isinstance(x, float) else str(x) for x in row) + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser.add_argument("--out", default="bench-results", help="directory for the CSV files (default bench-results)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure, the median is kept (default 3)")
+    parser.add_argument("--window", type=int, default=100, help="adaptive polling window in us (default 100)")
+    parser.add_argument("--idle", type=int, default=10, help="seconds of the idle measurement (default 10)")
+    parser.add_argument("--rate-count", type=int, default=50000, help="operations per message-rate run (default 50000)")
+    parser.add_argument("--only", choices=["latency", "bandwidth", "rate", "idle"], action="append",
+                        help="run only these parts (repeatable; default all)")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    bench = Bench(args)
+    parts = args.only or ["latency", "bandwidth", "rate", "idle"]
+    started = time.time()
+    try:
+        for part in parts:
+            getattr(bench, part)()
+            bench.say()
+    except Failed as e:
+        print(f"bench.py: a measurement failed: {e}", file=sys.stderr)
+        return 1
+    bench.say(f"({time.time() - started:.0f} s; driver {os.environ.get('EVRDMA_RDMA_DRIVER', '?')}, "
+              f"test bed {os.environ.get('EVRDMA_TESTBED', '?')})")
+    with open(os.path.join(args.out, "summary.txt"), "w") as f:
+        f.write("\n".join(bench.lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+# plot.gp: draws what demos/bench/bench.py wrote into `dir` as SVG next to its CSV files:
+# latency.svg, bandwidth.svg and rate.svg.   gnuplot -e "dir='bench-results'" demos/bench/plot.gp
+if (!exists("dir")) dir = "bench-results"
+set datafile separator ","
+set terminal svg size 820,500 dynamic enhanced font "sans,12" background rgb "white"
+set key top left box opaque
+set grid xtics ytics mxtics mytics lc rgb "#dddddd"
+set logscale x 2
+set format x "%.0s%cB"
+set xlabel "message size (bytes)"
+
+# Round-trip latency against message size: both event modes, both polling modes.
+set output dir."/latency.svg"
+set title "Round-trip latency: evrdma pingpong against perftest ib\\_send\\_lat (median of runs)"
+set logscale y 10
+set ylabel "microseconds per round trip (average)"
+plot dir."/latency.csv" using 1:3 every ::1 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "evrdma, event mode", \
+     ""                 using 1:2 every ::1 with linespoints lw 2 pt 6 dt 2 lc rgb "#1f77b4" title "ib\\_send\\_lat -e", \
+     ""                 using 1:5 every ::1 with linespoints lw 2 pt 5 lc rgb "#d62728" title "evrdma, adaptive polling (-P)", \
+     ""                 using 1:4 every ::1 with linespoints lw 2 pt 4 dt 2 lc rgb "#d62728" title "ib\\_send\\_lat (busy-polling)"
+
+# One-way throughput per mode against message size.
+set output dir."/bandwidth.svg"
+set title "One-way throughput: evrdma blast against perftest (median of runs)"
+unset logscale y
+set yrange [0:*]
+set ylabel "MB/s (10^6 bytes)"
+set key bottom right
+plot dir."/bandwidth.csv" using 2:(stringcolumn(1) eq "send" ? $3 : NaN) every ::1 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "blast send", \
+     "" using 2:(stringcolumn(1) eq "send" ? $4 : NaN) every ::1 with linespoints lw 2 pt 6 dt 2 lc rgb "#1f77b4" title "ib\\_send\\_bw -e", \
+     "" using 2:(stringcolumn(1) eq "write" ? $3 : NaN) every ::1 with linespoints lw 2 pt 5 lc rgb "#2ca02c" title "blast write (-P)", \
+     "" using 2:(stringcolumn(1) eq "write" ? $4 : NaN) every ::1 with linespoints lw 2 pt 4 dt 2 lc rgb "#2ca02c" title "ib\\_write\\_bw", \
+     "" using 2:(stringcolumn(1) eq "read" ? $3 : NaN) every ::1 with linespoints lw 2 pt 9 lc rgb "#9467bd" title "blast read", \
+     "" using 2:(stringcolumn(1) eq "read" ? $4 : NaN) every ::1 with linespoints lw 2 pt 8 dt 2 lc rgb "#9467bd" title "ib\\_read\\_bw -e"
+
+# Message rate: one request per post, and lists of 16.
+set output dir."/rate.svg"
+set title "Message rate: evrdma blast (-P) against busy-polling perftest (median of runs)"
+set ylabel "operations per second"
+set key top right
+plot dir."/rate.csv" using 2:(stringcolumn(1) eq "send" ? $3 : NaN) every ::1 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "blast send", \
+     "" using 2:(stringcolumn(1) eq "send" ? $4 : NaN) every ::1 with linespoints lw 2 pt 6 dt 2 lc rgb "#1f77b4" title "ib\\_send\\_bw", \
+     "" using 2:(stringcolumn(1) eq "send" ? $5 : NaN) every ::1 with linespoints lw 2 pt 5 lc rgb "#17becf" title "blast send -l 16", \
+     "" using 2:(stringcolumn(1) eq "send" ? $6 : NaN) every ::1 with linespoints lw 2 pt 4 dt 2 lc rgb "#17becf" title "ib\\_send\\_bw --post\\_list 16", \
+     "" using 2:(stringcolumn(1) eq "write" ? $3 : NaN) every ::1 with linespoints lw 2 pt 9 lc rgb "#2ca02c" title "blast write", \
+     "" using 2:(stringcolumn(1) eq "write" ? $4 : NaN) every ::1 with linespoints lw 2 pt 8 dt 2 lc rgb "#2ca02c" title "ib\\_write\\_bw", \
+     "" using 2:(stringcolumn(1) eq "write" ? $5 : NaN) every ::1 with linespoints lw 2 pt 11 lc rgb "#bcbd22" title "blast write -l 16", \
+     "" using 2:(stringcolumn(1) eq "write" ? $6 : NaN) every ::1 with linespoints lw 2 pt 10 dt 2 lc rgb "#bcbd22" title "ib\\_write\\_bw --post\\_list 16"
