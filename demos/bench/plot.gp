@@ -2,16 +2,18 @@
 # latency.svg, bandwidth.svg and rate.svg.   gnuplot -e "dir='bench-results'" demos/bench/plot.gp
 if (!exists("dir")) dir = "bench-results"
 set datafile separator ","
-set terminal svg size 820,500 dynamic enhanced font "sans,12" background rgb "white"
+set terminal svg size 900,500 dynamic enhanced font "sans,12" background rgb "white"
 set key top left box opaque
 set grid xtics ytics mxtics mytics lc rgb "#dddddd"
 set logscale x 2
-set format x "%.0s%cB"
-set xlabel "message size (bytes)"
+set xlabel "message size"
+sizes = '("1 B" 1, "8 B" 8, "64 B" 64, "512 B" 512, "4 KiB" 4096, "32 KiB" 32768, "256 KiB" 262144, "1 MiB" 1048576)'
+eval "set xtics ".sizes
 
 # Round-trip latency against message size: both event modes, both polling modes.
 set output dir."/latency.svg"
-set title "Round-trip latency: evrdma pingpong against perftest ib\\_send\\_lat (median of runs)"
+set title "Round-trip latency: pingpong vs ib\\_send\\_lat"
+set xrange [0.7:1.5e6]
 set logscale y 10
 set ylabel "microseconds per round trip (average)"
 plot dir."/latency.csv" using 1:3 every ::1 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "evrdma, event mode", \
@@ -21,11 +23,12 @@ plot dir."/latency.csv" using 1:3 every ::1 with linespoints lw 2 pt 7 lc rgb "#
 
 # One-way throughput per mode against message size.
 set output dir."/bandwidth.svg"
-set title "One-way throughput: evrdma blast against perftest (median of runs)"
+set title "One-way throughput: blast vs perftest"
+set xrange [3000:1.4e6]
 unset logscale y
 set yrange [0:*]
 set ylabel "MB/s (10^6 bytes)"
-set key bottom right
+set key outside right top box
 plot dir."/bandwidth.csv" using 2:(stringcolumn(1) eq "send" ? $3 : NaN) every ::1 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "blast send", \
      "" using 2:(stringcolumn(1) eq "send" ? $4 : NaN) every ::1 with linespoints lw 2 pt 6 dt 2 lc rgb "#1f77b4" title "ib\\_send\\_bw -e", \
      "" using 2:(stringcolumn(1) eq "write" ? $3 : NaN) every ::1 with linespoints lw 2 pt 5 lc rgb "#2ca02c" title "blast write (-P)", \
@@ -35,9 +38,10 @@ plot dir."/bandwidth.csv" using 2:(stringcolumn(1) eq "send" ? $3 : NaN) every :
 
 # Message rate: one request per post, and lists of 16.
 set output dir."/rate.svg"
-set title "Message rate: evrdma blast (-P) against busy-polling perftest (median of runs)"
+set title "Message rate: blast -P vs busy-polling perftest"
+set xrange [6:5500]
 set ylabel "operations per second"
-set key top right
+set key outside right top box
 plot dir."/rate.csv" using 2:(stringcolumn(1) eq "send" ? $3 : NaN) every ::1 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "blast send", \
      "" using 2:(stringcolumn(1) eq "send" ? $4 : NaN) every ::1 with linespoints lw 2 pt 6 dt 2 lc rgb "#1f77b4" title "ib\\_send\\_bw", \
      "" using 2:(stringcolumn(1) eq "send" ? $5 : NaN) every ::1 with linespoints lw 2 pt 5 lc rgb "#17becf" title "blast send -l 16", \
