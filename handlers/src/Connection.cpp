@@ -57,6 +57,7 @@ class Connection::Sink final : public CmEventHandler,
     c_.handler_->onRegionReceived(c_, region, tag);
   }
   void onLent(const MemoryRegion& region) noexcept override { c_.handler_->onRegionLent(c_, region); }
+  void onReleased(const MemoryRegion& region) noexcept override { c_.handler_->onRegionReleased(c_, region); }
 
  private:
   Connection& c_;

@@ -129,9 +129,12 @@ int RegionExchange::onRelease(const Frame& frame, const char*& why) noexcept {
   auto lent = std::find_if(lent_.begin(), lent_.end(),
                            [&](const Lent& l) { return sameRegion(l.remote, frame.releaseRkey, frame.releaseAddress); });
   if (lent != lent_.end()) {
-    lentBytes_ -= lent->remote.length;
-    lent_.erase(lent);  // deregistered (the peer can no longer reach it), or back in the pool
-    return 0;
+    // Out of the list first: the application's callback may lend, release or close.
+    Lent released = std::move(*lent);
+    lent_.erase(lent);
+    lentBytes_ -= released.remote.length;
+    events_.onReleased(*released.region);  // while it is still there: pointers into it go now
+    return 0;  // and so does the region: deregistered (out of the peer's reach), or back in the pool
   }
   auto sent = std::find_if(sent_.begin(), sent_.end(),
                            [&](const RemoteRegion& r) { return sameRegion(r, frame.releaseRkey, frame.releaseAddress); });

@@ -43,6 +43,8 @@ class RegionExchange {
     virtual void onRefused(uint64_t tag, int err) noexcept = 0;
     virtual void onReceived(const RemoteRegion& region, uint64_t tag) noexcept = 0;
     virtual void onLent(const MemoryRegion& region) noexcept = 0;
+    // The peer released a region we lent it: told before the region goes.
+    virtual void onReleased(const MemoryRegion& region) noexcept = 0;
 
    protected:
     ~Events() = default;

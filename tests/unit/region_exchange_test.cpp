@@ -23,11 +23,22 @@ struct Side final : RegionExchange::Events {
   void onGranted(uint64_t tag, const RemoteRegion& region) noexcept override { granted.push_back({tag, region}); }
   void onRefused(uint64_t tag, int err) noexcept override { refused.push_back({tag, err}); }
   void onReceived(const RemoteRegion& region, uint64_t tag) noexcept override { received.push_back({tag, region}); }
-  void onLent(const MemoryRegion&) noexcept override { ++lentEvents; }
+  void onLent(const MemoryRegion& region) noexcept override {
+    ++lentEvents;
+    lentRegion = &region;
+  }
+  void onReleased(const MemoryRegion& region) noexcept override {
+    ++releasedEvents;
+    releasedRegion = &region;
+    lentBytesWhenReleased = exchange->lentBytes();
+  }
 
   std::vector<std::pair<uint64_t, RemoteRegion>> granted, received;
   std::vector<std::pair<uint64_t, int>> refused;
-  int lentEvents = 0;
+  int lentEvents = 0, releasedEvents = 0;
+  const MemoryRegion* lentRegion = nullptr;
+  const MemoryRegion* releasedRegion = nullptr;
+  uint64_t lentBytesWhenReleased = ~0ull;
   std::deque<std::vector<uint8_t>> outbox;  // frames on their way to the other side
   int allocations = 0;
   int allocationError = 0;  // the allocator fails with this (-errno) when set
@@ -118,6 +129,18 @@ TEST_F(RegionExchangeTest, ARequestedRegionIsLentGrantedAndUsableUntilReleased) 
   EXPECT_FALSE(a.exchange->advertisedByPeer(region));
   EXPECT_EQ(b.exchange->lentBytes(), 0u) << "the lender freed it";
   EXPECT_EQ(a.exchange->release(region), -ENOENT) << "released already";
+}
+
+TEST_F(RegionExchangeTest, TheLenderIsToldOfAReleaseWithTheRegionItLentWhileItIsStillThere) {
+  ASSERT_EQ(a.exchange->request(4096, evrdma::kRemoteWrite, 1), 0);
+  ASSERT_EQ(deliver(), 0) << why;
+  ASSERT_EQ(b.lentEvents, 1);
+  EXPECT_EQ(b.releasedEvents, 0);
+  ASSERT_EQ(a.exchange->release(a.granted[0].second), 0);
+  ASSERT_EQ(deliver(), 0) << why;
+  EXPECT_EQ(b.releasedEvents, 1);
+  EXPECT_EQ(b.releasedRegion, b.lentRegion) << "the object onRegionLent handed out, not a copy";
+  EXPECT_EQ(b.lentBytesWhenReleased, 0u) << "already out of the lender's count when told";
 }
 
 TEST_F(RegionExchangeTest, ARequestOverWhatTheLenderAgreedToLendIsRefusedWithENOMEM) {

@@ -71,8 +71,12 @@ class ConnectionHandler {
   // The peer sent one of its regions with sendRegion(`tag`).
   virtual void onRegionReceived(Connection&, const RemoteRegion& /*region*/, uint64_t /*tag*/) noexcept {}
   // We registered `region` because the peer asked for it; it stays registered (and valid to
-  // look at) until the peer releases it or the connection closes.
+  // look at) until the peer releases it (onRegionReleased) or the connection closes (it goes
+  // before onClosed).
   virtual void onRegionLent(Connection&, const MemoryRegion& /*region*/) noexcept {}
+  // The peer released a region we lent it (onRegionLent): `region` is still valid during this
+  // call and gone after it; drop every pointer into it here.
+  virtual void onRegionReleased(Connection&, const MemoryRegion& /*region*/) noexcept {}
   // The peer disconnected (or the connection broke); the connection now closes itself.
   virtual void onDisconnected(Connection&) noexcept {}
   // Client only: the peer refused the connection. onClosed follows.
