@@ -236,7 +236,20 @@ void BlastAgent::onEstablished(evrdma::Connection& c) noexcept {
   if (int rc = c.sendRegion(offered_, 0); rc != 0) failWith(c, "sending the region: " + errnoText(rc));
 }
 
-void BlastAgent::onRegionLent(evrdma::Connection&, const evrdma::MemoryRegion& region) noexcept { lent_ = &region; }
+void BlastAgent::onRegionLent(evrdma::Connection& c, const evrdma::MemoryRegion& region) noexcept {
+  // The client asks for the region itself: it must hold every slot its request said it writes.
+  const uint64_t needed = uint64_t{request_.buffers} * request_.size;
+  if (lent_ != nullptr) return failWith(c, "the client asked for a second region");
+  if (region.length() < needed)
+    return failWith(c, "the client asked for a region of " + std::to_string(region.length()) + " B; its request of " +
+                           std::to_string(request_.buffers) + " buffers of " + std::to_string(request_.size) +
+                           " B needs " + std::to_string(needed));
+  lent_ = &region;
+}
+
+void BlastAgent::onRegionReleased(evrdma::Connection&, const evrdma::MemoryRegion& region) noexcept {
+  if (&region == lent_) lent_ = nullptr;  // gone after this call: onDone must not look into it
+}
 
 void BlastAgent::onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept {
   if (length == 0) return onDone(c);
@@ -265,7 +278,8 @@ void BlastAgent::onDone(evrdma::Connection& c) noexcept {
     return failWith(c, "the client ended after " + std::to_string(received_) + " of " +
                            std::to_string(request_.count) + " operations arrived");
   if ((request_.mode == Mode::Write || request_.mode == Mode::WriteImm)) {
-    if (lent_ == nullptr) return failWith(c, "the client wrote without a region");
+    if (lent_ == nullptr) return failWith(c, "the client ended without a region to check (never asked for, or released)");
+    if (lent_->length() < uint64_t{request_.buffers} * request_.size) return failWith(c, "the region is too small");
     // Each slot holds the last operation written into it.
     for (uint64_t slot = 0; slot < request_.buffers && slot < request_.count; ++slot) {
       const uint64_t last = slot + (request_.count - 1 - slot) / request_.buffers * request_.buffers;

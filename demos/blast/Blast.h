@@ -87,6 +87,7 @@ class BlastAgent : public evrdma::ConnectionHandler {
   void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override;
   void onRecvWithImm(evrdma::Connection& c, uint32_t imm, const uint8_t* data, size_t length) noexcept override;
   void onRegionLent(evrdma::Connection& c, const evrdma::MemoryRegion& region) noexcept override;
+  void onRegionReleased(evrdma::Connection& c, const evrdma::MemoryRegion& region) noexcept override;
   void onDisconnected(evrdma::Connection& c) noexcept override;
   void onError(evrdma::Connection& c, int err, const char* op) noexcept override;
   void onClosed(evrdma::Connection& c) noexcept override;

@@ -36,12 +36,15 @@ void EchoAgent::onRecv(evrdma::Connection& c, const uint8_t* data, size_t length
     if (transfer != nullptr) transfer->noteStart();
   }
   ++echoed_;
-  if (!backlog_.empty()) {  // keep the order: behind what is already waiting
-    backlog_.emplace_back(data, data + length);
-    return;
-  }
-  int rc = c.postSend(data, length);
+  int rc = backlog_.empty() ? c.postSend(data, length) : -ENOBUFS;  // keep the order: behind what waits
   if (rc == -ENOBUFS) {
+    if (backlog_.size() >= kMaxEchoBacklog) {
+      error = "the client sent " + std::to_string(backlog_.size() + 1) +
+              " messages whose echoes it has not taken (ping-sr has one message in flight)";
+      if (trace_ != Trace::Off) trace("agent", c, ("closing: " + error).c_str());
+      c.close();
+      return;
+    }
     backlog_.emplace_back(data, data + length);
   } else if (rc != 0) {
     error = "postSend: " + describeStatus(rc);

@@ -34,6 +34,10 @@ inline uint8_t patternByte(uint32_t client, uint64_t message, size_t offset) {
 // notes' agent does), racing the client's reading of that echo.
 class EchoAgent : public evrdma::ConnectionHandler {
  public:
+  // ping-sr has one message in flight; an echo may wait for a send buffer behind one or two whose
+  // completion has not come back yet. A client with more waiting breaks the protocol (and would
+  // grow the server's memory without bound): it is closed, saying so.
+  static constexpr size_t kMaxEchoBacklog = 4;
   EchoAgent(pingsr::ConnectInfo info, Trace trace, bool disconnectAfterLast = false)
       : info_(info), trace_(trace), disconnectAfterLast_(disconnectAfterLast) {}
   void onEstablished(evrdma::Connection& c) noexcept override;
