@@ -18,7 +18,11 @@ std::string parse(const uint8_t* data, size_t length, const Limits& limits, Conn
   std::memcpy(&size, data + 8, 8);
   out.count = be64toh(count);
   out.dataSize = be64toh(size);
-  if (out.count == 0) return "count 0: nothing to ping-pong";
+  // RoCE and InfiniBand pad private data with zeros to 56 bytes: short data arrives as count 0.
+  if (out.count == 0)
+    return length > kConnectInfoSize ? "count 0 (or fewer than the 16 bytes {count, data_size} were sent: the "
+                                       "transport pads private data with zeros): nothing to ping-pong"
+                                     : "count 0: nothing to ping-pong";
   if (out.count > limits.maxCount)
     return "count " + std::to_string(out.count) + " is over this server's limit of " + std::to_string(limits.maxCount);
   if (out.dataSize == 0) return "data_size 0: messages must carry at least 1 byte";

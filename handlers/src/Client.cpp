@@ -137,7 +137,10 @@ void Client::onConnectRejected(const CmEvent& event) noexcept {
   if (decodeRejectReason(event.privateData.data(), event.privateData.size(), info.reason)) {
     info.reasonFromPeer = true;
   } else if (event.status == kIbRejectConsumer) {
-    info.reason = "rejected by the peer's application (no reason given)";
+    // Also what the kernel sends for a request its listener never answered: the server closed
+    // its listener, or exited, while the request waited.
+    info.reason = "rejected by the peer without a reason (its application refused, or the server closed or exited "
+                  "before answering)";
   } else if (event.status == kIbRejectInvalidServiceId || event.status == -ECONNREFUSED) {
     fail(-ECONNREFUSED, "connect: refused (nobody listens on that port?)");
     return;

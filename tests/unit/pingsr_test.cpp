@@ -46,6 +46,16 @@ TEST(PingSrPrivateData, ZeroCountOrSizeIsRejected) {
   EXPECT_NE(pingsr::parse(zeroSize.data(), 16, Limits{}, info).find("data_size 0"), std::string::npos);
 }
 
+TEST(PingSrPrivateData, ACountOfZeroInPaddedDataSaysShortDataLooksTheSame) {
+  // 4 bytes sent over RoCE arrive as 56, zero-padded: the reason names that possibility.
+  std::vector<uint8_t> padded(56, 0);
+  padded[8] = 1;  // a data_size byte: only the count is missing
+  ConnectInfo info;
+  const std::string why = pingsr::parse(padded.data(), padded.size(), Limits{}, info);
+  EXPECT_NE(why.find("count 0"), std::string::npos) << why;
+  EXPECT_NE(why.find("fewer than the 16 bytes"), std::string::npos) << why;
+}
+
 TEST(PingSrPrivateData, AbsurdCountOrSizeIsRejectedAgainstTheServersLimits) {
   ConnectInfo info;
   Limits limits{100, 1 << 20};
