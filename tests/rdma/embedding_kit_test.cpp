@@ -196,7 +196,10 @@ TEST_F(EmbeddingKit, KeepaliveProbesOfAnIdlePeerAreAnsweredSoTheConnectionStays)
     EXPECT_EQ(agent.state(), evrdma::ConnectionState::Established);
   });
   EXPECT_GE(probes, 3u) << "a probe each time the peer was silent for 100 ms";
-  EXPECT_EQ(client->stats().keepaliveRepliesSent, probes);
+  // Every probe answered, but for one that may be on its way when the loop stops.
+  const uint64_t replies = client->stats().keepaliveRepliesSent;
+  EXPECT_LE(replies, probes);
+  EXPECT_GE(replies + 1, probes);
   EXPECT_EQ(client->state(), evrdma::ConnectionState::Established);
   EXPECT_FALSE(quiet->closed);
 }
