@@ -126,11 +126,16 @@ int Connection::setUpVerbs(const char*& op) noexcept {
     if (int failed = lendingPool_->init(pd, account, options_.lendingPoolBytes); failed != 0) {
       lendingPool_.reset();
       op = "lending pool registration (ConnectionOptions::lendingPoolBytes)";
+      if (failed == -ENOBUFS) {  // past the Reactor's budget: say what is in use and what it needs
+        const uint64_t pool = detail::BufferMemory::pinnedBytes(options_.lendingPoolBytes);
+        errorText_ = "lending pool (ConnectionOptions::lendingPoolBytes): " + account.refusal(pool, pool);
+        op = errorText_.c_str();
+      }
       return failed;
     }
   }
   regionExchange_ = std::make_unique<detail::RegionExchange>(
-      options_.maxLentBytes, options_.maxPeerRegions,
+      options_.maxLentBytes, options_.maxLentRegions, options_.maxPeerRegions,
       [this](std::vector<uint8_t> frame) { return framedSender_->sendControl(std::move(frame)); },
       [this, pd, account = &account](uint64_t bytes, int access, RemoteRegion& remote, detail::Charge& charge,
                                      int& error) -> detail::RegionExchange::LentRegion {

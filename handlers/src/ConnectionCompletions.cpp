@@ -73,7 +73,11 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
       errorText_ = std::string("work completion (") + toString(op.type) + "): " + ibv_wc_status_str(status);
       // The peer refusing a send (remote invalid request / remote operation error): almost always
       // a message longer than its receive buffers.
-      const bool peerTooSmall = op.type == OpType::Send && (status == IBV_WC_REM_INV_REQ_ERR || status == IBV_WC_REM_OP_ERR);
+      // iWARP has no such NAK: the peer terminates the connection, and the send here completes
+      // with a local QP operation error.
+      const bool peerTooSmall =
+          op.type == OpType::Send && (status == IBV_WC_REM_INV_REQ_ERR || status == IBV_WC_REM_OP_ERR ||
+                                      (status == IBV_WC_LOC_QP_OP_ERR && !supportsImmediateData()));
       if (peerTooSmall)
         errorText_ += ": the peer could not take a message of " + std::to_string(op.sge.length + op.header.length) +
                       " B; is its maxMessageSize smaller? Both sides must use the same maxMessageSize";

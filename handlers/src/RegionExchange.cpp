@@ -15,9 +15,10 @@ bool sameRegion(const RemoteRegion& r, uint32_t rkey, uint64_t address) {
 }
 }  // namespace
 
-RegionExchange::RegionExchange(uint64_t maxLentBytes, uint32_t maxPeerRegions, SendFrame send, Allocate allocate,
-                               Events& events, ConnectionStats& stats)
+RegionExchange::RegionExchange(uint64_t maxLentBytes, uint32_t maxLentRegions, uint32_t maxPeerRegions, SendFrame send,
+                               Allocate allocate, Events& events, ConnectionStats& stats)
     : maxLentBytes_(maxLentBytes),
+      maxLentRegions_(maxLentRegions),
       maxPeerRegions_(maxPeerRegions),
       send_(std::move(send)),
       allocate_(std::move(allocate)),
@@ -33,6 +34,12 @@ int RegionExchange::request(uint64_t bytes, int access, uint64_t tag) noexcept {
 }
 
 int RegionExchange::offer(const RemoteRegion& region, uint64_t tag) noexcept {
+  // Never a frame the peer must refuse as malformed (which ends the connection): the same checks
+  // as the peer's parser (a length, no wrap-around, known access bits).
+  uint8_t wire[RemoteRegion::kWireSize];
+  region.encode(wire);
+  RemoteRegion checked;
+  if (!RemoteRegion::decode(wire, sizeof wire, checked)) return -EINVAL;
   sent_.push_back(region);
   return send_(regionOfferFrame(region, tag, 0));
 }
@@ -85,6 +92,8 @@ void RegionExchange::onRequest(const Frame& frame) noexcept {
   Charge charge;
   if (frame.requestBytes > maxLentBytes_ - lentBytes_) {
     error = ENOMEM;  // over what this side agreed to lend
+  } else if (lent_.size() >= maxLentRegions_) {
+    error = ENOSPC;  // as many regions as this side agreed to lend
   } else {
     region = allocate_(frame.requestBytes, static_cast<int>(frame.requestAccess), remote, charge, error);
     if (!region) error = error < 0 ? -error : ENOMEM;

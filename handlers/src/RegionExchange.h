@@ -51,13 +51,14 @@ class RegionExchange {
   };
 
   // Counts the regions it lends in `stats`.
-  RegionExchange(uint64_t maxLentBytes, uint32_t maxPeerRegions, SendFrame send, Allocate allocate, Events& events,
-                 ConnectionStats& stats);
+  RegionExchange(uint64_t maxLentBytes, uint32_t maxLentRegions, uint32_t maxPeerRegions, SendFrame send,
+                 Allocate allocate, Events& events, ConnectionStats& stats);
 
   // Asks the peer for `bytes` with `access` (kRemoteRead and/or kRemoteWrite). 0, -EINVAL (0 bytes
   // or a bad access), -ENOSPC (maxPeerRegions held or asked for), or the sender's error.
   int request(uint64_t bytes, int access, uint64_t tag) noexcept;
-  // Advertises one of our regions to the peer.
+  // Advertises one of our regions to the peer: 0, -EINVAL (a region the peer could not accept),
+  // or the sender's error.
   int offer(const RemoteRegion& region, uint64_t tag) noexcept;
   // Forgets a region the peer advertised and tells the peer; -ENOENT if it is not one.
   int release(const RemoteRegion& region) noexcept;
@@ -70,6 +71,7 @@ class RegionExchange {
 
   const std::vector<RemoteRegion>& peerRegions() const noexcept { return peerRegions_; }
   uint64_t lentBytes() const noexcept { return lentBytes_; }
+  size_t lentRegions() const noexcept { return lent_.size(); }
 
  private:
   struct Request {
@@ -86,6 +88,7 @@ class RegionExchange {
   int onRelease(const Frame& frame, const char*& why) noexcept;
 
   uint64_t maxLentBytes_;
+  uint32_t maxLentRegions_;
   uint32_t maxPeerRegions_;
   SendFrame send_;
   Allocate allocate_;

@@ -45,9 +45,9 @@ struct Side final : RegionExchange::Events {
   evrdma::ConnectionStats stats;
   std::unique_ptr<RegionExchange> exchange;
 
-  Side(uint64_t maxLentBytes, uint32_t maxPeerRegions) {
+  Side(uint64_t maxLentBytes, uint32_t maxPeerRegions, uint32_t maxLentRegions = 64) {
     exchange = std::make_unique<RegionExchange>(
-        maxLentBytes, maxPeerRegions,
+        maxLentBytes, maxLentRegions, maxPeerRegions,
         [this](std::vector<uint8_t> frame) {
           outbox.push_back(std::move(frame));
           return 0;
@@ -95,7 +95,7 @@ class RegionExchangeTest : public ::testing::Test {
     return b.exchange->onFrame(frame, why);
   }
 
-  Side a{1 << 20, 4};
+  Side a{1 << 20, 4, 2};  // lends at most 2 regions at once
   Side b{1 << 20, 4};
   const char* why = "";
 };
@@ -152,6 +152,24 @@ TEST_F(RegionExchangeTest, ARequestOverWhatTheLenderAgreedToLendIsRefusedWithENO
   EXPECT_TRUE(a.exchange->peerRegions().empty());
 }
 
+TEST_F(RegionExchangeTest, PastMaxLentRegionsARequestIsRefusedWithENOSPCUntilOneIsReleased) {
+  // 1-byte regions: far below maxLentBytes, but each would be its own registration.
+  for (uint64_t tag = 1; tag <= 3; ++tag) ASSERT_EQ(b.exchange->request(1, evrdma::kRemoteWrite, tag), 0);
+  ASSERT_EQ(deliver(), 0) << why;
+  EXPECT_EQ(a.allocations, 2);
+  EXPECT_EQ(a.exchange->lentRegions(), 2u);
+  ASSERT_EQ(b.granted.size(), 2u);
+  ASSERT_EQ(b.refused.size(), 1u);
+  EXPECT_EQ(b.refused[0].first, 3u);
+  EXPECT_EQ(b.refused[0].second, -ENOSPC);
+  ASSERT_EQ(b.exchange->release(b.granted[0].second), 0);
+  ASSERT_EQ(b.exchange->request(1, evrdma::kRemoteWrite, 4), 0);
+  ASSERT_EQ(deliver(), 0) << why;
+  EXPECT_EQ(a.allocations, 3);
+  ASSERT_EQ(b.granted.size(), 3u);
+  EXPECT_EQ(b.granted[2].first, 4u);
+}
+
 TEST_F(RegionExchangeTest, AnAllocationThatFailsIsRefusedWithItsError) {
   b.allocationError = -EFAULT;
   ASSERT_EQ(a.exchange->request(64, evrdma::kRemoteRead, 6), 0);
@@ -186,6 +204,19 @@ TEST_F(RegionExchangeTest, AnOfferedRegionReachesThePeerAndItsReleaseComesBack) 
   EXPECT_TRUE(b.exchange->advertisedByPeer(mine));
   ASSERT_EQ(b.exchange->release(mine), 0);
   EXPECT_EQ(deliver(), 0) << "a release of a region we offered is part of the protocol: " << why;
+}
+
+TEST_F(RegionExchangeTest, ARegionThePeerCouldNotAcceptIsNotOfferedAtAll) {
+  // Found by the region_exchange fuzzer: such an offer went out, and the peer's parser, refusing
+  // it as malformed, ended the connection.
+  const RemoteRegion empty{0x1000, 0, 5, static_cast<uint32_t>(evrdma::kRemoteRead)};
+  const RemoteRegion wrapping{~0ull - 10, 100, 5, static_cast<uint32_t>(evrdma::kRemoteRead)};
+  const RemoteRegion noAccess{0x1000, 100, 5, 0};
+  for (const RemoteRegion& bad : {empty, wrapping, noAccess}) EXPECT_EQ(a.exchange->offer(bad, 1), -EINVAL);
+  EXPECT_TRUE(a.outbox.empty());
+  ASSERT_EQ(a.exchange->offer(RemoteRegion{0x1000, 100, 5, static_cast<uint32_t>(evrdma::kRemoteRead)}, 1), 0);
+  ASSERT_EQ(deliver(), 0) << why;
+  EXPECT_EQ(b.received.size(), 1u);
 }
 
 TEST_F(RegionExchangeTest, APeerThatBreaksTheProtocolIsToldWhy) {

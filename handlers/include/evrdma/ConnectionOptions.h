@@ -47,6 +47,11 @@ struct ConnectionOptions {
   // Small by default: lending pins memory on the peer's say-so (a server that lends must size
   // this for its protocol, as blast-server does); 0 refuses every request (-ENOMEM).
   uint64_t maxLentBytes = uint64_t{1} << 20;
+  // Framed: how many regions this side lends at once: past it a request is refused (-ENOSPC at
+  // the peer). Bytes alone do not bound the cost: without a lending pool each region is its own
+  // registration and pins whole pages, so a peer asking for 1-byte regions would otherwise get a
+  // page and a memory region each, up to maxLentBytes of them.
+  uint32_t maxLentRegions = 64;
   // Framed: bytes registered once, when the connection is set up, that the peer's requests are
   // served from (0, the default: each request is allocated and registered when it arrives, in the
   // receive path). Pieces are zeroed when given back. One registration covers the pool: a piece's
