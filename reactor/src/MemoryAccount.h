@@ -16,13 +16,19 @@ class MemoryAccount {
   uint64_t budget() const noexcept { return budget_; }
   uint64_t registered() const noexcept { return registered_; }
   bool fits(uint64_t bytes) const noexcept { return budget_ == 0 || registered_ + bytes <= budget_; }
+  // Counts `bytes` as registered if they fit the budget; false (nothing counted) if not.
+  bool take(uint64_t bytes) noexcept {
+    if (!fits(bytes)) return false;
+    registered_ += bytes;
+    return true;
+  }
+  void give(uint64_t bytes) noexcept { registered_ -= bytes; }
 
   // The words for a refusal of `more` bytes (one connection's worth: `perConnection`), essentials
   // first (a reject reason carries 143 bytes).
   std::string refusal(uint64_t more, uint64_t perConnection) const;
 
  private:
-  friend class Charge;
   uint64_t budget_ = 0;
   uint64_t registered_ = 0;
 };
@@ -45,15 +51,14 @@ class Charge {
   Charge& operator=(const Charge&) = delete;
   ~Charge() { reset(); }
   void reset() noexcept {
-    if (account_ != nullptr) account_->registered_ -= bytes_;
+    if (account_ != nullptr) account_->give(bytes_);
     account_ = nullptr;
   }
   // Charges `bytes` to `account` (null: nothing to charge). 0, or -ENOBUFS past its budget.
   static int take(MemoryAccount* account, uint64_t bytes, Charge& out) noexcept {
     out.reset();
     if (account == nullptr) return 0;
-    if (!account->fits(bytes)) return -ENOBUFS;
-    account->registered_ += bytes;
+    if (!account->take(bytes)) return -ENOBUFS;
     out.account_ = account;
     out.bytes_ = bytes;
     return 0;

@@ -19,7 +19,7 @@ namespace evrdma {
 Reactor::Reactor()
     : base_(event_base_new()),
       ownsBase_(true),
-      memory_(std::make_unique<detail::MemoryAccount>()),
+      memory_(std::make_shared<detail::MemoryAccount>()),
       connectGate_(std::make_unique<detail::ConnectGate>(*this)),
       deferLater_(std::make_unique<detail::NextTurn>()) {
   makeDeferEvents();
@@ -28,7 +28,7 @@ Reactor::Reactor()
 Reactor::Reactor(event_base* borrowed)
     : base_(borrowed),
       ownsBase_(false),
-      memory_(std::make_unique<detail::MemoryAccount>()),
+      memory_(std::make_shared<detail::MemoryAccount>()),
       connectGate_(std::make_unique<detail::ConnectGate>(*this)),
       deferLater_(std::make_unique<detail::NextTurn>()) {
   makeDeferEvents();
@@ -107,6 +107,14 @@ void Reactor::runDeferred() noexcept {
 void Reactor::setMemoryBudget(uint64_t bytes) noexcept { memory_->setBudget(bytes); }
 uint64_t Reactor::memoryBudget() const noexcept { return memory_->budget(); }
 uint64_t Reactor::registeredMemory() const noexcept { return memory_->registered(); }
+
+int Reactor::chargeMemory(uint64_t bytes, MemoryCharge& out) noexcept {
+  out.reset();
+  if (!memory_->take(bytes)) return -ENOBUFS;
+  out.account_ = memory_;
+  out.bytes_ = bytes;
+  return 0;
+}
 void Reactor::setMaxConnectsInFlight(uint32_t limit) noexcept { connectGate_->setLimit(limit); }
 uint32_t Reactor::maxConnectsInFlight() const noexcept { return connectGate_->limit(); }
 uint32_t Reactor::connectsInFlight() const noexcept { return connectGate_->inFlight(); }

@@ -419,3 +419,37 @@ TEST(SignalWatch, DeliversTheSignalOnTheLoop) {
 }
 
 }  // namespace
+
+TEST(MemoryCharge, TheApplicationsChargeCountsAgainstTheBudgetUntilItGoes) {
+  evrdma::Reactor reactor;
+  reactor.setMemoryBudget(1000);
+  evrdma::MemoryCharge first, second, refused;
+  EXPECT_EQ(reactor.chargeMemory(600, first), 0);
+  EXPECT_EQ(reactor.registeredMemory(), 600u);
+  EXPECT_EQ(reactor.chargeMemory(500, refused), -ENOBUFS) << "600 + 500 is past the budget of 1000";
+  EXPECT_FALSE(refused);
+  EXPECT_EQ(reactor.registeredMemory(), 600u) << "a refused charge counts nothing";
+  EXPECT_EQ(reactor.chargeMemory(400, second), 0);
+  EXPECT_EQ(reactor.registeredMemory(), 1000u);
+  evrdma::MemoryCharge moved = std::move(second);
+  EXPECT_EQ(moved.bytes(), 400u);
+  EXPECT_EQ(reactor.registeredMemory(), 1000u) << "moving a charge neither adds nor gives back";
+  first.reset();
+  EXPECT_EQ(reactor.registeredMemory(), 400u);
+  {
+    evrdma::MemoryCharge scoped;
+    EXPECT_EQ(reactor.chargeMemory(600, scoped), 0);
+  }
+  EXPECT_EQ(reactor.registeredMemory(), 400u) << "a charge gives its bytes back when it goes";
+}
+
+TEST(MemoryCharge, AChargeMayOutliveItsReactor) {
+  evrdma::MemoryCharge charge;
+  {
+    evrdma::Reactor reactor;
+    ASSERT_EQ(reactor.chargeMemory(4096, charge), 0);  // no budget: any charge fits
+  }
+  EXPECT_EQ(charge.bytes(), 4096u);
+  charge.reset();  // gives its bytes to the gone Reactor's account, which it kept alive
+  EXPECT_FALSE(charge);
+}

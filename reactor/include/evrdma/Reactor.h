@@ -16,6 +16,7 @@
 
 #include "evrdma/CompletionStats.h"
 #include "evrdma/DeviceCounters.h"
+#include "evrdma/MemoryCharge.h"
 #include "evrdma/ConnectionState.h"
 
 
@@ -161,10 +162,15 @@ class Reactor {
   // request: "memory budget: X of Y KiB in use, a connection needs Z KiB, the budget holds ~N")
   // and a peer's requestRegion() is refused with -ENOMEM. 0, the default: no budget of evrdma's
   // own; the process's RLIMIT_MEMLOCK still applies (and its failures are named as such). Memory
-  // the application registers itself is not counted.
+  // the application registers itself is counted only if it charges it (chargeMemory).
   void setMemoryBudget(uint64_t bytes) noexcept;
   uint64_t memoryBudget() const noexcept;
   uint64_t registeredMemory() const noexcept;
+  // Counts `bytes` the application registers itself (its own MemoryRegions) in registeredMemory()
+  // and against the budget while `out` lives, so that they and evrdma's connections share one
+  // budget. 0, or -ENOBUFS past the budget (`out` left empty: don't register them). Call it on
+  // the loop's thread.
+  int chargeMemory(uint64_t bytes, MemoryCharge& out) noexcept;
   // The most clients of this Reactor with a connect request on the wire at once (0: no limit;
   // default 64). A burst of thousands overflows the peers' connection managers, which drop what
   // does not fit and hear it again only after their response timeout, seconds later; past the
@@ -213,7 +219,7 @@ class Reactor {
   event_base* base_ = nullptr;
   bool ownsBase_ = false;
   // Before the members that charge it (destroyed after them).
-  std::unique_ptr<detail::MemoryAccount> memory_;
+  std::shared_ptr<detail::MemoryAccount> memory_;  // shared with the application's MemoryCharges
   std::unique_ptr<detail::ConnectGate> connectGate_;
   bool dying_ = false;
   event* deferEvent_ = nullptr;

@@ -1,0 +1,36 @@
+// MemoryCharge: bytes an application registers itself (its own MemoryRegions), counted against a
+// Reactor's memory budget while the charge lives (Reactor::chargeMemory), so that the
+// application's regions and evrdma's connections share one budget. Move-only; it gives its bytes
+// back when it goes or is reset, and may outlive the Reactor (then it gives them to nobody).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace evrdma {
+
+class Reactor;
+namespace detail {
+class MemoryAccount;
+}
+
+class MemoryCharge {
+ public:
+  MemoryCharge() = default;
+  MemoryCharge(MemoryCharge&& other) noexcept;
+  MemoryCharge& operator=(MemoryCharge&& other) noexcept;
+  MemoryCharge(const MemoryCharge&) = delete;
+  MemoryCharge& operator=(const MemoryCharge&) = delete;
+  ~MemoryCharge() { reset(); }
+
+  void reset() noexcept;
+  uint64_t bytes() const noexcept { return account_ ? bytes_ : 0; }
+  explicit operator bool() const noexcept { return account_ != nullptr; }
+
+ private:
+  friend class Reactor;
+  std::shared_ptr<detail::MemoryAccount> account_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace evrdma
