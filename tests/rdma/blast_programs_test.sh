@@ -7,6 +7,7 @@
 # A status is saved before `check`: a $(...) in check's message would overwrite $?.
 set -u
 build=$1 failures=0
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
 address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
 check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1 (status $2)"; failures=$((failures + 1)); fi; }
 iwarp=0
@@ -17,8 +18,7 @@ trap 'rm -rf "$log"' EXIT
 start_server() {  # options...
     "$build/demos/blast-server" -a "$address" -p 0 "$@" >"$log/server" 2>&1 &
     server=$!
-    for _ in $(seq 200); do grep -q listening "$log/server" && break; sleep 0.05; done
-    port=$(sed -n 's/.* port \([0-9]*\)$/\1/p' "$log/server" | head -n 1)
+    port=$(listening_port "$log/server" "$server")
 }
 client() { "$build/demos/blast-client" -a "$address" -p "$port" "$@" >"$log/client" 2>&1; }
 

@@ -5,14 +5,14 @@
 #   demo_programs_test.sh <build dir>
 set -u
 build=$1 failures=0
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
 address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
 check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1 (status $2)"; failures=$((failures + 1)); fi; }
 
 log=$(mktemp)
 "$build/demos/pingpong-server" -a "$address" -p 0 -e 1 >"$log" 2>&1 &
 server=$!
-for _ in $(seq 200); do grep -q listening "$log" && break; sleep 0.05; done
-port=$(sed -n 's/.* port \([0-9]*\)$/\1/p' "$log" | head -n 1)
+port=$(listening_port "$log" "$server")
 out=$("$build/demos/hello_embedded" "$address" "$port" 2>&1)
 check "hello_embedded gets its echo: $out" $([ "$out" = "echo: hello" ]; echo $?)
 wait "$server"
@@ -22,8 +22,7 @@ cat "$log"
 # One loop per core, with shared receive queues: two worker threads serve 16 verified clients.
 "$build/demos/pingpong-server" -a "$address" -p 0 -w 2 -S -x -e 16 >"$log" 2>&1 &
 server=$!
-for _ in $(seq 200); do grep -q listening "$log" && break; sleep 0.05; done
-port=$(sed -n 's/.* port \([0-9]*\)$/\1/p' "$log" | head -n 1)
+port=$(listening_port "$log" "$server")
 "$build/demos/pingpong-client" -a "$address" -p "$port" -n 16 -c 100 -v >/dev/null 2>&1
 check "pingpong-client: 16 clients verified against pingpong-server -w 2 -S" $?
 wait "$server"

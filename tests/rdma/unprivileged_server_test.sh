@@ -6,6 +6,7 @@
 #   unprivileged_server_test.sh <build dir>
 set -u -o pipefail
 build=$1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
 address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
 fail() { echo "FAILED: $*"; exit 1; }
 [ "$(id -u)" = 0 ] || fail "needs root to become nobody (the test bed runs as root)"
@@ -17,8 +18,7 @@ chmod 666 "$log"
 setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
     sh -c "ulimit -l 8192 && exec '$build/demos/pingpong-server' -a '$address' -p 0 -e 60 -t" >"$log" 2>&1 &
 server=$!
-for _ in $(seq 200); do grep -q listening "$log" && break; sleep 0.05; done
-port=$(sed -n 's/.* port \([0-9]*\)$/\1/p' "$log" | head -n 1)
+port=$(listening_port "$log" "$server")
 [ -n "$port" ] || fail "the unprivileged server did not listen: $(cat "$log")"
 # -k: every connection stays open until all 60 have had their answer, so the server holds them at
 # once (the server answers a few requests per loop turn: early ones could otherwise finish first).

@@ -1,0 +1,12 @@
+# Sourced by the script tests and benchmarks that start a demo server on port 0.
+# listening_port <log> [pid]: waits up to 10 s for the server's "listening on ... port N" line in
+# <log> (less if process pid ends first) and prints N; prints nothing if the server never listened.
+listening_port() {
+    local log=$1 pid=${2:-} _
+    for _ in $(seq 200); do
+        grep -q listening "$log" 2>/dev/null && break
+        [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null && break
+        sleep 0.05
+    done
+    sed -n 's/.* port \([0-9]*\)$/\1/p' "$log" | head -n 1
+}
