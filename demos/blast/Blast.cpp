@@ -1,5 +1,7 @@
 #include "Blast.h"
 
+#include "evrdma/Reactor.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -15,11 +17,18 @@ std::string errnoText(int err) { return std::strerror(err < 0 ? -err : err); }
 
 }  // namespace
 
-void fill(uint8_t* data, size_t size, uint64_t seq, bool patterned) {
+void fillRange(uint8_t* data, size_t size, uint64_t seq, bool patterned, size_t from, size_t to) {
+  const size_t head = std::min<size_t>(8, size);
+  if (from < head) {
+    uint8_t bytes[8];
+    std::memcpy(bytes, &seq, sizeof bytes);
+    std::memcpy(data + from, bytes + from, std::min(to, head) - from);
+  }
   if (patterned)
-    for (size_t i = 8; i < size; ++i) data[i] = patternByte(seq, i);
-  std::memcpy(data, &seq, std::min<size_t>(8, size));
+    for (size_t i = std::max<size_t>(from, 8); i < to; ++i) data[i] = patternByte(seq, i);
 }
+
+void fill(uint8_t* data, size_t size, uint64_t seq, bool patterned) { fillRange(data, size, seq, patterned, 0, size); }
 
 std::string check(const uint8_t* data, size_t size, uint64_t seq, bool patterned) {
   uint64_t got = 0;
@@ -231,9 +240,34 @@ void BlastAgent::onEstablished(evrdma::Connection& c) noexcept {
   offered_ = evrdma::MemoryRegion::allocate(c.protectionDomain(), uint64_t{request_.buffers} * request_.size,
                                             evrdma::kRemoteRead, err);
   if (!offered_) return failWith(c, "registering the region to read: " + errnoText(err));
-  for (uint32_t slot = 0; slot < request_.buffers; ++slot)
-    fill(offered_.data() + size_t{slot} * request_.size, request_.size, slot, true);
+  // Filled a piece per loop turn (a timer of 0 ms: the loop polls its backend in between), then sent.
+  filler_ = std::make_unique<evrdma::Timer>(c.reactor(), [this, &c] { fillSome(c); });
+  if (filling != nullptr) ++*filling;
+  fillSome(c);
+}
+
+void BlastAgent::fillSome(evrdma::Connection& c) noexcept {
+  const uint64_t total = offered_.length();
+  const uint64_t end = std::min<uint64_t>(total, filled_ + kFillPerTurn);
+  for (; filled_ < end;) {
+    const uint64_t slot = filled_ / request_.size, from = filled_ % request_.size;
+    const uint64_t to = std::min<uint64_t>(request_.size, from + (end - filled_));
+    fillRange(offered_.data() + slot * request_.size, request_.size, slot, request_.patterned, from, to);
+    filled_ += to - from;
+  }
+  if (filled_ < total) {
+    if (int rc = filler_->startOnce(std::chrono::milliseconds(0)); rc != 0) failWith(c, "filling the region: " + errnoText(rc));
+    return;
+  }
+  stopFilling();
   if (int rc = c.sendRegion(offered_, 0); rc != 0) failWith(c, "sending the region: " + errnoText(rc));
+}
+
+void BlastAgent::stopFilling() noexcept {
+  if (!filler_) return;
+  filler_->cancel();
+  if (filling != nullptr) --*filling;
+  filling = nullptr;
 }
 
 void BlastAgent::onRegionLent(evrdma::Connection& c, const evrdma::MemoryRegion& region) noexcept {
@@ -300,6 +334,7 @@ void BlastAgent::onError(evrdma::Connection&, int err, const char* op) noexcept 
 }
 
 void BlastAgent::onClosed(evrdma::Connection& c) noexcept {
+  stopFilling();
   if (finished == Clock::time_point{}) finished = Clock::now();
   if (closedHook) closedHook(*this, c);
 }
@@ -309,11 +344,19 @@ void BlastAgent::onClosed(evrdma::Connection& c) noexcept {
 evrdma::AcceptDecision BlastFactory::onConnectRequest(const evrdma::ConnectRequest& connect) noexcept {
   Request request;
   std::string refused = decode(connect.privateData.data(), connect.privateData.size(), limits_, request);
+  const uint64_t readBytes = request.mode == Mode::Read ? uint64_t{request.buffers} * request.size : 0;
+  evrdma::MemoryCharge readCharge;
+  if (refused.empty() && readBytes > 0 && reactor_ != nullptr && reactor_->chargeMemory(readBytes, readCharge) != 0)
+    refused = "memory budget: " + std::to_string(reactor_->registeredMemory() >> 20) + " of " +
+              std::to_string(reactor_->memoryBudget() >> 20) + " MiB in use, the region to read needs " +
+              std::to_string(readBytes >> 20) + " MiB";
   if (!refused.empty()) {
     if (trace_) std::printf("rejecting %s: %s\n", connect.peerAddress.c_str(), refused.c_str());
     return evrdma::AcceptDecision::reject(refused);
   }
   auto agent = std::make_unique<BlastAgent>(request, trace_);
+  agent->filling = &regionsBeingFilled;
+  agent->readRegionCharge = std::move(readCharge);
   agent->closedHook = [this](const BlastAgent& a, const evrdma::Connection& c) {
     --activeAgents;
     // Never established, no error: the client gave up before the accept reached it (counted in

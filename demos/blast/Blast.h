@@ -9,12 +9,15 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "BlastProtocol.h"
 #include "evrdma/BufferPool.h"
 #include "evrdma/Callbacks.h"
 #include "evrdma/Connection.h"
+#include "evrdma/MemoryCharge.h"
+#include "evrdma/Watch.h"
 
 namespace blast {
 
@@ -26,6 +29,8 @@ inline uint8_t patternByte(uint64_t seq, size_t offset) {
 }
 // Fills `size` bytes for operation `seq`: the sequence number, and the pattern if `patterned`.
 void fill(uint8_t* data, size_t size, uint64_t seq, bool patterned);
+// Writes bytes [from, to) of what fill() writes: for filling a large region a piece at a time.
+void fillRange(uint8_t* data, size_t size, uint64_t seq, bool patterned, size_t from, size_t to);
 // Checks what fill() wrote. Empty: fine; else what is wrong.
 std::string check(const uint8_t* data, size_t size, uint64_t seq, bool patterned);
 
@@ -74,7 +79,6 @@ class BlastClient : public evrdma::ConnectionHandler {
   evrdma::RemoteRegion remote_;
   uint64_t posted_ = 0;
   uint32_t postList_ = 1;
-  bool finishing_ = false;
 };
 
 // The passive side: counts and checks; lends (write modes) or sends (read mode) its region.
@@ -99,15 +103,27 @@ class BlastAgent : public evrdma::ConnectionHandler {
   std::string error;
   Clock::time_point established, finished;
   std::function<void(const BlastAgent&, const evrdma::Connection&)> closedHook;
+  // Read mode: counts this agent while it fills the region to read (the factory's counter).
+  size_t* filling = nullptr;
+  // Read mode: the region to read, charged to the Reactor's memory budget while the agent lives
+  // (declared before offered_: given back after the region is deregistered).
+  evrdma::MemoryCharge readRegionCharge;
+  // Read mode: bytes of the region to read filled per loop turn, so one client's large region
+  // does not hold up the others.
+  static constexpr size_t kFillPerTurn = size_t{1} << 20;
 
  private:
   void failWith(evrdma::Connection& c, std::string error) noexcept;
   void onDone(evrdma::Connection& c) noexcept;
+  void fillSome(evrdma::Connection& c) noexcept;
+  void stopFilling() noexcept;
   Request request_;
   bool trace_;
   uint64_t received_ = 0, receivedBytes_ = 0;
   const evrdma::MemoryRegion* lent_ = nullptr;  // write modes: the region the client writes
   evrdma::MemoryRegion offered_;                // read mode: the region the client reads
+  std::unique_ptr<evrdma::Timer> filler_;       // read mode: fills offered_ a piece per turn
+  uint64_t filled_ = 0;                         // read mode: bytes of offered_ filled so far
 };
 
 class BlastFactory : public evrdma::AgentFactory {
@@ -115,13 +131,20 @@ class BlastFactory : public evrdma::AgentFactory {
   BlastFactory(Limits limits, bool trace) : limits_(limits), trace_(trace) {}
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest& request) noexcept override;
 
+  // Read-mode agents register the region their client reads themselves: each is charged to
+  // `reactor`'s memory budget (Reactor::chargeMemory) from the request to the agent's close, next
+  // to what evrdma registers for the agents, and a request past the budget is rejected naming it.
+  void chargeReadRegionsTo(evrdma::Reactor& reactor) noexcept { reactor_ = &reactor; }
+
   std::atomic<size_t> activeAgents{0};  // ServerLifetime reads it
   uint64_t agentsServed = 0, agentsFailed = 0, agentsIncomplete = 0;  // rejections: Listener::stats()
+  size_t regionsBeingFilled = 0;  // read-mode agents filling their region now
   std::function<void(const BlastAgent&, const evrdma::Connection&)> agentClosedHook;
 
  private:
   Limits limits_;
   bool trace_;
+  evrdma::Reactor* reactor_ = nullptr;
 };
 
 // "send 10000 x 65536 B in 1.234 s: 531.2 MB/s, 8104 ops/s"

@@ -62,6 +62,11 @@ std::string decode(const uint8_t* data, size_t length, const Limits& limits, Req
     return "size " + std::to_string(r.size) + " not in 1.." + std::to_string(limits.maxSize);
   if (r.count == 0 || r.count > limits.maxCount)
     return "count " + std::to_string(r.count) + " not in 1.." + std::to_string(limits.maxCount);
+  const uint64_t bytes = uint64_t{r.buffers} * r.size;
+  if (bytes > limits.maxBytes)
+    return "buffers x size = " + std::to_string(r.buffers) + " x " + std::to_string(r.size) + " B = " +
+           std::to_string(bytes >> 20) + " MiB, more than the " + std::to_string(limits.maxBytes >> 20) +
+           " MiB one client may have";
   out = r;
   return "";
 }

@@ -27,6 +27,9 @@ struct Limits {
   uint32_t maxBuffers = 1024;
   uint32_t maxSize = 16u << 20;
   uint64_t maxCount = 1000000000;
+  // buffers x size: the memory one client's request makes the server register (its receive
+  // ring, the region it lends, or the one it sends to be read).
+  uint64_t maxBytes = uint64_t{256} << 20;
 };
 
 constexpr size_t kRequestSize = 24;

@@ -34,6 +34,17 @@ std::string decode(const uint8_t* data, size_t length, const Limits& limits, Req
   return "";
 }
 
+std::string readAck(const uint8_t* data, size_t length, uint64_t unacknowledged, uint64_t& count) {
+  // Compared with what is unacknowledged, not added to what was acknowledged: a huge count must
+  // not wrap around into an acceptable one.
+  const uint64_t value = data != nullptr && length == kAckSize ? evrdma::getBig64(data) : 0;
+  if (length != kAckSize || value == 0 || value > unacknowledged)
+    return "malformed ack: " + std::to_string(length) + " bytes, count " + std::to_string(value) + " with " +
+           std::to_string(unacknowledged) + " messages unacknowledged";
+  count = value;
+  return "";
+}
+
 uint64_t AckLedger::due() const {
   if (inFlight_ >= kMaxAcksInFlight || unacked_ == 0) return 0;
   return unacked_ >= ackThreshold(request_.buffers) || allReceived() ? unacked_ : 0;
@@ -166,10 +177,10 @@ void Client::pump(evrdma::Connection& c) {
 }
 
 void Client::onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept {
-  const uint64_t count = length == kAckSize ? evrdma::getBig64(data) : 0;
-  if (length != kAckSize || count == 0 || result_.acked + count > result_.sent) {
-    result_.error = "malformed ack: " + std::to_string(length) + " bytes, count " + std::to_string(count) + " with " +
-                    std::to_string(result_.sent - result_.acked) + " messages unacknowledged";
+  uint64_t count = 0;
+  std::string malformed = readAck(data, length, result_.sent - result_.acked, count);
+  if (!malformed.empty()) {
+    result_.error = std::move(malformed);
     c.close();
     return;
   }

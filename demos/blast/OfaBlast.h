@@ -43,6 +43,9 @@ std::vector<uint8_t> encode(const Request& request);
 // Checks a request as delivered (RoCE pads private data to 56 bytes: only the first 24 count).
 // "" if acceptable, else the reason to reject it with.
 std::string decode(const uint8_t* data, size_t length, const Limits& limits, Request& out);
+// Reads an ack as the client receives it. "" with its `count`, or why it is malformed (not 8
+// bytes, a count of 0, or more than the `unacknowledged` messages sent).
+std::string readAck(const uint8_t* data, size_t length, uint64_t unacknowledged, uint64_t& count);
 inline uint64_t ackThreshold(uint64_t buffers) { return buffers / 3 > 0 ? buffers / 3 : 1; }
 
 // The server's acks, without a device: when one is due and what it says.

@@ -31,6 +31,10 @@ void usage(FILE* out, const char* prog) {
                "  -b N      most buffers in flight a client may ask for (default 1024)\n"
                "  -s BYTES  largest size a client may ask for (default 16777216)\n"
                "  -c N      largest count a client may ask for (default 1000000000)\n"
+               "  -C MIB    most memory one client may have the server register, buffers x size, in\n"
+               "            MiB (default 256)\n"
+               "  -M MIB    most memory registered for all clients together, in MiB (default 1024; 0:\n"
+               "            no limit): past it a request is rejected saying what is in use\n"
                "  -e N      exit after serving N clients (default 0: never)\n"
                "  -P USEC   adaptive polling: after a completion, poll the CQs on every loop turn for\n"
                "            USEC before sleeping on the completion channel again (default 0: never)\n"
@@ -90,12 +94,12 @@ int serveOfa(evrdma::Reactor& reactor, const std::string& address, uint16_t port
 int main(int argc, char** argv) {
   std::string address = "0.0.0.0";
   unsigned long long port = blast::kDefaultPort, maxBuffers = 1024, maxSize = 16u << 20, maxCount = 1000000000,
-                     exitAfter = 0, pollingWindow = 0;
+                     exitAfter = 0, pollingWindow = 0, perClientMiB = 256, budgetMiB = 1024;
   bool trace = false, figures = false, ofa = false, verify = false, portGiven = false;
   unsigned long long backlog = 0;  // the kernel's limit
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:b:s:c:e:o:P:vtxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:b:s:c:C:M:e:o:P:vtxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -113,6 +117,8 @@ int main(int argc, char** argv) {
       case 's': ok = pingpong::parseNumber(optarg, 1u << 30, maxSize) && maxSize > 0; break;
       case 'c': ok = pingpong::parseNumber(optarg, ~0ull, maxCount) && maxCount > 0; break;
       case 'e': ok = pingpong::parseNumber(optarg, ~0ull, exitAfter); break;
+      case 'C': ok = pingpong::parseNumber(optarg, 1ull << 30, perClientMiB) && perClientMiB > 0; break;
+      case 'M': ok = pingpong::parseNumber(optarg, 1ull << 30, budgetMiB); break;
       case 'P': ok = pingpong::parseNumber(optarg, 10000000, pollingWindow); break;
       case 't': trace = true; break;
       case 'x': figures = true; break;
@@ -129,13 +135,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   reactor.setPollingWindow(std::chrono::microseconds(pollingWindow));
+  reactor.setMemoryBudget(budgetMiB << 20);  // read-mode regions are charged to it too
   if (ofa) {
     if (!portGiven) port = blast::ofa::kDefaultPort;
     return serveOfa(reactor, address, static_cast<uint16_t>(port), static_cast<int>(backlog), listenerOptions,
                     blast::ofa::Limits{maxCount, maxSize, maxBuffers}, verify, trace, figures, exitAfter);
   }
-  blast::Limits limits{static_cast<uint32_t>(maxBuffers), static_cast<uint32_t>(maxSize), maxCount};
+  blast::Limits limits{static_cast<uint32_t>(maxBuffers), static_cast<uint32_t>(maxSize), maxCount, perClientMiB << 20};
   blast::BlastFactory factory(limits, trace);
+  factory.chargeReadRegionsTo(reactor);
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory, listenerOptions);
   pingpong::CpuMeter cpu;
   pingpong::DeviceFigures completions;

@@ -48,6 +48,7 @@ class EchoAgent : public evrdma::ConnectionHandler {
   void onClosed(evrdma::Connection& c) noexcept override;
 
   uint64_t echoed() const { return echoed_; }
+  size_t echoesWaiting() const { return backlog_.size(); }  // refused by a full send queue, to go later
   std::function<void(const EchoAgent&, const evrdma::Connection&)> closedHook;  // figures, counting
 
   const pingsr::ConnectInfo& info() const { return info_; }

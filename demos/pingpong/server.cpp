@@ -2,6 +2,7 @@
 // number of clients at once, echoing each message, from one thread. SIGINT/SIGTERM stop it cleanly.
 #include <getopt.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,9 @@ void usage(FILE* out, const char* prog) {
                "  -c N      largest count a client may ask for (default 1000000000)\n"
                "  -s BYTES  largest data_size a client may ask for (default 16777216)\n"
                "  -m N      at most N clients at once; more are rejected (default 0: no limit)\n"
+               "  -M MIB    most memory registered for all clients together, in MiB (default 1024; 0:\n"
+               "            no limit; with -w, shared evenly by the workers): past it a request is\n"
+               "            rejected saying what is in use and how many such clients the budget holds\n"
                "  -e N      exit after serving N clients (default 0: never)\n"
                "  -w N      one loop per core: N worker threads, each with its Reactor, take the accepted\n"
                "            clients (the fewest agents first); the main thread listens (default 0: one thread)\n"
@@ -59,10 +63,10 @@ int main(int argc, char** argv) {
   pingpong::Trace trace = pingpong::Trace::Off;
   bool figures = false, disconnectAfterLast = false, sharedReceives = false;
   unsigned long long backlog = 0;  // the kernel's limit
-  unsigned long long workerCount = 0, pollingWindow = 0;
+  unsigned long long workerCount = 0, pollingWindow = 0, budgetMiB = 1024;
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:e:w:P:SDvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:e:w:P:SDvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
       case 'c': ok = pingpong::parseNumber(optarg, ~0ull, maxCount) && maxCount > 0; break;
       case 's': ok = pingpong::parseNumber(optarg, 1ull << 30, maxSize) && maxSize > 0; break;
       case 'm': ok = pingpong::parseNumber(optarg, 1u << 20, maxAgents); break;
+      case 'M': ok = pingpong::parseNumber(optarg, 1ull << 30, budgetMiB); break;
       case 'e': ok = pingpong::parseNumber(optarg, ~0ull, exitAfter); break;
       case 'D': disconnectAfterLast = true; break;
       case 'S': sharedReceives = true; break;
@@ -100,6 +105,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   reactor.setPollingWindow(std::chrono::microseconds(pollingWindow));
+  // Each client pins about 4 x its data_size (receives and send buffers): without a budget a few
+  // clients asking for the largest size could pin all the machine's memory.
+  const uint64_t budget = budgetMiB << 20;
+  reactor.setMemoryBudget(budget);
   pingsr::Limits limits{maxCount, maxSize};
   pingpong::EchoFactory factory(limits, trace, 0);
   listenerOptions.maxAgents = maxAgents;  // the Listener refuses past it before the factory is asked
@@ -112,7 +121,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     evrdma::Reactor& worker = workers.back()->reactor();
-    workers.back()->runAndWait([&worker, pollingWindow] { worker.setPollingWindow(std::chrono::microseconds(pollingWindow)); });
+    const uint64_t share = budget == 0 ? 0 : std::max<uint64_t>(1, budget / workerCount);
+    workers.back()->runAndWait([&worker, pollingWindow, share] {
+      worker.setPollingWindow(std::chrono::microseconds(pollingWindow));
+      worker.setMemoryBudget(share);
+    });
     listenerOptions.workers.push_back(&worker);
   }
   factory.disconnectAfterLastEcho = disconnectAfterLast;

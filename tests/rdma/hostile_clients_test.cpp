@@ -18,6 +18,7 @@
 #include "evrdma/Client.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
+#include "evrdma/Watch.h"
 #include "rdma/RunUntil.h"
 #include "rdma/TestBed.h"
 
@@ -68,20 +69,27 @@ class HostileBlast : public ::testing::Test {
   }
   // A real blast client afterwards: served, every byte checked.
   void wellBehavedClientIsServed() {
+    const blast::Result result = runClient(request);
+    EXPECT_TRUE(result.succeeded) << result.error;
+    EXPECT_EQ(result.operations, request.count);
+    ASSERT_TRUE(runUntil(reactor, [&] { return agentsClosed > 0 && lastComplete; }, 60s));
+  }
+
+  // A real blast client with `r`, run until it is done: its result.
+  blast::Result runClient(const blast::Request& r) {
     blast::Result result;
     bool done = false;
     evrdma::Client::Ptr client = evrdma::Client::create(
         reactor,
-        std::make_unique<blast::BlastClient>(0, request, false,
-                                             [&](const blast::Result& r) {
-                                               result = r;
+        std::make_unique<blast::BlastClient>(0, r, false,
+                                             [&](const blast::Result& got) {
+                                               result = got;
                                                done = true;
                                              }),
-        blast::BlastClient::options(request));
-    ASSERT_EQ(client->connect(bed.ip, listener->port(), blast::encode(request)), 0);
-    ASSERT_TRUE(runUntil(reactor, [&] { return done && agentsClosed > 0 && lastComplete; }, 60s));
-    EXPECT_TRUE(result.succeeded) << result.error;
-    EXPECT_EQ(result.operations, request.count);
+        blast::BlastClient::options(r));
+    EXPECT_EQ(client->connect(bed.ip, listener->port(), blast::encode(r)), 0);
+    EXPECT_TRUE(runUntil(reactor, [&] { return done; }, 60s));
+    return result;
   }
 
   evrdma::test::TestBed bed;
@@ -110,6 +118,48 @@ TEST_F(HostileBlast, AClientThatReleasesItsRegionBeforeItIsDoneIsClosedWithoutTh
   attack(std::move(liar));
   EXPECT_FALSE(lastComplete);
   EXPECT_EQ(lastError, "the client ended without a region to check (never asked for, or released)");
+  wellBehavedClientIsServed();
+}
+
+TEST_F(HostileBlast, AReadClientsLargeRegionIsFilledAPiecePerLoopTurnWhileTheLoopGoesOn) {
+  // A 1 ms timer of the application's: it counts the ticks that come while a region is filling.
+  int ticksWhileFilling = 0;
+  evrdma::Timer tick(reactor, [&] {
+    if (factory.regionsBeingFilled > 0) ++ticksWhileFilling;
+  });
+  ASSERT_EQ(tick.startPeriodic(1ms), 0);
+  const blast::Request read{blast::Mode::Read, 32, 1u << 20, 64, true};
+  const blast::Result result = runClient(read);
+  EXPECT_TRUE(result.succeeded) << result.error;  // every byte of the region checked by the client
+  EXPECT_EQ(factory.regionsBeingFilled, 0u);
+  // 32 MiB at 1 MiB a turn; filled in one go (as it used to be), no tick could come in between.
+  std::printf("ticks while the 32 MiB region was filling: %d\n", ticksWhileFilling);
+  EXPECT_GE(ticksWhileFilling, 2);
+}
+
+TEST_F(HostileBlast, PastTheServersMemoryBudgetRequestsAreRejectedSayingWhatIsInUseAndASmallerOneIsServed) {
+  reactor.setMemoryBudget(16u << 20);
+  factory.chargeReadRegionsTo(reactor);
+  // The region read-mode agents register themselves is charged to the Reactor's budget ...
+  const blast::Result read = runClient({blast::Mode::Read, 32, 1u << 20, 8, true});
+  EXPECT_FALSE(read.succeeded);
+  EXPECT_NE(read.error.find("rejected: memory budget: "), std::string::npos) << read.error;
+  EXPECT_NE(read.error.find("of 16 MiB in use, the region to read needs 32 MiB"), std::string::npos) << read.error;
+  // ... what evrdma registers (here a 32 MiB lending pool) by the Reactor's budget.
+  const blast::Result write = runClient({blast::Mode::Write, 32, 1u << 20, 8, true});
+  EXPECT_FALSE(write.succeeded);
+  EXPECT_NE(write.error.find("lending pool (ConnectionOptions::lendingPoolBytes): memory budget: "), std::string::npos)
+      << write.error;
+  wellBehavedClientIsServed();  // 8 x 64 KiB
+}
+
+TEST_F(HostileBlast, ARequestOverThePerClientMemoryIsRejectedBeforeAnAgentIsMade) {
+  const blast::Result result = runClient({blast::Mode::Write, 1024, 16u << 20, 8, true});
+  EXPECT_FALSE(result.succeeded);
+  EXPECT_EQ(result.error,
+            "rejected: buffers x size = 1024 x 16777216 B = 16384 MiB, more than the 256 MiB one client may have");
+  EXPECT_EQ(listener->stats().rejected, 1u);
+  EXPECT_EQ(agentsClosed, 0) << "no agent was made";
   wellBehavedClientIsServed();
 }
 

@@ -65,6 +65,19 @@ TEST(BlastProtocol, RefusesWithAReasonTheClientCanRead) {
   EXPECT_EQ(reason(blast::encode(r), tight), "");
 }
 
+TEST(BlastProtocol, ARequestWithinEachLimitIsStillRefusedWhenBuffersTimesSizeIsOverThePerClientMemory) {
+  Request r;
+  r.buffers = 1024;  // each within the defaults (1024 buffers, 16 MiB)
+  r.size = 16u << 20;
+  Request out;
+  const std::vector<uint8_t> wire = blast::encode(r);
+  EXPECT_EQ(blast::decode(wire.data(), wire.size(), Limits{}, out),
+            "buffers x size = 1024 x 16777216 B = 16384 MiB, more than the 256 MiB one client may have");
+  r.buffers = 16;  // 256 MiB: at the limit
+  const std::vector<uint8_t> fits = blast::encode(r);
+  EXPECT_EQ(blast::decode(fits.data(), fits.size(), Limits{}, out), "");
+}
+
 TEST(BlastProtocol, ModesHaveTheirCommandLineNames) {
   Mode m = Mode::Send;
   for (const char* name : {"send", "write", "write_imm", "read"}) {

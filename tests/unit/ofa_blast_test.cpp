@@ -77,4 +77,20 @@ TEST(OfaBlast, NoFourthAckGoesOutWhileThreeAreInFlight) {
   EXPECT_EQ(ledger.due(), 1u);
 }
 
+
+
+TEST(OfaBlast, AnAckCountingMoreThanIsUnacknowledgedIsMalformedEvenWhenTheSumWouldWrapAround) {
+  uint8_t ack[8] = {0, 0, 0, 0, 0, 0, 0, 5};
+  uint64_t count = 0;
+  EXPECT_EQ(blast::ofa::readAck(ack, 8, 5, count), "");
+  EXPECT_EQ(count, 5u);
+  EXPECT_EQ(blast::ofa::readAck(ack, 8, 4, count), "malformed ack: 8 bytes, count 5 with 4 messages unacknowledged");
+  EXPECT_NE(blast::ofa::readAck(ack, 7, 5, count), "");
+  const uint8_t zero[8] = {};
+  EXPECT_NE(blast::ofa::readAck(zero, 8, 5, count), "");
+  // acked + count would wrap to below sent: the check must not add.
+  const uint8_t huge[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  EXPECT_NE(blast::ofa::readAck(huge, 8, 5, count), "");
+}
+
 }  // namespace
