@@ -1,0 +1,322 @@
+// hostile-client: attacks the demo servers the way a hostile peer would, with raw librdmacm and
+// verbs (none of evrdma's own checks stand in the way), and reports how the server answered.
+// tests/hostile/hostile_servers_test.sh replays every attack against pingpong-server and
+// blast-server while well-behaved clients run alongside.
+//   usage: hostile-client -a ADDR -p PORT ATTACK   (hostile-client -h lists the attacks)
+// Prints one line: "rejected: REASON", "closed by the server after N ms", or "still connected
+// after N ms" (the attack ends when the server has answered, or after -w MS). Exit status 0 when
+// the attack could be made (whatever the server did), 1 when it could not, 2 on bad usage.
+#include <getopt.h>
+#include <netdb.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Attack {
+  const char* name;
+  const char* what;
+};
+constexpr Attack kAttacks[] = {
+    {"pingsr-short-data", "ping-sr with 3 bytes of private data (it needs 16)"},
+    {"pingsr-zero-size", "ping-sr asking for 10 messages of 0 bytes"},
+    {"pingsr-echo-hog", "ping-sr {1000, 64}: one receive posted, 40 messages at once, none taken back"},
+    {"pingsr-oversized", "ping-sr {10, 64}: a message of 4096 bytes"},
+    {"pingsr-vanish", "ping-sr {10, 64}: one message, then the process exits without disconnecting"},
+    {"blast-bad-request", "a blast request with an unknown mode"},
+    {"blast-garbage-frame", "blast send mode: a first message that is no evrdma frame"},
+    {"blast-data-before-hello", "blast send mode: a data frame before the hello"},
+    {"blast-region-flood", "blast write mode: a hello, then 100 region requests at once"},
+    {"blast-credit-flood", "blast send mode: a hello, then 100 messages ignoring credits"},
+};
+
+void usage(FILE* out, const char* prog) {
+  std::fprintf(out,
+               "usage: %s -a ADDR -p PORT [-w MS] ATTACK\n"
+               "Attacks a demo server with raw librdmacm/verbs and prints how it answered.\n"
+               "  -a ADDR   server address (numeric)\n"
+               "  -p PORT   server port\n"
+               "  -w MS     how long to wait for the server's answer (default 10000)\n"
+               "  -h        this help\n"
+               "Attacks:\n",
+               prog);
+  for (const Attack& a : kAttacks) std::fprintf(out, "  %-24s %s\n", a.name, a.what);
+}
+
+void putBig(uint8_t* out, uint64_t value, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i, value >>= 8) out[i] = static_cast<uint8_t>(value);
+}
+
+// An evrdma frame: u8 version 1 | u8 type | u16 credits | u32 payload length | u64 request id.
+std::vector<uint8_t> frame(uint8_t type, uint16_t credits, const std::vector<uint8_t>& payload, uint64_t id = 0) {
+  std::vector<uint8_t> f(16 + payload.size());
+  f[0] = 1;
+  f[1] = type;
+  putBig(&f[2], credits, 2);
+  putBig(&f[4], payload.size(), 4);
+  putBig(&f[8], id, 8);
+  std::memcpy(f.data() + 16, payload.data(), payload.size());
+  return f;
+}
+
+std::vector<uint8_t> pingSr(uint64_t count, uint64_t size) {
+  std::vector<uint8_t> d(16);
+  putBig(&d[0], count, 8);
+  putBig(&d[8], size, 8);
+  return d;
+}
+
+// blast: "EVBL" | u8 version 1 | u8 mode | u16 flags | u32 buffers | u32 size | u64 count.
+std::vector<uint8_t> blastRequest(uint8_t mode, uint32_t buffers, uint32_t size, uint64_t count) {
+  std::vector<uint8_t> d(24);
+  std::memcpy(d.data(), "EVBL", 4);
+  d[4] = 1;
+  d[5] = mode;
+  putBig(&d[8], buffers, 4);
+  putBig(&d[12], size, 4);
+  putBig(&d[16], count, 8);
+  return d;
+}
+
+class Peer {
+ public:
+  ~Peer() {
+    if (id_ != nullptr && id_->qp != nullptr) rdma_destroy_qp(id_);
+    if (mr_ != nullptr) ibv_dereg_mr(mr_);
+    if (cq_ != nullptr) ibv_destroy_cq(cq_);
+    if (pd_ != nullptr) ibv_dealloc_pd(pd_);
+    if (id_ != nullptr) rdma_destroy_id(id_);
+    if (channel_ != nullptr) rdma_destroy_event_channel(channel_);
+  }
+
+  // Resolves, sets up a QP with `receives` posted, connects with `privateData`. True when
+  // established; false with `outcome` saying what happened instead (rejected, failed).
+  bool connect(const char* address, const char* port, const std::vector<uint8_t>& privateData, int receives) {
+    addrinfo hints{}, *ai = nullptr;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+    if (getaddrinfo(address, port, &hints, &ai) != 0) return failed("bad address");
+    channel_ = rdma_create_event_channel();
+    const bool resolved = channel_ != nullptr && rdma_create_id(channel_, &id_, nullptr, RDMA_PS_TCP) == 0 &&
+                          rdma_resolve_addr(id_, nullptr, ai->ai_addr, 5000) == 0 &&
+                          waitFor(RDMA_CM_EVENT_ADDR_RESOLVED, 10000) && rdma_resolve_route(id_, 5000) == 0 &&
+                          waitFor(RDMA_CM_EVENT_ROUTE_RESOLVED, 10000);
+    freeaddrinfo(ai);
+    if (!resolved) return failed("cannot resolve the address or route");
+    pd_ = ibv_alloc_pd(id_->verbs);
+    cq_ = pd_ != nullptr ? ibv_create_cq(id_->verbs, 512, nullptr, nullptr, 0) : nullptr;
+    buffer_.assign(1 << 20, 0);
+    mr_ = cq_ != nullptr ? ibv_reg_mr(pd_, buffer_.data(), buffer_.size(), IBV_ACCESS_LOCAL_WRITE) : nullptr;
+    ibv_qp_init_attr attr{};
+    attr.send_cq = attr.recv_cq = cq_;
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap.max_send_wr = 256;
+    attr.cap.max_recv_wr = 64;
+    attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+    if (mr_ == nullptr || rdma_create_qp(id_, pd_, &attr) != 0) return failed("cannot set up a QP");
+    for (int i = 0; i < receives; ++i)
+      if (!postRecv(static_cast<size_t>(i) * 65536, 65536)) return failed("cannot post a receive");
+    rdma_conn_param param{};
+    param.private_data = privateData.empty() ? nullptr : privateData.data();
+    param.private_data_len = static_cast<uint8_t>(privateData.size());
+    param.responder_resources = param.initiator_depth = 1;
+    param.retry_count = 7;
+    param.rnr_retry_count = 7;
+    if (rdma_connect(id_, &param) != 0) return failed("rdma_connect failed");
+    rdma_cm_event* event = nullptr;
+    if (!nextEvent(10000, event)) return failed("no answer to the connect request within 10 s");
+    const rdma_cm_event_type type = event->event;
+    if (type == RDMA_CM_EVENT_REJECTED) {
+      std::string reason = "(no reason)";
+      const auto* data = static_cast<const uint8_t*>(event->param.conn.private_data);
+      const size_t length = event->param.conn.private_data_len;
+      if (data != nullptr && length >= 5 && std::memcmp(data, "EVRJ", 4) == 0 && 5u + data[4] <= length)
+        reason.assign(reinterpret_cast<const char*>(data) + 5, data[4]);
+      rdma_ack_cm_event(event);
+      outcome = "rejected: " + reason;
+      return false;
+    }
+    rdma_ack_cm_event(event);
+    if (type != RDMA_CM_EVENT_ESTABLISHED) return failed(std::string("connect: ") + rdma_event_str(type));
+    return true;
+  }
+
+  bool send(const std::vector<uint8_t>& message, size_t offset = 512 * 1024) {
+    std::memcpy(buffer_.data() + offset, message.data(), message.size());
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buffer_.data() + offset), static_cast<uint32_t>(message.size()), mr_->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    return ibv_post_send(id_->qp, &wr, &bad) == 0;
+  }
+
+  // Waits up to `ms` for the server to disconnect, taking completions meanwhile (never reposting
+  // receives). Sets `outcome`.
+  void watch(int ms) {
+    const auto start = Clock::now();
+    for (;;) {
+      ibv_wc wc[16];
+      while (ibv_poll_cq(cq_, 16, wc) > 0) {
+      }
+      const int elapsed = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+      rdma_cm_event* event = nullptr;
+      if (nextEvent(std::min(50, std::max(0, ms - elapsed)), event)) {
+        const rdma_cm_event_type type = event->event;
+        rdma_ack_cm_event(event);
+        if (type == RDMA_CM_EVENT_DISCONNECTED) {
+          outcome = "closed by the server after " + std::to_string(elapsed) + " ms";
+          return;
+        }
+      }
+      if (elapsed >= ms) {
+        outcome = "still connected after " + std::to_string(elapsed) + " ms";
+        return;
+      }
+    }
+  }
+
+  std::string outcome;
+
+ private:
+  bool postRecv(size_t offset, uint32_t length) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buffer_.data() + offset), length, mr_->lkey};
+    ibv_recv_wr wr{}, *bad = nullptr;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    return ibv_post_recv(id_->qp, &wr, &bad) == 0;
+  }
+  bool failed(std::string why) {
+    outcome = "could not attack: " + why;
+    return false;
+  }
+  bool nextEvent(int ms, rdma_cm_event*& event) {
+    pollfd p{channel_->fd, POLLIN, 0};
+    if (poll(&p, 1, ms) <= 0) return false;
+    return rdma_get_cm_event(channel_, &event) == 0;
+  }
+  bool waitFor(rdma_cm_event_type wanted, int ms) {
+    rdma_cm_event* event = nullptr;
+    if (!nextEvent(ms, event)) return false;
+    const bool ok = event->event == wanted;
+    rdma_ack_cm_event(event);
+    return ok;
+  }
+
+  rdma_event_channel* channel_ = nullptr;
+  rdma_cm_id* id_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_mr* mr_ = nullptr;
+  std::vector<uint8_t> buffer_;
+};
+
+// What the attack `name` does; false if it could not be made (outcome says why).
+bool attack(const std::string& name, const char* address, const char* port, int waitMs, std::string& outcome) {
+  Peer peer;
+  auto connect = [&](const std::vector<uint8_t>& data, int receives) {
+    const bool up = peer.connect(address, port, data, receives);
+    outcome = peer.outcome;
+    return up;
+  };
+  auto answer = [&] {
+    peer.watch(waitMs);
+    outcome = peer.outcome;
+    return true;
+  };
+  const std::vector<uint8_t> hello = frame(7, 7, std::vector<uint8_t>{0, 0, 0, 0, 0, 1, 0, 0});  // 64 KiB, 7 credits
+  if (name == "pingsr-short-data") return connect({1, 2, 3}, 1) ? answer() : outcome.rfind("rejected", 0) == 0;
+  if (name == "pingsr-zero-size") return connect(pingSr(10, 0), 1) ? answer() : outcome.rfind("rejected", 0) == 0;
+  if (name == "blast-bad-request")
+    return connect(blastRequest(9, 8, 64, 10), 1) ? answer() : outcome.rfind("rejected", 0) == 0;
+  if (name == "pingsr-echo-hog") {
+    if (!connect(pingSr(1000, 64), 1)) return false;
+    for (int i = 0; i < 40; ++i) peer.send(std::vector<uint8_t>(64, static_cast<uint8_t>(i)));
+    return answer();
+  }
+  if (name == "pingsr-oversized") {
+    if (!connect(pingSr(10, 64), 2)) return false;
+    peer.send(std::vector<uint8_t>(4096, 0xab));
+    return answer();
+  }
+  if (name == "pingsr-vanish") {
+    if (!connect(pingSr(10, 64), 2)) return false;
+    peer.send(std::vector<uint8_t>(64, 1));
+    usleep(100 * 1000);
+    std::printf("vanished without disconnecting\n");
+    std::fflush(stdout);
+    _exit(0);  // the kernel tears down the QP and the CM id: no disconnect of ours
+  }
+  if (name == "blast-garbage-frame") {
+    if (!connect(blastRequest(0, 8, 64, 10), 8)) return false;
+    peer.send(std::vector<uint8_t>{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9});
+    return answer();
+  }
+  if (name == "blast-data-before-hello") {
+    if (!connect(blastRequest(0, 8, 64, 10), 8)) return false;
+    peer.send(frame(0, 0, std::vector<uint8_t>(64, 0)));
+    return answer();
+  }
+  if (name == "blast-region-flood") {
+    if (!connect(blastRequest(1, 8, 64, 10), 8)) return false;
+    peer.send(hello);
+    std::vector<uint8_t> request(12);
+    putBig(&request[0], 64, 8);
+    putBig(&request[8], IBV_ACCESS_REMOTE_WRITE, 4);
+    for (uint64_t id = 1; id <= 100; ++id) peer.send(frame(1, 0, request, id), 512 * 1024 + id * 64);
+    return answer();
+  }
+  if (name == "blast-credit-flood") {
+    if (!connect(blastRequest(0, 8, 64, 100), 8)) return false;
+    peer.send(hello);
+    for (int i = 0; i < 100; ++i) peer.send(frame(0, 0, std::vector<uint8_t>(64, 0)), 512 * 1024 + i * 128);
+    return answer();
+  }
+  outcome = "unknown attack '" + name + "'";
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* address = nullptr;
+  const char* port = nullptr;
+  int waitMs = 10000;
+  int opt;
+  while ((opt = getopt(argc, argv, "a:p:w:h")) != -1) {
+    switch (opt) {
+      case 'a': address = optarg; break;
+      case 'p': port = optarg; break;
+      case 'w': waitMs = std::atoi(optarg); break;
+      case 'h': usage(stdout, argv[0]); return 0;
+      default: usage(stderr, argv[0]); return 2;
+    }
+  }
+  if (address == nullptr || port == nullptr || optind + 1 != argc || waitMs <= 0) {
+    usage(stderr, argv[0]);
+    return 2;
+  }
+  const std::string name = argv[optind];
+  bool known = false;
+  for (const Attack& a : kAttacks) known = known || name == a.name;
+  if (!known) {
+    std::fprintf(stderr, "hostile-client: unknown attack '%s' (see -h)\n", name.c_str());
+    return 2;
+  }
+  std::string outcome;
+  const bool made = attack(name, address, port, waitMs, outcome);
+  std::printf("%s\n", outcome.c_str());
+  return made ? 0 : 1;
+}

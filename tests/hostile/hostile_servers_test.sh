@@ -1,0 +1,72 @@
+#!/bin/bash
+# The demo servers against a hostile raw librdmacm/verbs client (hostile-client), every attack in
+# turn, while a well-behaved pingpong client and blast client run again and again alongside, every
+# byte verified. Each attack must get the answer a careful server gives (a reject with a reason, or
+# the connection closed), the good clients must never fail, and both servers must end cleanly on
+# SIGINT afterwards, having named in their logs what each attacker did.
+#   hostile_servers_test.sh <build dir>
+set -u -o pipefail
+build=$1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
+address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+hostile=$build/tests/hostile-client
+log=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
+failures=0
+check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1"; failures=$((failures + 1)); fi; }
+start() {  # start <name> <program> <options...>: a server; sets port_<name>
+    local name=$1 program=$2; shift 2
+    "$build/demos/$program" -a "$address" -p 0 "$@" >"$log/$name" 2>&1 &
+    printf -v "pid_$name" '%s' $!
+    printf -v "port_$name" '%s' "$(listening_port "$log/$name" $!)"
+}
+start pingpong pingpong-server -x -M 256
+start blast blast-server -x
+[ -n "$port_pingpong" ] && [ -n "$port_blast" ] || { echo "FAILED: the servers did not start"; cat "$log"/*; exit 1; }
+
+# The well-behaved clients: a run after another until told to stop; each run's status is kept.
+good() {  # good <name> <command...>
+    local name=$1 runs=0 failed=0; shift
+    while [ ! -e "$log/stop" ]; do
+        if "$@" >"$log/good-$name.out" 2>&1; then runs=$((runs + 1)); else failed=$((failed + 1)); cp "$log/good-$name.out" "$log/good-$name.failed"; fi
+    done
+    echo "$runs $failed" >"$log/good-$name"
+}
+good pingpong "$build/demos/pingpong-client" -a "$address" -p "$port_pingpong" -c 300 -s 4096 -v &
+good blast "$build/demos/blast-client" -a "$address" -p "$port_blast" -m send -b 8 -s 4096 -c 1000 -v &
+
+attack() {  # attack <port> <name> <what is expected: a regular expression of the outcome>
+    local port=$1 name=$2 expected=$3 outcome status
+    outcome=$("$hostile" -a "$address" -p "$port" -w 15000 "$name" 2>&1)
+    status=$?
+    [ "$status" = 0 ] && [[ $outcome =~ $expected ]]
+    check "$name: $outcome" $?
+}
+# RoCE pads private data to 56 bytes with zeros, so 3 bytes arrive as a huge count; iWARP delivers
+# them as they are, too short. Either way a reason, not a silent reject.
+attack "$port_pingpong" pingsr-short-data '^rejected: [^(]'
+attack "$port_pingpong" pingsr-zero-size '^rejected: .*data_size'
+attack "$port_pingpong" pingsr-echo-hog '^closed by the server'
+attack "$port_pingpong" pingsr-oversized '^closed by the server'
+attack "$port_pingpong" pingsr-vanish '^vanished'
+attack "$port_blast" blast-bad-request '^rejected: unknown mode 9'
+attack "$port_blast" blast-garbage-frame '^closed by the server'
+attack "$port_blast" blast-data-before-hello '^closed by the server'
+attack "$port_blast" blast-region-flood '^closed by the server'
+attack "$port_blast" blast-credit-flood '^(closed by the server|still connected)'
+
+touch "$log/stop"
+for _ in $(seq 600); do [ -e "$log/good-pingpong" ] && [ -e "$log/good-blast" ] && break; sleep 0.1; done
+for name in pingpong blast; do
+    read -r runs failed <"$log/good-$name" 2>/dev/null || { runs=0 failed=1; }
+    [ "$runs" -ge 1 ] && [ "$failed" = 0 ]
+    check "the well-behaved $name client alongside: $runs runs, $failed failed" $?
+    [ -e "$log/good-$name.failed" ] && head -n 3 "$log/good-$name.failed"
+done
+kill -INT "$pid_pingpong" "$pid_blast" 2>/dev/null
+for _ in $(seq 300); do [ -z "$(jobs -rp)" ] && break; sleep 0.1; done
+[ -z "$(jobs -rp)" ]
+check "both servers ended on SIGINT" $?
+echo "what the servers said of the attackers:"
+grep -h "error" "$log/pingpong" "$log/blast" | sed 's/^agent [0-9.:]*: .* error: /  /' | sort | uniq -c | head -n 20
+[ "$failures" = 0 ]

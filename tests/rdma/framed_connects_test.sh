@@ -1,0 +1,39 @@
+#!/bin/bash
+# 1000 framed connections against one blast-server, 10 at a time from 100 client processes, each
+# sending 5 verified messages: every one must connect, exchange hellos and finish (zero failures).
+# On iWARP the agent's hello answers the client's (a responder must not send first); siw holds about
+# 70 queue pairs per process and frees a closed one only once its TCP connection is gone, hence
+# 10 at a time.
+#   framed_connects_test.sh <build dir>
+set -u
+build=$1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
+address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+log=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
+
+"$build/demos/blast-server" -a "$address" -p 0 -v >"$log/server" 2>&1 &
+server=$!
+port=$(listening_port "$log/server" "$server")
+[ -n "$port" ] || { echo "FAILED: blast-server did not start"; cat "$log/server"; exit 1; }
+
+failed_rounds=0
+for round in $(seq 100); do
+    if ! "$build/demos/blast-client" -a "$address" -p "$port" -m send -n 10 -b 2 -s 64 -c 5 -v \
+        >"$log/client" 2>&1; then
+        failed_rounds=$((failed_rounds + 1))
+        echo "FAILED: round $round: $(tail -n 1 "$log/client")"
+        grep -v "^connection [0-9]*: send" "$log/client" | head -n 5
+    fi
+done
+kill -INT $server
+wait $server
+served=$(grep "^blast-server: served" "$log/server")
+echo "$served"
+if [ "$failed_rounds" = 0 ] && echo "$served" | grep -q "served 1000 clients (0 failed, 0 left early), rejected 0"; then
+    echo "ok: 1000 framed connections, 10 at a time, every one established and its data verified"
+    exit 0
+fi
+echo "FAILED: $failed_rounds of 100 rounds failed"
+grep -i "error" "$log/server" | head -n 5
+exit 1
