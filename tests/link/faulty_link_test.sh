@@ -1,0 +1,128 @@
+#!/bin/bash
+# The demo programs across a faulty link (run under tools/rdma-run --link): a server on end A, its
+# clients on end B, netem on both ends of the veth between them.
+#   faulty_link_test.sh <build dir> loss|delay|corruption|short-partition|long-partition
+#   loss             1 % of the packets lost each way
+#   delay            5 ms +- 2 ms each way, 10 % of the packets reordered (the jitter paced by a
+#                    1 Gbit/s rate, so it keeps order by itself: jitter on each packet alone
+#                    reorders most of a burst, and rxe's go-back-N then crawls: 20 sends took 16 s)
+#   corruption       0.1 % of the packets corrupted each way
+#     each: pingpong and blast in every mode complete with every byte verified
+#   short-partition  the link drops everything for 2 s in the middle of a run: pingpong and blast
+#                    finish with nothing lost
+#   long-partition   the link drops everything until the client gives up: it ends with a clear
+#                    error and no hang, the server closes its side, and once the link is back a
+#                    new client is served
+set -u -o pipefail
+build=$1 case=$2
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
+a=${EVRDMA_LINK_A_IP:?run this under tools/rdma-run --link}
+ends="$EVRDMA_LINK_A_NETDEV $EVRDMA_LINK_B_NETDEV"
+iwarp=0; [ "${EVRDMA_RDMA_DRIVER:-}" = siw ] && iwarp=1
+log=$(mktemp -d)
+failures=0
+fault() { for end in $ends; do tc qdisc replace dev "$end" root netem "$@" || exit 1; done; }
+clear_faults() { for end in $ends; do tc qdisc del dev "$end" root 2>/dev/null; done; }
+trap 'clear_faults; kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
+check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1 (status $2)"; failures=$((failures + 1)); fi; }
+tx_packets() { cat "/sys/class/net/$EVRDMA_LINK_B_NETDEV/statistics/tx_packets"; }
+# Until the client's traffic flows across the link (connected, round trips under way).
+wait_for_traffic() { local from; from=$(tx_packets); for _ in $(seq 300); do [ $(( $(tx_packets) - from )) -ge 100 ] && return 0; sleep 0.1; done; return 1; }
+netem_dropped() { tc -s qdisc show dev "$1" | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -n 1; }
+start() {  # start <name> <program> <options...>: a server on end A; sets port_<name>
+    local name=$1 program=$2; shift 2
+    "$build/demos/$program" -a "$a" -p 0 "$@" >"$log/$name" 2>&1 &
+    printf -v "port_$name" '%s' "$(listening_port "$log/$name" $!)"
+}
+pingpong() { "$build/demos/pingpong-client" -a "$a" -p "$port_pingpong" -v "$@"; }
+blast() { "$build/demos/blast-client" -a "$a" -p "$port_blast" -v "$@"; }
+modes="send write write_imm read"; [ "$iwarp" = 1 ] && modes="send write read"
+
+start pingpong pingpong-server
+start blast blast-server
+[ -n "$port_pingpong" ] && [ -n "$port_blast" ] || { echo "FAILED: the servers did not start"; cat "$log"/*; exit 1; }
+
+every_program() {  # every_program <what>: pingpong and blast in every mode, every byte verified
+    local what=$1 before status
+    before=$(tx_packets)
+    pingpong -c 200 -s 4096 >"$log/client" 2>&1
+    status=$?
+    check "$what: pingpong 200 x 4 KiB verified: $(tail -n 1 "$log/client")" $status
+    for mode in $modes; do
+        blast -m "$mode" -b 8 -s 4096 -c 2000 >"$log/client" 2>&1
+        status=$?
+        check "$what: blast -m $mode 2000 x 4 KiB verified: $(grep 'all connections' "$log/client")" $status
+    done
+    # The traffic really crossed the link (not the loopback).
+    [ $(( $(tx_packets) - before )) -ge 400 ]
+    check "$what: $(( $(tx_packets) - before )) packets crossed the link from B" $?
+}
+
+case $case in
+    loss)
+        fault loss 1%
+        every_program "1 % loss each way"
+        dropped=$(( $(netem_dropped "$EVRDMA_LINK_A_NETDEV") + $(netem_dropped "$EVRDMA_LINK_B_NETDEV") ))
+        [ "$dropped" -gt 0 ]
+        check "netem dropped $dropped packets on the way" $?
+        ;;
+    delay)
+        fault delay 5ms 2ms rate 1gbit reorder 10% 50%
+        every_program "5 ms +- 2 ms each way, 10 % reordered"
+        reordered=$(tc -s qdisc show dev "$EVRDMA_LINK_B_NETDEV" | grep -c 'reorder 10%')
+        [ "$reordered" = 1 ]
+        check "netem delayed and reordered on the way" $?
+        ;;
+    corruption)
+        fault corrupt 0.1%
+        every_program "0.1 % corrupted each way"
+        ;;
+    short-partition)
+        for program in pingpong blast; do
+            if [ $program = pingpong ]; then pingpong -c 2000 -s 4096 -R 60000 >"$log/client" 2>&1 &
+            else blast -m send -b 8 -s 4096 -c 20000 >"$log/client" 2>&1 & fi
+            client=$!
+            wait_for_traffic && kill -0 $client 2>/dev/null
+            check "$program: running when the link went down" $?
+            fault loss 100%
+            sleep 2
+            clear_faults
+            wait $client
+            check "$program across a 2 s partition: $(grep -E '^(pingpong|blast)-client: ' "$log/client" | tail -n 1)" $?
+        done
+        ;;
+    long-partition)
+        # -R: on iWARP only the application can notice (TCP retransmits for many minutes).
+        pingpong -c 1000000000 -s 4096 -R 10000 >"$log/client" 2>&1 &
+        client=$!
+        wait_for_traffic
+        check "the client's round trips under way" $?
+        fault loss 100%
+        started=$(date +%s)
+        for _ in $(seq 600); do kill -0 $client 2>/dev/null || break; sleep 0.1; done
+        if kill -0 $client 2>/dev/null; then
+            check "the client gave up within 60 s of the partition" 1
+            kill -9 $client
+        fi
+        wait $client
+        status=$?
+        error=$(grep -v "^connection [0-9]*: [0-9]* round trips" "$log/client" | grep -m1 -iE "error|echo|fail|timeout")
+        echo "after $(( $(date +%s) - started )) s the client ended: $error"
+        [ "$status" != 0 ] && [ -n "$error" ]
+        check "a partition longer than the timeouts ends the connection with a clear error" $?
+        clear_faults
+        pingpong -c 100 -s 4096 >"$log/client" 2>&1
+        check "once the link is back a new client is served: $(tail -n 1 "$log/client")" $?
+        ;;
+    *) echo "usage: $0 <build dir> loss|delay|corruption|short-partition|long-partition" >&2; exit 2 ;;
+esac
+
+clear_faults
+# The servers are whole: each ends on SIGINT (no agent stuck) within 30 s.
+for name in pingpong blast; do
+    pkill -INT -f "$build/demos/$name-server -a $a" 
+done
+for _ in $(seq 300); do [ -z "$(jobs -rp)" ] && break; sleep 0.1; done
+[ -z "$(jobs -rp)" ]
+check "both servers ended on SIGINT: $(grep -h 'served' "$log/pingpong" "$log/blast" | cut -c1-100 | tr '\n' ';')" $?
+[ "$failures" = 0 ]
