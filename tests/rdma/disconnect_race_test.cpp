@@ -19,12 +19,18 @@ TEST_F(PingPongBed, AnEchoSentJustBeforeThePeerDisconnectsIsNeverLost) {
   factory_->disconnectAfterLastEcho = true;
   factory_->agentClosedHook = [](const pingpong::EchoAgent& agent, const evrdma::Connection& c) {
     if (agent.echoed() < agent.info().count)  // the server's side of a conversation that did not finish
-      std::fprintf(stderr, "agent for %s closed %s after %llu of %llu echoes: received %llu, sent %llu%s%s\n",
+      // Flushed: posted, never executed by the device; dropped: queued behind a full send queue;
+      // waiting: refused by the connection (-ENOBUFS), kept by the agent for a later send.
+      std::fprintf(stderr,
+                   "agent for %s closed %s after %llu of %llu echoes: received %llu, sent %llu, flushed %llu, "
+                   "dropped %llu, waiting in the agent %zu%s%s\n",
                    c.peerAddress().c_str(), evrdma::toString(c.state()),
                    static_cast<unsigned long long>(agent.echoed()), static_cast<unsigned long long>(agent.info().count),
                    static_cast<unsigned long long>(c.stats().messagesReceived),
-                   static_cast<unsigned long long>(c.stats().messagesSent), agent.error.empty() ? "" : ": ",
-                   agent.error.c_str());
+                   static_cast<unsigned long long>(c.stats().messagesSent),
+                   static_cast<unsigned long long>(c.stats().flushedCompletions),
+                   static_cast<unsigned long long>(c.stats().requestsDropped), agent.echoesWaiting(),
+                   agent.error.empty() ? "" : ": ", agent.error.c_str());
   };
   constexpr int kProcessesPerCount = 40, kClientsPerProcess = 5;
   int failedProcesses = 0;

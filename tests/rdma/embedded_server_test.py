@@ -181,7 +181,10 @@ def phase_a():
     samples = scrape(server)
     check("/metrics counts 3 agents Established while they run",
           value(samples, "evrdma_listener_agents", state="Established") == 3)
-    midway = value(samples, "evrdma_listener_messages_total", direction="received") or 0
+    # The agents are Established before the first message arrives (a sanitized client can take a
+    # while to send it), so wait for the first counted one; 400 paced messages each leave time.
+    counted = lambda: value(scrape(server), "evrdma_listener_messages_total", direction="received") or 0
+    midway = wait_for(counted, 10)
     results = [finish_client(c) for c in clients]
     for status, result, err in results:
         check(f"a client got all of its {result.get('messages')} echoes intact",
