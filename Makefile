@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RDMA_RUN ?= tools/rdma-run
 
-.PHONY: all deps build install deb test demo bench scale clean
+.PHONY: all deps build install deb test test-asan test-valgrind fuzz demo bench link-bench scale clean
 
 all: build
 
@@ -28,6 +28,27 @@ deb: build
 test:
 	BUILD_DIR=$(BUILD_DIR) tools/run-tests
 
+# The whole suite under AddressSanitizer and UBSan alone ($(BUILD_DIR)-asan): unit on the host, the
+# rdma and link labels in the test bed on rxe and siw; fails on any report. (make test runs it too.)
+test-asan:
+	ASAN_ONLY=1 BUILD_DIR=$(BUILD_DIR) tools/run-tests
+
+# Each rdma test program under valgrind's memcheck in the test bed, on rxe (VALGRIND_DRIVERS="rxe siw"
+# for both); fails on any error or leak but what librdmacm and libibverbs keep for themselves
+# (tests/valgrind/rdma-core.supp). (make test runs it too.)
+test-valgrind:
+	VALGRIND_ONLY=1 BUILD_DIR=$(BUILD_DIR) tools/run-tests
+
+# libFuzzer on every parser of what a peer sends (tests/fuzz), FUZZ_SECONDS per target, under ASan
+# and UBSan. The corpus grows in $(BUILD_DIR)-fuzz/corpus from run to run; an input that breaks
+# a target is kept in $(BUILD_DIR)-fuzz/fuzz-artifacts. (make test runs each for 20 s.)
+FUZZ_SECONDS ?= 600
+fuzz:
+	cmake -S . -B $(BUILD_DIR)-fuzz -DCMAKE_CXX_COMPILER=clang++ -DEVRDMA_FUZZ=ON >/dev/null
+	cmake --build $(BUILD_DIR)-fuzz -j$(JOBS) --target evrdma_fuzzers
+	EVRDMA_FUZZ_SECONDS=$(FUZZ_SECONDS) EVRDMA_FUZZ_CORPUS=$(abspath $(BUILD_DIR)-fuzz)/corpus \
+	    ctest --test-dir $(BUILD_DIR)-fuzz -L '^fuzz$$' -j$(JOBS) -V
+
 # The main demo: a pingpong server and 16 concurrent clients over real RDMA in the test bed,
 # every byte verified, figures per client and in all.
 demo: build
@@ -44,6 +65,13 @@ BENCH_OUT ?= $(BUILD_DIR)/bench
 bench: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3000 -- sh -c '/usr/bin/python3 demos/bench/bench.py --out "$(BENCH_OUT)" && echo && $(BUILD_DIR)/demos/evrdma-loop-latency -a "$$EVRDMA_RDMA_IP" -d 3'
 	gnuplot -e "dir='$(BENCH_OUT)'" demos/bench/plot.gp && echo "bench: pictures in $(BENCH_OUT)/latency.svg, bandwidth.svg, rate.svg"
+
+# Across a faulty link (tools/rdma-run --link): pingpong's round trip and blast's throughput on a
+# clean link and under 1 % loss, 5 ms +- 2 ms delay with reordering, 0.1 % corruption, on rxe and
+# on siw (demos/bench/faulty_link.sh).
+link-bench: build
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) --link -t 1800 -- demos/bench/faulty_link.sh
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) --siw --link -t 1800 -- demos/bench/faulty_link.sh
 
 # Many agents on one server, measured in the test bed: 10 000 concurrent agents (memory per agent,
 # setup time against cmtime), a storm of 1000 connects while another client ping-pongs (its
