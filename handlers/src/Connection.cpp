@@ -137,7 +137,7 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   regionExchange_ = std::make_unique<detail::RegionExchange>(
       options_.maxLentBytes, options_.maxLentRegions, options_.maxPeerRegions,
       [this](std::vector<uint8_t> frame) { return framedSender_->sendControl(std::move(frame)); },
-      [this, pd, account = &account](uint64_t bytes, int access, RemoteRegion& remote, detail::Charge& charge,
+      [this, pd, account = &account](uint64_t bytes, int access, RemoteRegion& remote, MemoryCharge& charge,
                                      int& error) -> detail::RegionExchange::LentRegion {
         if (detail::LendingPool* pool = lendingPool_.get()) {
           auto piece = std::make_unique<MemoryRegion>(pool->take(bytes, access));
@@ -152,7 +152,7 @@ int Connection::setUpVerbs(const char*& op) noexcept {
           });
         }
         // Lent memory counts against the Reactor's budget, across all its connections.
-        if (detail::Charge::take(account, detail::BufferMemory::pinnedBytes(bytes), charge) != 0) {
+        if (account->charge(detail::BufferMemory::pinnedBytes(bytes), charge) != 0) {
           error = -ENOMEM;
           return nullptr;
         }

@@ -9,7 +9,7 @@ namespace evrdma::detail {
 
 int LendingPool::init(ibv_pd* pd, MemoryAccount& account, uint64_t bytes) noexcept {
   const uint64_t pinned = (bytes + 4095) / 4096 * 4096;
-  if (int rc = Charge::take(&account, pinned, charge_); rc != 0) return rc;
+  if (int rc = account.charge(pinned, charge_); rc != 0) return rc;
   int error = 0;
   region_ = MemoryRegion::allocate(pd, bytes, kRemoteRead | kRemoteWrite, error);
   if (!region_) {

@@ -33,7 +33,7 @@ class LendingPool {
   const MemoryRegion& region() const noexcept { return region_; }
 
  private:
-  Charge charge_;
+  MemoryCharge charge_;
   MemoryRegion region_;
   std::map<size_t, size_t> freeRanges_;  // offset -> length, never adjacent
   uint64_t free_ = 0;

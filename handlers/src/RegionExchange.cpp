@@ -89,7 +89,7 @@ void RegionExchange::onRequest(const Frame& frame) noexcept {
   int error = 0;
   RemoteRegion remote;
   LentRegion region;
-  Charge charge;
+  MemoryCharge charge;
   if (frame.requestBytes > maxLentBytes_ - lentBytes_) {
     error = ENOMEM;  // over what this side agreed to lend
   } else if (lent_.size() >= maxLentRegions_) {

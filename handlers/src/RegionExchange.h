@@ -34,7 +34,7 @@ class RegionExchange {
   // Finds `bytes` with `access` for the peer (registers them, or takes them from a lending pool)
   // and describes them in `remote`, with what it costs charged in `charge` (kept as long as the
   // region); null with `error` = -errno on failure.
-  using Allocate = std::function<LentRegion(uint64_t bytes, int access, RemoteRegion& remote, Charge& charge,
+  using Allocate = std::function<LentRegion(uint64_t bytes, int access, RemoteRegion& remote, MemoryCharge& charge,
                                             int& error)>;
   // What the application hears.
   class Events {
@@ -81,7 +81,7 @@ class RegionExchange {
   struct Lent {
     RemoteRegion remote;
     LentRegion region;
-    Charge charge;  // given back after the region has gone
+    MemoryCharge charge;  // given back after the region has gone
   };
   void onRequest(const Frame& frame) noexcept;
   int onAnswer(const Frame& frame, const char*& why) noexcept;

@@ -8,7 +8,7 @@ int BufferMemory::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_
   // The arena registers for local write: enough for anything but remote access.
   if (SmallBufferArena::serves(bytes) && (access & ~kLocalWrite) == 0) {
     lease_ = arena.take(bytes, error);
-  } else if ((error = Charge::take(&account, pinnedBytes(bytes), charge_)) == 0) {
+  } else if ((error = account.charge(pinnedBytes(bytes), charge_)) == 0) {
     region_ = MemoryRegion::allocate(pd, bytes, access, error);
     if (!region_) charge_.reset();
   }

@@ -25,7 +25,7 @@ class BufferMemory {
 
  private:
   SmallBufferArena::Lease lease_;
-  Charge charge_;
+  MemoryCharge charge_;
   MemoryRegion region_;
 };
 

@@ -1,15 +1,20 @@
 // MemoryAccount: the memory one Reactor's connections have registered (their own buffers, the
 // shared small-buffer slabs, the regions lent to peers) against the Reactor's budget
-// (Reactor::setMemoryBudget). Charges are RAII: a Charge gives its bytes back when it goes.
+// (Reactor::setMemoryBudget), and what the application charges to it (Reactor::chargeMemory). One
+// charge type for both, the public MemoryCharge: it gives its bytes back when it goes, and holds
+// the account by shared_ptr, so it may outlive the Reactor (the account is always made shared).
 #pragma once
 
 #include <cerrno>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "evrdma/MemoryCharge.h"
 
 namespace evrdma::detail {
 
-class MemoryAccount {
+class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
  public:
   // 0: no budget of our own (the process's RLIMIT_MEMLOCK still applies).
   void setBudget(uint64_t bytes) noexcept { budget_ = bytes; }
@@ -23,6 +28,9 @@ class MemoryAccount {
     return true;
   }
   void give(uint64_t bytes) noexcept { registered_ -= bytes; }
+  // Takes `bytes` into `out`, which gives them back when it goes. 0, or -ENOBUFS past the budget
+  // (`out` left empty).
+  int charge(uint64_t bytes, MemoryCharge& out) noexcept;
 
   // The words for a refusal of `more` bytes (one connection's worth: `perConnection`), essentials
   // first (a reject reason carries 143 bytes).
@@ -33,40 +41,11 @@ class MemoryAccount {
   uint64_t registered_ = 0;
 };
 
-// Bytes charged to an account while the Charge lives.
-class Charge {
- public:
-  Charge() = default;
-  Charge(Charge&& other) noexcept : account_(other.account_), bytes_(other.bytes_) { other.account_ = nullptr; }
-  Charge& operator=(Charge&& other) noexcept {
-    if (this != &other) {
-      reset();
-      account_ = other.account_;
-      bytes_ = other.bytes_;
-      other.account_ = nullptr;
-    }
-    return *this;
-  }
-  Charge(const Charge&) = delete;
-  Charge& operator=(const Charge&) = delete;
-  ~Charge() { reset(); }
-  void reset() noexcept {
-    if (account_ != nullptr) account_->give(bytes_);
-    account_ = nullptr;
-  }
-  // Charges `bytes` to `account` (null: nothing to charge). 0, or -ENOBUFS past its budget.
-  static int take(MemoryAccount* account, uint64_t bytes, Charge& out) noexcept {
-    out.reset();
-    if (account == nullptr) return 0;
-    if (!account->take(bytes)) return -ENOBUFS;
-    out.account_ = account;
-    out.bytes_ = bytes;
-    return 0;
-  }
-
- private:
-  MemoryAccount* account_ = nullptr;
-  uint64_t bytes_ = 0;
-};
+// Charges `bytes` to `account` (null: nothing to charge, `out` left empty). 0, or -ENOBUFS past
+// its budget.
+inline int chargeTo(MemoryAccount* account, uint64_t bytes, MemoryCharge& out) noexcept {
+  out.reset();
+  return account == nullptr ? 0 : account->charge(bytes, out);
+}
 
 }  // namespace evrdma::detail

@@ -1,5 +1,6 @@
 #include "evrdma/MemoryCharge.h"
 
+#include <cerrno>
 #include <utility>
 
 #include "MemoryAccount.h"
@@ -16,6 +17,14 @@ MemoryCharge& MemoryCharge::operator=(MemoryCharge&& other) noexcept {
     bytes_ = other.bytes_;
   }
   return *this;
+}
+
+int detail::MemoryAccount::charge(uint64_t bytes, MemoryCharge& out) noexcept {
+  out.reset();
+  if (!take(bytes)) return -ENOBUFS;
+  out.account_ = shared_from_this();  // always owned by a shared_ptr (the Reactor's)
+  out.bytes_ = bytes;
+  return 0;
 }
 
 void MemoryCharge::reset() noexcept {

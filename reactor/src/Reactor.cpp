@@ -108,13 +108,7 @@ void Reactor::setMemoryBudget(uint64_t bytes) noexcept { memory_->setBudget(byte
 uint64_t Reactor::memoryBudget() const noexcept { return memory_->budget(); }
 uint64_t Reactor::registeredMemory() const noexcept { return memory_->registered(); }
 
-int Reactor::chargeMemory(uint64_t bytes, MemoryCharge& out) noexcept {
-  out.reset();
-  if (!memory_->take(bytes)) return -ENOBUFS;
-  out.account_ = memory_;
-  out.bytes_ = bytes;
-  return 0;
-}
+int Reactor::chargeMemory(uint64_t bytes, MemoryCharge& out) noexcept { return memory_->charge(bytes, out); }
 void Reactor::setMaxConnectsInFlight(uint32_t limit) noexcept { connectGate_->setLimit(limit); }
 uint32_t Reactor::maxConnectsInFlight() const noexcept { return connectGate_->limit(); }
 uint32_t Reactor::connectsInFlight() const noexcept { return connectGate_->inFlight(); }

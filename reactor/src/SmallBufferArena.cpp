@@ -55,7 +55,7 @@ SmallBufferArena::Lease SmallBufferArena::take(size_t bytes, int& error) {
     }
   if (slab == nullptr) {
     auto made = std::make_unique<Slab>();
-    if ((error = Charge::take(account_, kSlabBytes, made->charge)) != 0) return lease;
+    if ((error = chargeTo(account_, kSlabBytes, made->charge)) != 0) return lease;
     made->region = MemoryRegion::allocate(pd_, kSlabBytes, kLocalWrite, error);
     if (!made->region) return lease;
     made->classIndex = index;

@@ -72,7 +72,7 @@ class SmallBufferArena {
 
  private:
   struct Slab {
-    Charge charge;
+    MemoryCharge charge;
     MemoryRegion region;
     size_t classIndex = 0;
     std::vector<uint32_t> free;  // a stack of block indexes

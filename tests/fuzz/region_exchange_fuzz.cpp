@@ -82,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(evrdma::parseFrame(frame.data(), frame.size(), parsed, why) == 0);
         return 0;
       },
-      [&side](uint64_t bytes, int, RemoteRegion& remote, evrdma::detail::Charge&,
+      [&side](uint64_t bytes, int, RemoteRegion& remote, evrdma::MemoryCharge&,
               int& error) -> RegionExchange::LentRegion {
         if (bytes > 4096) {  // as a lending pool that is full would
           error = -ENOMEM;

@@ -52,7 +52,7 @@ struct Side final : RegionExchange::Events {
           outbox.push_back(std::move(frame));
           return 0;
         },
-        [this](uint64_t bytes, int access, RemoteRegion& remote, evrdma::detail::Charge&, int& error) {
+        [this](uint64_t bytes, int access, RemoteRegion& remote, evrdma::MemoryCharge&, int& error) {
           if (allocationError != 0) {
             error = allocationError;
             return std::unique_ptr<MemoryRegion>();

@@ -1,6 +1,7 @@
-// MemoryCharge: bytes an application registers itself (its own MemoryRegions), counted against a
-// Reactor's memory budget while the charge lives (Reactor::chargeMemory), so that the
-// application's regions and evrdma's connections share one budget. Move-only; it gives its bytes
+// MemoryCharge: bytes counted against a Reactor's memory budget while the charge lives. The
+// application charges what it registers itself (its own MemoryRegions) with Reactor::chargeMemory,
+// so that its regions and evrdma's connections (whose buffers hold charges of the same kind) share
+// one budget. Move-only; it gives its bytes
 // back when it goes or is reset, and may outlive the Reactor (then it gives them to nobody).
 #pragma once
 
@@ -9,7 +10,6 @@
 
 namespace evrdma {
 
-class Reactor;
 namespace detail {
 class MemoryAccount;
 }
@@ -28,7 +28,7 @@ class MemoryCharge {
   explicit operator bool() const noexcept { return account_ != nullptr; }
 
  private:
-  friend class Reactor;
+  friend class detail::MemoryAccount;
   std::shared_ptr<detail::MemoryAccount> account_;
   uint64_t bytes_ = 0;
 };
