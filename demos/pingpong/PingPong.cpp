@@ -71,7 +71,14 @@ void EchoAgent::onSendDone(evrdma::Connection& c, uint64_t) noexcept {
 }
 
 void EchoAgent::onDisconnected(evrdma::Connection& c) noexcept {
-  if (trace_ != Trace::Off) trace("agent", c, ("disconnected after " + std::to_string(echoed_) + " echoes").c_str());
+  if (trace_ != Trace::Off) {
+    // Messages taken and echoes completed differ when an echo was still on its way: say where.
+    const evrdma::SendQueueStats queue = c.sendQueueStats();
+    trace("agent", c,
+          ("disconnected after " + std::to_string(echoed_) + " echoes (" + std::to_string(echoesSent_) +
+           " completed, " + std::to_string(queue.inFlight) + " in flight, " + std::to_string(backlog_.size()) +
+           " waiting)").c_str());
+  }
 }
 
 void EchoAgent::onError(evrdma::Connection& c, int err, const char* op) noexcept {
