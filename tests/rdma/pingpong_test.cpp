@@ -143,10 +143,12 @@ TEST_F(PingPongBed, ServerShutsDownCleanlyOnSigintWhileServing) {
   }
   close(out[1]);
   std::string printed;
+  bool outputEnded = false;
   evrdma::FdWatch reader(reactor_, out[0], evrdma::FdWatch::kRead, [&](short) {
     char buf[512];
     ssize_t n = read(out[0], buf, sizeof buf);
     if (n > 0) printed.append(buf, static_cast<size_t>(n));
+    if (n == 0) outputEnded = true;
   });
   ASSERT_TRUE(runUntil([&] { return printed.find("listening on") != std::string::npos; }, 30s)) << printed;
   auto at = printed.find(" port ");
@@ -168,7 +170,7 @@ TEST_F(PingPongBed, ServerShutsDownCleanlyOnSigintWhileServing) {
   ASSERT_TRUE(runUntil([&] { return waitpid(server, &status, WNOHANG) == server; }, 30s)) << "server ignored SIGINT";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << "\n" << printed;
   ASSERT_TRUE(runUntil([&] { return allClientsDone(); }, 30s));
-  runUntil([] { return false; }, 20ms);  // the rest of its output
+  runUntil([&] { return outputEnded; }, 10s);  // the rest of its output
   for (const auto& r : results_) {
     EXPECT_GT(r.roundTrips, 0u);
     EXPECT_NE(r.error.find("server disconnected"), std::string::npos) << r.error;
