@@ -15,11 +15,7 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -f "$log" "$out"' EXIT
 server=$!
 port=$(listening_port "$log" "$server")
 [ -n "$port" ] || fail "the server did not listen: $(cat "$log")"
-timeout 120 "$build/demos/pingpong-client" -a "$address" -p "$port" -n 10 -c 3 -s 4194304 -k >"$out" 2>&1 &
-client=$!
-for _ in $(seq 1200); do grep -q "holding them open" "$out" && break; sleep 0.05; done
-kill -INT $client
-wait $client
+hold_then_release "$out" timeout 120 "$build/demos/pingpong-client" -a "$address" -p "$port" -n 10 -c 3 -s 4194304 -k
 sed 's/connection [0-9]*/connection N/' "$out" | sort | uniq -c | sort -rn | head -n 3
 completed=$(sed -n 's/^pingpong-client: \([0-9]*\) of 10 connections completed.*/\1/p' "$out")
 refused=$(grep -c 'rejected: server could not set up the connection: memory budget: ' "$out")

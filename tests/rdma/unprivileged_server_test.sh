@@ -22,11 +22,7 @@ port=$(listening_port "$log" "$server")
 [ -n "$port" ] || fail "the unprivileged server did not listen: $(cat "$log")"
 # -k: every connection stays open until all 60 have had their answer, so the server holds them at
 # once (the server answers a few requests per loop turn: early ones could otherwise finish first).
-timeout 120 "$build/demos/pingpong-client" -a "$address" -p "$port" -n 60 -c 1 -s 65536 -k >"$out" 2>&1 &
-client=$!
-for _ in $(seq 1200); do grep -q "holding them open" "$out" && break; sleep 0.05; done
-kill -INT $client
-wait $client
+hold_then_release "$out" timeout 120 "$build/demos/pingpong-client" -a "$address" -p "$port" -n 60 -c 1 -s 65536 -k
 timeout 30 tail --pid=$server -f /dev/null || { kill $server; fail "the server did not exit after 60 clients: $(tail -n 3 "$log")"; }
 sed 's/connection [0-9]*/connection N/' "$out" | sort | uniq -c | sort -rn | head -n 4
 grep -m1 'error' "$log"
