@@ -30,6 +30,8 @@ ADDRESS = os.environ.get("EVRDMA_RDMA_IP")
 SERVER = os.path.join(BUILD, "demos", "embedded-server")
 CLIENT = os.path.join(BUILD, "demos", "echo-client")
 KEEPALIVE_MS = 300  # the server probes after 300 ms of silence and gives up after 900 ms
+GRACE_S = 6  # the drain's grace period (phase C)
+FINISHING = 40  # messages of the client that finishes within it
 failures = 0
 
 
@@ -260,24 +262,29 @@ def phase_b(server):
 
 def phase_c(server):
     print("--- C: graceful drain on SIGTERM")
-    finishing = start_client(server.rdma_port, "-n", "300", "-i", "5")
+    # The finishing client paces 40 messages 50 ms apart: 2 s, however slow the build, as long as a
+    # round trip takes under 50 ms (300 messages 5 ms apart took over 4 s under ASan on siw, where
+    # a round trip takes over 5 ms and every other tick found the echo not back yet).
+    finishing = start_client(server.rdma_port, "-n", str(FINISHING), "-i", "50")
     endless = start_client(server.rdma_port, "-n", "0", "-i", "5")
     check("2 agents established", wait_for(lambda: len(agents(server)) == 2, 20))
-    # The grace period is the server's -g: 4 s (started with it below).
     server.send_signal(signal.SIGTERM)
     signalled = time.monotonic()
     check("the listener says it drains", wait_for(
         lambda: value(scrape(server), "evrdma_listener_draining") == 1, 5))
+    during = agents(server)
+    check("the finishing client is still running when the drain has begun",
+          len(during) == 2 and min(a["messages_received"] for a in during) < FINISHING, during)
     late = start_client(server.rdma_port, "-n", "10")
     status, result, err = finish_client(late)
     check("a client that comes during the drain is not served", status != 0 and result.get("verified") == 0,
           result.get("last_error"))
     status, result, err = finish_client(finishing)
-    check("the client that finishes within the grace period finishes", status == 0 and result.get("verified") == 300,
-          err.strip())
+    check("the client that finishes within the grace period finishes",
+          status == 0 and result.get("verified") == FINISHING, f"{status} {result} {err.strip()}")
     status, result, _ = finish_client(endless)
     check(f"the endless client is closed at the end of the grace period ({result.get('verified')} echoes)",
-          status != 0 and result.get("mismatches") == 0 and time.monotonic() - signalled >= 3.5)
+          status != 0 and result.get("mismatches") == 0 and time.monotonic() - signalled >= GRACE_S - 0.5)
     try:
         code = server.wait(timeout=15)
     except subprocess.TimeoutExpired:
@@ -317,7 +324,7 @@ def main():
     phase_b(server)
     server.send_signal(signal.SIGINT)
     server.wait(timeout=15)
-    phase_c(start_server("-g", "4000"))
+    phase_c(start_server("-g", str(GRACE_S * 1000)))
     phase_d()
     print(f"{checked['scrapes']} scrapes of /metrics ({checked['families']} families, {checked['samples']} samples), "
           f"each parsed by prometheus_client and checked strictly; {checked['agents']} of /agents")
