@@ -147,14 +147,20 @@ void PingClient::onEstablished(evrdma::Connection& c) noexcept {
   if (roundTripTimeout_.count() > 0)
     roundTripTimer_ = std::make_unique<evrdma::Timer>(c.reactor(), [this] { onRoundTripTimeout(); });
   if (waitForStart_) {
-    waiting_ = true;
     waitForStart_();
-    return;
+    if (!startRequested_) {
+      waiting_ = true;
+      return;
+    }
   }
   sendNext(c);
 }
 
 void PingClient::start() noexcept {
+  if (!result_.established) {
+    startRequested_ = true;  // the passive side can be established first: onEstablished starts them
+    return;
+  }
   if (!waiting_ || connection_ == nullptr) return;
   waiting_ = false;
   sendNext(*connection_);
@@ -231,7 +237,9 @@ void PingClient::onRecv(evrdma::Connection& c, const uint8_t* data, size_t lengt
 void PingClient::onDisconnected(evrdma::Connection& c) noexcept {
   if (trace_ != Trace::Off) trace("client", c, "disconnected by the server");
   if (result_.roundTrips < info_.count && result_.error.empty())
-    result_.error = "server disconnected after " + std::to_string(result_.roundTrips) + " round trips";
+    result_.error = "server disconnected after " + std::to_string(result_.roundTrips) + " round trips (messages sent " +
+                    std::to_string(c.stats().messagesSent) + ", received " + std::to_string(c.stats().messagesReceived) +
+                    ")";
 }
 
 void PingClient::onRejected(evrdma::Connection& c, const evrdma::RejectInfo& info) noexcept {

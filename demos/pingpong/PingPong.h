@@ -126,6 +126,7 @@ class PingClient : public evrdma::ConnectionHandler {
   void setRoundTripTimeout(std::chrono::milliseconds timeout) { roundTripTimeout_ = timeout; }
   // Once established, the round trips wait for start(); `established` is told.
   void waitForStart(std::function<void()> established) { waitForStart_ = std::move(established); }
+  // Starts the round trips; called before the connection is established, they start once it is.
   void start() noexcept;
   // After its last round trip the connection stays open (until closed) and `completed` is told.
   void holdOpen(std::function<void(const PingResult&)> completed) { holdOpen_ = std::move(completed); }
@@ -150,6 +151,7 @@ class PingClient : public evrdma::ConnectionHandler {
   std::function<void(const PingResult&)> holdOpen_;
   std::function<void()> waitForStart_;
   bool waiting_ = false;  // established, round trips not started
+  bool startRequested_ = false;  // start() came before the connection was established
   TransferMeter* transfer_ = nullptr;
 };
 

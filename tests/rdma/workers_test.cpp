@@ -93,7 +93,7 @@ class Workers : public ::testing::Test {
                                                             [this](const pingpong::PingResult& r) { results_.push_back(r); });
       handler->setRoundTripTimeout(std::chrono::seconds(10));  // a lost echo is reported, not waited for
       if (held != nullptr) {
-        handler->waitForStart([] {});
+        handler->waitForStart([this] { ++heldEstablished_; });
         held->push_back(handler.get());
       }
       clients_.push_back(evrdma::Client::create(reactor_, std::move(handler), options));
@@ -108,6 +108,7 @@ class Workers : public ::testing::Test {
   evrdma::Listener::Ptr listener_;
   std::vector<pingpong::PingResult> results_;
   std::vector<evrdma::Client::Ptr> clients_;
+  int heldEstablished_ = 0;  // held clients established (on the test's thread)
 };
 
 TEST_F(Workers, AgentsLandOnEveryWorkerThreadAndEveryEchoIsVerified) {
@@ -175,7 +176,11 @@ TEST_F(Workers, ADrainWaitsForTheAgentsOnTheWorkersAndClosesThoseLeftAfterTheGra
   std::vector<pingpong::PingClient*> shortClients;
   connectClients(kShort, pingsr::ConnectInfo{5, 64}, &shortClients);
   connectClients(kEndless, pingsr::ConnectInfo{1000000, 64});
-  ASSERT_TRUE(runUntil(reactor_, [&] { return factory_.shared.established == kShort + kEndless; }, 60s));
+  // Both ends: an agent can be established before its client has heard so (on siw, often). A
+  // client not yet established when started used to ignore start(), and made no round trip.
+  ASSERT_TRUE(runUntil(reactor_, [&] {
+    return factory_.shared.established == kShort + kEndless && heldEstablished_ == kShort;
+  }, 60s));
   bool drained = false;
   std::thread::id drainedOn;
   const auto start = std::chrono::steady_clock::now();
@@ -191,8 +196,14 @@ TEST_F(Workers, ADrainWaitsForTheAgentsOnTheWorkersAndClosesThoseLeftAfterTheGra
   EXPECT_EQ(factory_.shared.closed.load(), kShort + kEndless);
   ASSERT_TRUE(runUntil(reactor_, [&] { return results_.size() == kShort + kEndless; }, 30s));
   int finished = 0;
-  for (const pingpong::PingResult& r : results_) finished += r.succeeded ? 1 : 0;
-  EXPECT_EQ(finished, kShort) << "the short clients finished within the grace, the endless ones were closed";
+  std::string others;  // what ended the clients that did not finish, for a failure's message
+  for (const pingpong::PingResult& r : results_) {
+    finished += r.succeeded ? 1 : 0;
+    if (!r.succeeded)
+      others += "\n  client " + std::to_string(r.index) + " after " + std::to_string(r.roundTrips) + " round trips: " +
+                r.error;
+  }
+  EXPECT_EQ(finished, kShort) << "the short clients finished within the grace, the endless ones were closed:" << others;
 }
 
 }  // namespace
