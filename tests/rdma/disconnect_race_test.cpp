@@ -19,7 +19,8 @@ using namespace evrdma::test;
 TEST_F(PingPongBed, AnEchoSentJustBeforeThePeerDisconnectsIsNeverLost) {
   factory_->disconnectAfterLastEcho = true;
   factory_->agentClosedHook = [](const pingpong::EchoAgent& agent, const evrdma::Connection& c) {
-    if (agent.echoed() < agent.info().count)  // the server's side of a conversation that did not finish
+    // The server's side of a conversation that did not finish, or that failed after it had.
+    if (agent.echoed() < agent.info().count || !agent.error.empty())
       // Flushed: posted, never executed by the device; dropped: queued behind a full send queue;
       // waiting: refused by the connection (-ENOBUFS), kept by the agent for a later send.
       std::fprintf(stderr,
