@@ -73,15 +73,22 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
       errorText_ = std::string("work completion (") + toString(op.type) + "): " + ibv_wc_status_str(status);
       // The peer refusing a send (remote invalid request / remote operation error): almost always
       // a message longer than its receive buffers.
-      // iWARP has no such NAK: the peer terminates the connection, and the send here completes
-      // with a local QP operation error.
-      const bool peerTooSmall =
-          op.type == OpType::Send && (status == IBV_WC_REM_INV_REQ_ERR || status == IBV_WC_REM_OP_ERR ||
-                                      (status == IBV_WC_LOC_QP_OP_ERR && !supportsImmediateData()));
-      if (peerTooSmall)
-        errorText_ += ": the peer could not take a message of " + std::to_string(op.sge.length + op.header.length) +
+      const std::string length = std::to_string(op.sge.length + op.header.length);
+      const bool peerRefused =
+          op.type == OpType::Send && (status == IBV_WC_REM_INV_REQ_ERR || status == IBV_WC_REM_OP_ERR);
+      // iWARP has no such NAK: a peer that cannot take the message terminates the connection, and
+      // the send completes with a local QP operation error. So does a send whose bytes went out as
+      // the peer closed the connection (soft-iWARP: the peer's FIN came before its transmit thread
+      // was done with the send). The transport does not say which.
+      const bool brokeOnIwarp = op.type == OpType::Send && status == IBV_WC_LOC_QP_OP_ERR && !supportsImmediateData();
+      if (peerRefused)
+        errorText_ += ": the peer could not take a message of " + length +
                       " B; is its maxMessageSize smaller? Both sides must use the same maxMessageSize";
-      fail(peerTooSmall ? -EMSGSIZE : -EIO, errorText_.c_str());
+      else if (brokeOnIwarp)
+        errorText_ += ": the connection broke during the send (iWARP does not say why): the peer closed it as the "
+                      "send completed (its bytes may have arrived), or could not take a message of " +
+                      length + " B (is its maxMessageSize smaller? Both sides must use the same maxMessageSize)";
+      fail(peerRefused ? -EMSGSIZE : brokeOnIwarp ? -ECONNABORTED : -EIO, errorText_.c_str());
       return;
     }
     if (op.internal) return;  // evrdma's own frame
