@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "rdma/PingPongBed.h"
@@ -18,7 +19,20 @@ using namespace evrdma::test;
 
 TEST_F(PingPongBed, AnEchoSentJustBeforeThePeerDisconnectsIsNeverLost) {
   factory_->disconnectAfterLastEcho = true;
-  factory_->agentClosedHook = [](const pingpong::EchoAgent& agent, const evrdma::Connection& c) {
+  // On iWARP an agent's last echo can complete in error although the client got it: the client
+  // closes as soon as it has it, and soft-iWARP fails a send whose bytes went out if the peer's FIN
+  // lands before its transmit thread is done with it (siw_qp_tx.c: tx_suspend after the last
+  // segment). The agent is told so (-ECONNABORTED, both causes named); every echo reaching its
+  // client is what this test proves, and any other failure still fails it.
+  const bool iwarp = bed_.device.rfind("siw", 0) == 0;
+  auto brokeAsTheClientClosed = std::make_shared<uint64_t>(0);  // the hook may outlive this body (TearDown)
+  factory_->agentClosedHook = [iwarp, brokeAsTheClientClosed](const pingpong::EchoAgent& agent,
+                                                              const evrdma::Connection& c) {
+    if (iwarp && agent.echoed() == agent.info().count &&
+        agent.error.find("the connection broke during the send") != std::string::npos) {
+      ++*brokeAsTheClientClosed;
+      return;
+    }
     // The server's side of a conversation that did not finish, or that failed after it had.
     if (agent.echoed() < agent.info().count || !agent.error.empty())
       // Flushed: posted, never executed by the device; dropped: queued behind a full send queue;
@@ -51,11 +65,12 @@ TEST_F(PingPongBed, AnEchoSentJustBeforeThePeerDisconnectsIsNeverLost) {
       }
     }
   }
-  EXPECT_EQ(factory_->agentsFailed, 0u);
+  EXPECT_EQ(factory_->agentsFailed, *brokeAsTheClientClosed);
   EXPECT_EQ(factory_->agentsIncomplete, 0u);
   std::printf("[ figures  ] %d clients in %d processes (count 1, 2, 3) against a server that disconnects right "
-              "after its last echo: %d processes lost an echo\n",
-              3 * kProcessesPerCount * kClientsPerProcess, 3 * kProcessesPerCount, failedProcesses);
+              "after its last echo: %d processes lost an echo; %llu agents' last echo broke as its client closed\n",
+              3 * kProcessesPerCount * kClientsPerProcess, 3 * kProcessesPerCount, failedProcesses,
+              static_cast<unsigned long long>(*brokeAsTheClientClosed));
 }
 
 }  // namespace
