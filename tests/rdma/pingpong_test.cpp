@@ -81,6 +81,31 @@ TEST_F(PingPongBed, AnEchoThatNeverComesBackIsReportedAfterTheRoundTripTimeout) 
   std::printf("[ figures  ] %s\n", results[0].error.c_str());
 }
 
+// A client held until start() (as pingpong-client -W and the Workers drain test hold theirs) and
+// started before it is established starts its round trips once it is, instead of waiting for a
+// start that has already come (on siw an agent is established before its client hears so: a test
+// that waited for the agents started clients that were not established yet).
+TEST_F(PingPongBed, AHeldClientStartedBeforeItIsEstablishedStartsOnceItIs) {
+  constexpr uint64_t kCount = 5;
+  const pingsr::ConnectInfo info{kCount, 64};
+  bool toldEstablished = false;
+  auto handler = std::make_unique<pingpong::PingClient>(0, info, true, pingpong::Trace::Off,
+                                                        [this](const PingResult& r) { results_.push_back(r); });
+  handler->waitForStart([&] { toldEstablished = true; });
+  pingpong::PingClient& ping = *handler;  // owned by the Client from here on
+  evrdma::ClientOptions options;
+  options.maxMessageSize = 64;
+  clients_.push_back(evrdma::Client::create(reactor_, std::move(handler), options));
+  ASSERT_EQ(clients_.back()->connect(bed_.ip, port_, pingsr::encode(info)), 0);
+  ping.start();  // the loop has not run yet: the connection is still resolving the address
+  ASSERT_TRUE(runUntil([&] { return allClientsDone(); }, 20s))
+      << "no result within 20 s (told established: " << toldEstablished << ", round trips "
+      << ping.result().roundTrips << ")";
+  EXPECT_TRUE(toldEstablished) << "the client still says it is established";
+  EXPECT_TRUE(results_[0].succeeded) << results_[0].error;
+  EXPECT_EQ(results_[0].roundTrips, kCount);
+}
+
 // Connections with small buffers take them from the device's shared arena: 100 connections of
 // 64-byte messages (both ends in this process: 400 rings and send buffers) pin a few slabs, where
 // a region of their own each pinned 2 pages per end (1600 KiB; on siw 24 connections, 384 KiB).
