@@ -176,8 +176,9 @@ TEST_F(Workers, ADrainWaitsForTheAgentsOnTheWorkersAndClosesThoseLeftAfterTheGra
   std::vector<pingpong::PingClient*> shortClients;
   connectClients(kShort, pingsr::ConnectInfo{5, 64}, &shortClients);
   connectClients(kEndless, pingsr::ConnectInfo{1000000, 64});
-  // Both ends: an agent can be established before its client has heard so (on siw, often). A
-  // client not yet established when started used to ignore start(), and made no round trip.
+  // Both ends: an agent can be established before its client has heard so (siw establishes the
+  // passive side once it has sent its MPA reply). A client not yet established when started used
+  // to ignore start(), and made no round trip.
   ASSERT_TRUE(runUntil(reactor_, [&] {
     return factory_.shared.established == kShort + kEndless && heldEstablished_ == kShort;
   }, 60s));
