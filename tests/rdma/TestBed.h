@@ -27,4 +27,11 @@ inline ::testing::AssertionResult loadTestBed(TestBed& bed) {
   return ::testing::AssertionSuccess();
 }
 
+// EVRDMA_STRESS=light: set by the sanitizer and valgrind stages, which look for memory errors, not
+// rare races, and run many times slower; stress tests take fewer rounds or longer waits there.
+inline bool lightStress() {
+  const char* stress = std::getenv("EVRDMA_STRESS");
+  return stress != nullptr && std::string(stress) == "light";
+}
+
 }  // namespace evrdma::test

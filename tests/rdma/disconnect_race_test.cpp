@@ -48,10 +48,8 @@ TEST_F(PingPongBed, AnEchoSentJustBeforeThePeerDisconnectsIsNeverLost) {
                    static_cast<unsigned long long>(c.stats().requestsDropped), agent.echoesWaiting(),
                    agent.error.empty() ? "" : ": ", agent.error.c_str());
   };
-  // EVRDMA_STRESS=light (the sanitizer and valgrind stages, which look for memory errors, not rare
-  // races): a quarter of the processes.
-  const char* stress = std::getenv("EVRDMA_STRESS");
-  const int kProcessesPerCount = stress != nullptr && std::string(stress) == "light" ? 10 : 40;
+  // Under light stress (the sanitizer and valgrind stages): a quarter of the processes.
+  const int kProcessesPerCount = lightStress() ? 10 : 40;
   constexpr int kClientsPerProcess = 5;
   int failedProcesses = 0;
   for (uint64_t count = 1; count <= 3; ++count) {

@@ -24,13 +24,11 @@ TEST_F(PingPongBed, ABurstOfConcurrentClientsAllConnectAndEveryEchoIsVerified) {
   const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
   const bool iwarp = driver != nullptr && std::string(driver) == "siw";
   const int processes = 4, perProcess = iwarp ? 12 : 250, clients = processes * perProcess;
-  // EVRDMA_STRESS=light (the sanitizer and valgrind stages): the server runs many times slower, and
+  // Under light stress (the sanitizer and valgrind stages) the server runs many times slower, and
   // under valgrind it answered some of the 1000 connects after the clients' default connectTimeout
   // of 10 s; there they wait 60 s. (The plain stages keep the 10 s that shows a backlog too small.)
-  const char* stress = std::getenv("EVRDMA_STRESS");
-  const bool light = stress != nullptr && std::string(stress) == "light";
   std::vector<std::string> options{"-n", std::to_string(perProcess), "-c", "3", "-s", "64", "-v"};
-  if (light) options.insert(options.end(), {"-C", "60000"});
+  if (lightStress()) options.insert(options.end(), {"-C", "60000"});
   std::vector<pid_t> children;
   for (int i = 0; i < processes; ++i) children.push_back(spawnPingClient(options));
   int failedProcesses = 0;
