@@ -217,6 +217,7 @@ void PingClient::onRecv(evrdma::Connection& c, const uint8_t* data, size_t lengt
   }
   const Clock::time_point now = Clock::now();
   result_.longestRoundTrip = std::max(result_.longestRoundTrip, now - sentAt_);
+  if (histogram_ != nullptr) histogram_->record(now - sentAt_);
   ++result_.roundTrips;
   if (trace_ == Trace::Messages) trace("client", c, ("round trip " + std::to_string(result_.roundTrips)).c_str());
   if (result_.roundTrips == info_.count) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "Figures.h"
+#include "LatencyHistogram.h"
 #include "PingSr.h"
 #include "evrdma/Callbacks.h"
 #include "evrdma/Connection.h"
@@ -132,6 +133,8 @@ class PingClient : public evrdma::ConnectionHandler {
   void holdOpen(std::function<void(const PingResult&)> completed) { holdOpen_ = std::move(completed); }
   // Told when the round trips start and when the last one is back.
   void setTransferMeter(TransferMeter* meter) { transfer_ = meter; }
+  // Each round trip's time goes into `histogram` too (several clients may share one).
+  void setLatencyHistogram(LatencyHistogram* histogram) { histogram_ = histogram; }
 
  private:
   // `now`: when the previous echo arrived, if this follows it (one clock read serves both).
@@ -153,6 +156,7 @@ class PingClient : public evrdma::ConnectionHandler {
   bool waiting_ = false;  // established, round trips not started
   bool startRequested_ = false;  // start() came before the connection was established
   TransferMeter* transfer_ = nullptr;
+  LatencyHistogram* histogram_ = nullptr;
 };
 
 // "12.3 us" style helpers for figures.

@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
   size_t open = 0;
   pingpong::CpuMeter cpu;
   pingpong::TransferMeter transfer;  // the round trips alone: first message to last echo, any connection
+  pingpong::LatencyHistogram roundTripTimes;  // every round trip of every connection (-x)
   auto started = pingpong::Clock::now();
 
   evrdma::ClientOptions options;
@@ -165,6 +166,7 @@ int main(int argc, char** argv) {
         });
     handler->setRoundTripTimeout(std::chrono::milliseconds(roundTripTimeout));
     handler->setTransferMeter(&transfer);
+    if (figures) handler->setLatencyHistogram(&roundTripTimes);
     if (waitForSignal && round == 0) {
       pingpong::PingClient* ping = handler.get();
       const auto index = static_cast<uint32_t>(round * connections + slot);
@@ -231,6 +233,15 @@ int main(int argc, char** argv) {
       printFigures(("connection " + std::to_string(r.index)).c_str(), r.roundTrips, size, r.seconds(), roundTripMs);
   }
   if (figures && connections > 1) printFigures("all connections", roundTrips, size, longest, longestRoundTripMs);
+  if (figures && roundTripTimes.count() > 0) {
+    // As ib_send_lat prints t_typical and its percentiles (which it gives per half round trip).
+    auto us = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e3; };
+    std::printf("pingpong-client: round trip: median %.2f us, 99%% %.2f us, 99.9%% %.2f us, min %.2f us, max %.2f us "
+                "(%llu round trips)\n",
+                us(roundTripTimes.percentile(0.5)), us(roundTripTimes.percentile(0.99)),
+                us(roundTripTimes.percentile(0.999)), us(roundTripTimes.min()), us(roundTripTimes.max()),
+                static_cast<unsigned long long>(roundTripTimes.count()));
+  }
   if (figures) {
     // Setup: from the first connect() to the last connection established (of the first round).
     size_t established = 0;
