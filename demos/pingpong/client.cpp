@@ -48,7 +48,8 @@ void usage(FILE* out, const char* prog) {
                "            microseconds instead of sleeping until the next event (default 0: never)\n"
                "  -t        trace connections;  -T  trace every message too\n"
                "  -x        print figures: per connection and in all (round trips/s, Mb/s, us per\n"
-               "            round trip, longest round trip), CPU use, completion-poll histogram\n"
+               "            round trip, longest round trip), the round trip's median, 99%% and\n"
+               "            99.9%% percentiles, CPU use, completion-poll histogram\n"
                "  -h        this help\n"
                "SIGINT closes every connection; SIGUSR1 prints where each one stands.\n"
                "Exit status: 0 when every connection made all its round trips, else 1 (2: bad usage).\n",
