@@ -101,7 +101,7 @@ struct PingResult {
   bool established = false, succeeded = false, rejected = false;
   std::string error;  // rejection reason or failure
   Clock::time_point connectStarted, establishedAt, finishedAt;
-  Clock::duration longestRoundTrip{};  // from a send to its echo
+  Clock::duration longestRoundTrip{};  // from one send to the next, its echo in between (see sendNext)
   double seconds() const { return std::chrono::duration<double>(finishedAt - establishedAt).count(); }
 };
 
@@ -137,8 +137,8 @@ class PingClient : public evrdma::ConnectionHandler {
   void setLatencyHistogram(LatencyHistogram* histogram) { histogram_ = histogram; }
 
  private:
-  // `now`: when the previous echo arrived, if this follows it (one clock read serves both).
-  void sendNext(evrdma::Connection& c, Clock::time_point now = Clock::time_point{}) noexcept;
+  void sendNext(evrdma::Connection& c) noexcept;
+  void noteRoundTrip(Clock::time_point now) noexcept;  // the round trip just completed ends at `now`
   void onRoundTripTimeout() noexcept;
   pingsr::ConnectInfo info_;
   bool verify_;
@@ -147,7 +147,7 @@ class PingClient : public evrdma::ConnectionHandler {
   PingResult result_;
   std::vector<uint8_t> message_;
   bool sendPending_ = false;  // the next message waits for a free send buffer
-  Clock::time_point sentAt_;
+  Clock::time_point sentAt_;  // the current round trip's start (see sendNext)
   std::chrono::milliseconds roundTripTimeout_{0};
   evrdma::Connection* connection_ = nullptr;  // while established, for the timer
   std::unique_ptr<evrdma::Timer> roundTripTimer_;
