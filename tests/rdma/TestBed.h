@@ -27,6 +27,13 @@ inline ::testing::AssertionResult loadTestBed(TestBed& bed) {
   return ::testing::AssertionSuccess();
 }
 
+// The test bed's device is soft-iWARP (siw): its transport differs where a test's expectations must
+// (queue pairs per process, who completes a connection, how a stalled peer ends).
+inline bool onIwarp() {
+  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
+  return driver != nullptr && std::string(driver) == "siw";
+}
+
 // EVRDMA_STRESS=light: set by the sanitizer and valgrind stages, which look for memory errors, not
 // rare races, and run many times slower; stress tests take fewer rounds or longer waits there.
 inline bool lightStress() {

@@ -106,8 +106,7 @@ TEST(Admission, PastMaxAgentsARequestIsRejectedAsBusyBeforeTheFactoryIsAsked) {
 TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBack) {
   evrdma::test::TestBed bed;
   ASSERT_TRUE(evrdma::test::loadTestBed(bed));
-  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
-  const bool iwarp = driver != nullptr && std::string(driver) == "siw";
+  const bool iwarp = evrdma::test::onIwarp();
   // The server on its own thread, with acceptTimeout 500 ms.
   evrdma::Reactor serverReactor;
   CountingFactory factory;
@@ -169,8 +168,7 @@ TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBa
 TEST(Admission, AStormOfRequestsIsAnsweredAtMostAcceptsPerTurnPerLoopTurn) {
   evrdma::test::TestBed bed;
   ASSERT_TRUE(evrdma::test::loadTestBed(bed));
-  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
-  const int clients = driver != nullptr && std::string(driver) == "siw" ? 24 : 40;
+  const int clients = evrdma::test::onIwarp() ? 24 : 40;
   evrdma::Reactor reactor;
   CountingFactory factory;
   evrdma::ListenerOptions options;

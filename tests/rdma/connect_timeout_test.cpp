@@ -117,8 +117,7 @@ TEST(ConnectTimeout, AnAnswerWaitingInTheClientsOwnEventQueueIsNotATimeout) {
   // soft-iWARP maps every queue into the process and allows about 70 connections per process, both
   // sides in this one: there 32 clients check that nothing breaks, and rxe, with more answers than
   // one turn's budget, proves the mechanism.
-  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
-  const bool iwarp = driver != nullptr && std::string(driver) == "siw";
+  const bool iwarp = evrdma::test::onIwarp();
   const size_t clients = iwarp ? 32 : 150;
   ServerThread server(bed.ip);
   ASSERT_NE(server.port(), 0);
@@ -203,8 +202,7 @@ TEST(ConnectTimeout, RequestsTheClientsGaveUpOnAreCountedAsAbandonedNotAsFailedA
   // that reads nothing, some of the connects return only once siw's own 10 s MPA timeout has
   // passed, with UNREACHABLE (-ETIMEDOUT) already queued: those clients gave up too, by the
   // transport's clock (4 to 8 of them in some runs). The server must count every one as abandoned.
-  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
-  const bool iwarp = driver != nullptr && std::string(driver) == "siw";
+  const bool iwarp = evrdma::test::onIwarp();
   ServerThread server(bed.ip);
   ASSERT_NE(server.port(), 0);
   server.holdNow();

@@ -21,8 +21,7 @@ TEST_F(PingPongBed, ABurstOfConcurrentClientsAllConnectAndEveryEchoIsVerified) {
   // rxe: 1000 clients (with the old backlog of 128, 595 of them got through). soft-iWARP maps every
   // queue into the process and allows about 70 connections per process (the server's included):
   // there 48 clients, in 4 processes as on rxe.
-  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
-  const bool iwarp = driver != nullptr && std::string(driver) == "siw";
+  const bool iwarp = evrdma::test::onIwarp();
   const int processes = 4, perProcess = iwarp ? 12 : 250, clients = processes * perProcess;
   // Under light stress (the sanitizer and valgrind stages) the server runs many times slower, and
   // under valgrind it answered some of the 1000 connects after the clients' default connectTimeout
@@ -57,8 +56,7 @@ TEST_F(PingPongBed, ABurstOfConcurrentClientsAllConnectAndEveryEchoIsVerified) {
 // pairs past about 70 per process, and the server then rejects the rest with words that say so
 // (not a bare "Resource temporarily unavailable"), while every client process ends: nothing hangs.
 TEST_F(PingPongBed, PastTheDevicesQueuePairLimitRequestsAreRejectedNamingItAndNothingHangs) {
-  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
-  const bool iwarp = driver != nullptr && std::string(driver) == "siw";
+  const bool iwarp = evrdma::test::onIwarp();
   std::vector<std::string> errors;
   factory_->agentClosedHook = [&](const pingpong::EchoAgent& agent, const evrdma::Connection&) {
     if (!agent.error.empty()) errors.push_back(agent.error);

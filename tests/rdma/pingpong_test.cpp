@@ -114,8 +114,7 @@ TEST_F(PingPongBed, AHundredSmallConnectionsPinAFewSharedSlabsNotPagesOfTheirOwn
   ASSERT_TRUE(runUntil([&] { return allClientsDone() && listener_->agentCount() == 0; }, 30s));
   const uint64_t before = evrdma::detail::currentMemoryLockState().pinned;
   // siw allows about 70 queue pairs per process (both ends count here).
-  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
-  const size_t kConnections = driver != nullptr && std::string(driver) == "siw" ? 24 : 100;
+  const size_t kConnections = evrdma::test::onIwarp() ? 24 : 100;
   for (size_t i = 0; i < kConnections; ++i) startClient(1000000, 64);
   ASSERT_TRUE(runUntil([&] { return listener_->agentCount() == kConnections; }, 60s));
   ASSERT_TRUE(runUntil([&] {
