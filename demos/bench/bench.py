@@ -89,17 +89,26 @@ class Bench:
 
     # ---- perftest ----
 
-    def perftest(self, tool, size, iterations, extra):
+    def perftest(self, tool, size, iterations, extra, attempts=3):
         """perftest's result line (the numbers under its '#bytes' header)."""
         base = [tool, "-d", self.dev, "-R", "-s", str(size), "-n", str(iterations)] + extra
-        proc, path = self.server(base, "Waiting for client", f"{tool}-server")
-        rc, out = self.client(base + [self.ip])
-        self.finish(proc, path)
-        lines = out.splitlines()
-        for i, line in enumerate(lines):
-            if line.strip().startswith("#bytes") and i + 1 < len(lines):
-                return [float(x) for x in lines[i + 1].split()]
-        raise Failed(f"{tool}: no result (status {rc}): {out[-400:]}")
+        for attempt in range(1, attempts + 1):
+            proc, path = self.server(base, "Waiting for client", f"{tool}-server")
+            rc, out = self.client(base + [self.ip])
+            if rc != 0 and attempt < attempts:
+                # perftest's server says it waits before its rdma_cm listens: a client that comes
+                # too early is refused and exits, and the server waits on for ever. Once more.
+                proc.kill()
+                proc.wait()
+                print(f"bench.py: {tool} -s {size}: the client failed (status {rc}: "
+                      f"{out.strip().splitlines()[-1] if out.strip() else 'no output'}); again", file=sys.stderr)
+                continue
+            self.finish(proc, path)
+            lines = out.splitlines()
+            for i, line in enumerate(lines):
+                if line.strip().startswith("#bytes") and i + 1 < len(lines):
+                    return [float(x) for x in lines[i + 1].split()]
+            raise Failed(f"{tool}: no result (status {rc}): {out[-400:]}")
 
     def send_lat(self, size, iterations, events):
         """(average, typical) round trip: ib_send_lat prints half round trips, t_typical is the median."""
