@@ -386,7 +386,7 @@ void CompletionDispatcher::run() noexcept {
   if (delivering_) return;  // an application callback ran a nested loop: the outer pass goes on
   ibv_cq* eventCq = nullptr;
   void* eventContext = nullptr;
-  // At most one event can be pending per CQ on the channel (a CQ is armed again only below, after
+  // At most one event can be pending per CQ on the channel (armIfNeeded arms a CQ again only after
   // its event was read), so once as many are read the channel is empty: no read(2) only to be told
   // EAGAIN, a system call per wake-up. The fd is level-triggered: anything left wakes the next turn.
   const size_t mostPending = std::max<size_t>(1, cqs_.size());
