@@ -29,8 +29,9 @@ struct Target : evrdma::ConnectionHandler {
   int access;
   std::vector<uint32_t>& messages;  // 4-byte sequence numbers received (kept by the factory: the
                                    // agent and this handler are freed when the connection ends)
+  std::string& failure;            // the first error reported, kept by the factory too
   std::vector<std::pair<uint32_t, size_t>> immediates;
-  Target(int a, std::vector<uint32_t>& m) : access(a), messages(m) {}
+  Target(int a, std::vector<uint32_t>& m, std::string& f) : access(a), messages(m), failure(f) {}
   void onEstablished(Connection& c) noexcept override {
     connection = &c;
     int error = 0;
@@ -44,9 +45,10 @@ struct Target : evrdma::ConnectionHandler {
   void onRecvWithImm(Connection&, uint32_t imm, const uint8_t*, size_t length) noexcept override {
     immediates.emplace_back(imm, length);
   }
-  std::string failure;
   bool disconnected = false;
-  void onError(Connection&, int err, const char* op) noexcept override { failure = std::string(op) + ": " + strerror(-err); }
+  void onError(Connection&, int err, const char* op) noexcept override {
+    if (failure.empty()) failure = std::string(op) + ": " + strerror(-err);
+  }
   void onDisconnected(Connection&) noexcept override { disconnected = true; }
 };
 
@@ -56,9 +58,10 @@ struct TargetFactory : evrdma::AgentFactory {
   bool autoPostRecv = true;
   Target* target = nullptr;
   std::vector<uint32_t> messages;
+  std::string targetFailure;
   explicit TargetFactory(int a) : access(a) {}
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
-    auto handler = std::make_unique<Target>(access, messages);
+    auto handler = std::make_unique<Target>(access, messages, targetFailure);
     target = handler.get();
     evrdma::ConnectionOptions options;
     options.maxMessageSize = 64;
@@ -245,8 +248,8 @@ TEST_F(DataPath, OutrunningThePeersReceivesIsRetriedOnRoceAndEndsTheConnectionOn
   // 100 sends against 64 receives that the receiver does not re-post by itself. RoCE answers the
   // 65th with RNR NAKs and retries until receives are posted again (here: by hand, a little later);
   // iWARP has no such retry: the receiver terminates the connection. The sender's connection then
-  // ends (it must not hang), and what never arrived shows in its statistics. Credit-based flow
-  // control is what keeps a sender from getting there.
+  // ends (it must not hang) and reports every send exactly once. Credit-based flow control is what
+  // keeps a sender from getting there.
   constexpr uint32_t kMessages = 100, kReceives = 64;
   connect(evrdma::kRemoteWrite, /*sendDepth=*/16, /*targetRecvDepth=*/kReceives, /*targetReposts=*/false);
   const ibv_context* device = client->cmId()->verbs;
@@ -262,15 +265,23 @@ TEST_F(DataPath, OutrunningThePeersReceivesIsRetriedOnRoceAndEndsTheConnectionOn
       return s == evrdma::ConnectionState::Failed || s == evrdma::ConnectionState::Closed;
     };
     ASSERT_TRUE(runUntil(ended, 30s)) << "client " << evrdma::toString(client->state());
-    EXPECT_EQ(factory->messages.size(), kReceives);
-    const evrdma::ConnectionStats& stats = client->stats();
-    // Every send is reported once (flushed or never posted ones with a flush status), and what
-    // never arrived shows in the statistics.
-    EXPECT_EQ(initiator->done.size(), kMessages);
+    ASSERT_EQ(factory->messages.size(), kReceives);
+    for (uint32_t i = 0; i < kReceives; ++i) EXPECT_EQ(factory->messages[i], i) << "the first receives, in order";
+    // Every send is reported exactly once, in the order issued: posted ones complete or are
+    // flushed, those never posted come back with a flush status. How many report success says
+    // nothing about delivery here: an iWARP send completes once the transport took it (siw: once
+    // TCP has it), so under load all 100 may succeed while only 64 were placed.
+    ASSERT_EQ(initiator->done.size(), kMessages);
     size_t succeeded = 0;
-    for (const auto& op : initiator->done) succeeded += op.status == IBV_WC_SUCCESS;
-    EXPECT_LT(succeeded, kMessages);
-    EXPECT_GT(stats.flushedCompletions + stats.requestsDropped, 0u) << "what never arrived must show";
+    for (uint32_t i = 0; i < kMessages; ++i) {
+      EXPECT_EQ(initiator->done[i].tag, i) << "each send reported once, in order";
+      succeeded += initiator->done[i].status == IBV_WC_SUCCESS;
+    }
+    const evrdma::ConnectionStats& stats = client->stats();
+    std::printf("[ figures  ] sender: %zu succeeded, %llu flushed, %llu never posted; receiver: %s\n", succeeded,
+                static_cast<unsigned long long>(stats.flushedCompletions),
+                static_cast<unsigned long long>(stats.requestsDropped),
+                factory->targetFailure.empty() ? "no error" : factory->targetFailure.c_str());
     EXPECT_FALSE(before.available) << "iWARP has no RNR, so no RNR counters";
   } else {
     EXPECT_EQ(factory->messages.size(), kReceives);
