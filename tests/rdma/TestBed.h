@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <infiniband/verbs.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace evrdma::test {
@@ -27,11 +30,26 @@ inline ::testing::AssertionResult loadTestBed(TestBed& bed) {
   return ::testing::AssertionSuccess();
 }
 
-// The test bed's device is soft-iWARP (siw): its transport differs where a test's expectations must
-// (queue pairs per process, who completes a connection, how a stalled peer ends).
+// The test bed's device speaks iWARP (siw, or an iWARP NIC): its transport differs where a test's
+// expectations must (queue pairs per process, who completes a connection, how a stalled peer ends).
+// The device named by EVRDMA_RDMA_DEV says so itself; tools/rdma-run's EVRDMA_RDMA_DRIVER is the
+// fallback when that device cannot be found.
 inline bool onIwarp() {
-  const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
-  return driver != nullptr && std::string(driver) == "siw";
+  static const bool iwarp = [] {
+    const char* name = std::getenv("EVRDMA_RDMA_DEV");
+    int found = -1;
+    int count = 0;
+    if (ibv_device** devices = name != nullptr ? ibv_get_device_list(&count) : nullptr) {
+      for (int i = 0; i < count && found < 0; ++i)
+        if (std::strcmp(ibv_get_device_name(devices[i]), name) == 0)
+          found = devices[i]->transport_type == IBV_TRANSPORT_IWARP;
+      ibv_free_device_list(devices);
+    }
+    if (found >= 0) return found == 1;
+    const char* driver = std::getenv("EVRDMA_RDMA_DRIVER");
+    return driver != nullptr && std::string(driver) == "siw";
+  }();
+  return iwarp;
 }
 
 // EVRDMA_STRESS=light: set by the sanitizer and valgrind stages, which look for memory errors, not

@@ -194,7 +194,7 @@ TEST_F(PingPongBed, AMessageLongerThanThePeersMaxMessageSizeFailsWithEmsgsizeNam
   // RoCE fails the receive (-EMSGSIZE). iWARP may too, or only say the QP went fatal (-EIO),
   // whichever the receiver reads first (an ASan run on siw saw the receive); either way it names
   // the option that is the likely cause.
-  const bool iwarp = bed_.device.rfind("siw", 0) == 0;
+  const bool iwarp = onIwarp();
   if (iwarp)
     EXPECT_TRUE(factory.agent.err == -EIO || factory.agent.err == -EMSGSIZE) << factory.agent.error;
   else

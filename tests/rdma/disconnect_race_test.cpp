@@ -24,7 +24,7 @@ TEST_F(PingPongBed, AnEchoSentJustBeforeThePeerDisconnectsIsNeverLost) {
   // lands before its transmit thread is done with it (siw_qp_tx.c: tx_suspend after the last
   // segment). The agent is told so (-ECONNABORTED, both causes named); every echo reaching its
   // client is what this test proves, and any other failure still fails it.
-  const bool iwarp = bed_.device.rfind("siw", 0) == 0;
+  const bool iwarp = onIwarp();
   auto brokeAsTheClientClosed = std::make_shared<uint64_t>(0);  // the hook may outlive this body (TearDown)
   factory_->agentClosedHook = [iwarp, brokeAsTheClientClosed](const pingpong::EchoAgent& agent,
                                                               const evrdma::Connection& c) {
