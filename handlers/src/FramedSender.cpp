@@ -125,7 +125,7 @@ std::vector<SendOp> FramedSender::stop() noexcept {
   stopped_ = true;
   std::vector<SendOp> never;
   never.reserve(waiting_.size());
-  for (const Pending& pending : waiting_) never.push_back(pending.op);
+  for (size_t i = 0; i < waiting_.size(); ++i) never.push_back(waiting_[i].op);
   waiting_.clear();
   return never;
 }

@@ -10,11 +10,11 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <vector>
 
 #include "CreditLedger.h"
+#include "Ring.h"
 #include "SendQueue.h"
 #include "evrdma/ConnectionOptions.h"
 
@@ -82,7 +82,7 @@ class FramedSender {
   std::vector<uint32_t> freeSlots_;
   ConnectionStats& stats_;
   Submit submit_;
-  std::deque<Pending> waiting_;
+  Ring<Pending> waiting_;
   bool stopped_ = false;
 };
 

@@ -51,7 +51,8 @@ int SendQueue::endBatch() noexcept {
 
 std::deque<SendOp> SendQueue::takeBacklog() noexcept {
   std::deque<SendOp> taken;
-  taken.swap(backlog_);
+  for (size_t i = 0; i < backlog_.size(); ++i) taken.push_back(backlog_[i]);
+  backlog_.clear();
   return taken;
 }
 

@@ -6,7 +6,8 @@
 // list. The verbs call is injected, so the logic is testable without a device.
 //
 // Per message it allocates nothing: the requests in flight sit in a ring sized to the QP's send
-// queue, and a request that finds no backlog and room is posted at once without queuing.
+// queue, a request that finds no backlog and room is posted at once without queuing, and the
+// backlog (where a batch's requests wait for its end) is a ring that keeps its storage.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -16,6 +17,7 @@
 #include <functional>
 #include <vector>
 
+#include "Ring.h"
 #include "evrdma/Callbacks.h"  // OpType
 
 namespace evrdma {
@@ -84,7 +86,7 @@ class SendQueue {
   Post post_;
   std::vector<SendOp> inFlight_;  // a ring of depth_ entries: inFlightHead_ is the oldest
   size_t inFlightHead_ = 0, inFlightCount_ = 0;
-  std::deque<SendOp> backlog_;
+  detail::Ring<SendOp> backlog_;
   std::vector<ibv_send_wr> wrs_;  // depth_ entries, reused for each post
   std::vector<ibv_sge> sges_;     // two per request: header and body
   uint32_t nextSequence_ = 0;

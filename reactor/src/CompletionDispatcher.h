@@ -18,7 +18,6 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -30,6 +29,7 @@
 #include "evrdma/CompletionStats.h"
 #include "WorkRequestId.h"
 #include "NextTurn.h"
+#include "Ring.h"
 #include "SharedReceiveQueue.h"
 #include "SmallBufferArena.h"
 
@@ -210,7 +210,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   // After every QP that receives through them, before the arena and PD their buffers come from.
   std::vector<std::unique_ptr<detail::SharedReceiveQueue>> srqs_;
   std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
-  std::deque<SharedCq*> ready_;
+  detail::Ring<SharedCq*> ready_;
   bool delivering_ = false;
   std::vector<CompletionHandler*> inPoll_;  // the handlers given completions of the current poll
   std::unordered_map<uint32_t, Attachment*> byQpNum_;
