@@ -1,7 +1,7 @@
 #!/bin/bash
 # The demo programs against each other over real RDMA (run under tools/rdma-run): the README's
 # embedded example against pingpong-server, pingpong-server with worker threads and shared
-# receive queues, the devices listing, and the loop-latency benchmark.
+# receive queues, the devices listing, the loop-latency benchmark and make bench's raw-pingpong.
 #   demo_programs_test.sh <build dir>
 set -u
 build=$1 failures=0
@@ -38,8 +38,19 @@ check "evrdma-loop-latency measures both phases and prints their ratio" $([ "$st
 "$build/demos/evrdma-loop-latency" >/dev/null 2>"$log"
 status=$?
 check "evrdma-loop-latency without -a says what is missing: $(cat "$log")" $([ "$status" = 2 ] && grep -q "required" "$log"; echo $?)
+# make bench's floor for polling: raw-pingpong's two roles, every echo checked by its number.
+"$build/demos/raw-pingpong" -S -a "$address" -p 0 >"$log" 2>&1 &
+server=$!
+port=$(listening_port "$log" "$server")
+out=$("$build/demos/raw-pingpong" -a "$address" -p "$port" -c 200 -s 4096 2>&1)
+status=$?
+echo "$out"
+check "raw-pingpong: 200 round trips of 4 KiB, echoes checked, figures printed" \
+    $([ "$status" = 0 ] && echo "$out" | grep -q "us per round trip" && echo "$out" | grep -q "round trip: median"; echo $?)
+wait "$server"
+check "raw-pingpong -S served it and exited" $?
 for program in devices pingpong-server pingpong-client blast-server blast-client evrdma-rping hello_embedded \
-               evrdma-loop-latency; do
+               evrdma-loop-latency raw-pingpong; do
     for flag in --help -h; do
         "$build/demos/$program" "$flag" >"$log" 2>&1
         status=$?
