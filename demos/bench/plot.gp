@@ -10,7 +10,8 @@ set xlabel "message size"
 sizes = '("1 B" 1, "8 B" 8, "64 B" 64, "512 B" 512, "4 KiB" 4096, "32 KiB" 32768, "256 KiB" 262144, "1 MiB" 1048576)'
 eval "set xtics ".sizes
 
-# Round-trip latency against message size: both event modes, both polling modes.
+# Round-trip latency against message size: both event modes, both polling modes, and the floor
+# for polling: raw-pingpong (verbs alone, set up as pingpong is).
 set output dir."/latency.svg"
 set title "Round-trip latency: pingpong vs ib\\_send\\_lat"
 set xrange [0.7:1.5e6]
@@ -19,7 +20,8 @@ set ylabel "microseconds per round trip (average)"
 plot dir."/latency.csv" using 1:3 every ::1 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "evrdma, event mode", \
      ""                 using 1:2 every ::1 with linespoints lw 2 pt 6 dt 2 lc rgb "#1f77b4" title "ib\\_send\\_lat -e", \
      ""                 using 1:5 every ::1 with linespoints lw 2 pt 5 lc rgb "#d62728" title "evrdma, adaptive polling (-P)", \
-     ""                 using 1:4 every ::1 with linespoints lw 2 pt 4 dt 2 lc rgb "#d62728" title "ib\\_send\\_lat (busy-polling)"
+     ""                 using 1:4 every ::1 with linespoints lw 2 pt 4 dt 2 lc rgb "#d62728" title "ib\\_send\\_lat (busy-polling)", \
+     ""                 using 1:10 every ::1 with linespoints lw 2 pt 3 dt 3 lc rgb "#7f7f7f" title "raw-pingpong (busy-polling, no library)"
 
 # One-way throughput per mode against message size.
 set output dir."/bandwidth.svg"
