@@ -139,11 +139,16 @@ class Bench:
         rc, out = self.client([f"{self.build}/demos/pingpong-client", "-a", self.ip, "-c", str(iterations),
                                "-s", str(size), "-R", "0", "-x"] + polling)
         self.finish(proc, path)
+        return self.round_trips("pingpong-client", rc, out)
+
+    @staticmethod
+    def round_trips(program, rc, out):
+        """(average, median) round trip from pingpong-client's or raw-pingpong's output."""
         m = re.search(r"([0-9.]+) us per round trip", out)
         median = re.search(r"round trip: median ([0-9.]+) us", out)
         if rc != 0 or not m or not median:
-            raise Failed(f"pingpong-client (status {rc}): {out[-400:]}")
-        return float(m.group(1)), float(median.group(1))  # (average, median)
+            raise Failed(f"{program} (status {rc}): {out[-400:]}")
+        return float(m.group(1)), float(median.group(1))
 
     def blast(self, mode, size, count, window=0, post_list=1):
         polling = ["-P", str(window)] if window else []
@@ -168,11 +173,7 @@ class Bench:
         rc, out = self.client([f"{self.build}/demos/raw-pingpong", "-a", self.ip, "-p", port, "-c", str(iterations),
                                "-s", str(max(8, size))])
         self.finish(proc, path)
-        m = re.search(r"([0-9.]+) us per round trip", out)
-        median = re.search(r"round trip: median ([0-9.]+) us", out)
-        if rc != 0 or not m or not median:
-            raise Failed(f"raw-pingpong (status {rc}): {out[-400:]}")
-        return float(m.group(1)), float(median.group(1))
+        return self.round_trips("raw-pingpong", rc, out)
 
     # ---- the runs ----
 

@@ -57,10 +57,14 @@ struct Fail {
 };
 
 [[noreturn]] void fail(const std::string& what) { throw Fail{what}; }
+// A failed call: its name, what the error number says, and a hint if any helps.
+[[noreturn]] void failed(const char* call, int err, const char* hint = "") {
+  fail(std::string(call) + ": " + std::strerror(err) + hint);
+}
 
 rdma_cm_event* expect(rdma_event_channel* channel, rdma_cm_event_type type) {
   rdma_cm_event* event = nullptr;
-  if (rdma_get_cm_event(channel, &event) != 0) fail(std::string("rdma_get_cm_event: ") + std::strerror(errno));
+  if (rdma_get_cm_event(channel, &event) != 0) failed("rdma_get_cm_event", errno);
   if (event->event != type) {
     std::string what = std::string("expected ") + rdma_event_str(type) + ", got " + rdma_event_str(event->event);
     if (event->status != 0) what += std::string(" (") + std::strerror(-event->status) + ")";
@@ -90,9 +94,9 @@ struct Endpoint {
   void setUp(rdma_cm_id* cmId, size_t messageSize) {
     id = cmId;
     size = messageSize;
-    if ((pd = ibv_alloc_pd(id->verbs)) == nullptr) fail(std::string("ibv_alloc_pd: ") + std::strerror(errno));
+    if ((pd = ibv_alloc_pd(id->verbs)) == nullptr) failed("ibv_alloc_pd", errno);
     if ((cq = ibv_create_cq(id->verbs, kCqEntries, nullptr, nullptr, 0)) == nullptr)
-      fail(std::string("ibv_create_cq: ") + std::strerror(errno));
+      failed("ibv_create_cq", errno);
     ibv_qp_init_attr attr{};
     attr.send_cq = attr.recv_cq = cq;
     attr.qp_type = IBV_QPT_RC;
@@ -102,7 +106,7 @@ struct Endpoint {
     attr.sq_sig_all = 0;
     if (rdma_create_qp(id, pd, &attr) != 0) {
       attr.cap.max_inline_data = inlineLimit = 0;  // a device without inline data, as evrdma does
-      if (rdma_create_qp(id, pd, &attr) != 0) fail(std::string("rdma_create_qp: ") + std::strerror(errno));
+      if (rdma_create_qp(id, pd, &attr) != 0) failed("rdma_create_qp", errno);
     }
     hasQp = true;
     // Page-aligned, as perftest's and evrdma's buffers are: a message then spans no more pages
@@ -111,7 +115,7 @@ struct Endpoint {
     if ((memory = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes))) == nullptr) fail("out of memory");
     std::memset(memory, 0, bytes);
     mr = ibv_reg_mr(pd, memory, bytes, IBV_ACCESS_LOCAL_WRITE);
-    if (mr == nullptr) fail(std::string("ibv_reg_mr: ") + std::strerror(errno) + " (ulimit -l?)");
+    if (mr == nullptr) failed("ibv_reg_mr", errno, " (ulimit -l?)");
     for (uint32_t i = 0; i < kDepth; ++i) postRecv(i);
   }
 
@@ -121,7 +125,7 @@ struct Endpoint {
     wr.wr_id = index;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    if (int rc = ibv_post_recv(id->qp, &wr, &bad); rc != 0) fail(std::string("ibv_post_recv: ") + std::strerror(rc));
+    if (int rc = ibv_post_recv(id->qp, &wr, &bad); rc != 0) failed("ibv_post_recv", rc);
   }
 
   void postSend(const uint8_t* data, uint32_t length) {
@@ -132,7 +136,7 @@ struct Endpoint {
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_SIGNALED | (length <= inlineLimit ? IBV_SEND_INLINE : 0);
-    if (int rc = ibv_post_send(id->qp, &wr, &bad); rc != 0) fail(std::string("ibv_post_send: ") + std::strerror(rc));
+    if (int rc = ibv_post_send(id->qp, &wr, &bad); rc != 0) failed("ibv_post_send", rc);
   }
 
   ~Endpoint() {
@@ -170,8 +174,9 @@ void serve(rdma_event_channel* channel, Endpoint& ep) {
       if (inFlight == kDepth) fail("the client sent more than one message at a time");
       const uint8_t* data = ep.buffer(wc.wr_id);
       if (wc.byte_len > ep.inlineLimit) {
-        data = ep.buffer(kDepth + next);
-        std::memcpy(ep.buffer(kDepth + next), ep.buffer(wc.wr_id), wc.byte_len);
+        uint8_t* copy = ep.buffer(kDepth + next);
+        std::memcpy(copy, data, wc.byte_len);
+        data = copy;
         next = (next + 1) % kDepth;
       }
       ep.postSend(data, wc.byte_len);
@@ -192,12 +197,12 @@ void serve(rdma_event_channel* channel, Endpoint& ep) {
 
 int runServer(const sockaddr* address) {
   rdma_event_channel* channel = rdma_create_event_channel();
-  if (channel == nullptr) fail(std::string("rdma_create_event_channel: ") + std::strerror(errno));
+  if (channel == nullptr) failed("rdma_create_event_channel", errno);
   rdma_cm_id* listenId = nullptr;
-  if (rdma_create_id(channel, &listenId, nullptr, RDMA_PS_TCP) != 0) fail(std::string("rdma_create_id: ") + std::strerror(errno));
+  if (rdma_create_id(channel, &listenId, nullptr, RDMA_PS_TCP) != 0) failed("rdma_create_id", errno);
   if (rdma_bind_addr(listenId, const_cast<sockaddr*>(address)) != 0)
-    fail(std::string("rdma_bind_addr: ") + std::strerror(errno) + (errno == EADDRINUSE ? " (port in use)" : ""));
-  if (rdma_listen(listenId, 1) != 0) fail(std::string("rdma_listen: ") + std::strerror(errno));
+    failed("rdma_bind_addr", errno, errno == EADDRINUSE ? " (port in use)" : "");
+  if (rdma_listen(listenId, 1) != 0) failed("rdma_listen", errno);
   std::printf("raw-pingpong: listening on port %u\n", ntohs(rdma_get_src_port(listenId)));
   std::fflush(stdout);
   rdma_cm_event* request = expect(channel, RDMA_CM_EVENT_CONNECT_REQUEST);
@@ -210,7 +215,7 @@ int runServer(const sockaddr* address) {
     rdma_conn_param param{};
     param.responder_resources = param.initiator_depth = 1;
     param.rnr_retry_count = 7;
-    if (rdma_accept(id, &param) != 0) fail(std::string("rdma_accept: ") + std::strerror(errno));
+    if (rdma_accept(id, &param) != 0) failed("rdma_accept", errno);
     rdma_ack_cm_event(expect(channel, RDMA_CM_EVENT_ESTABLISHED));
     fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK);
     serve(channel, ep);
@@ -224,13 +229,13 @@ int runServer(const sockaddr* address) {
 
 int runClient(const sockaddr* address, uint64_t count, size_t size) {
   rdma_event_channel* channel = rdma_create_event_channel();
-  if (channel == nullptr) fail(std::string("rdma_create_event_channel: ") + std::strerror(errno));
+  if (channel == nullptr) failed("rdma_create_event_channel", errno);
   rdma_cm_id* id = nullptr;
-  if (rdma_create_id(channel, &id, nullptr, RDMA_PS_TCP) != 0) fail(std::string("rdma_create_id: ") + std::strerror(errno));
+  if (rdma_create_id(channel, &id, nullptr, RDMA_PS_TCP) != 0) failed("rdma_create_id", errno);
   if (rdma_resolve_addr(id, nullptr, const_cast<sockaddr*>(address), 2000) != 0)
-    fail(std::string("rdma_resolve_addr: ") + std::strerror(errno));
+    failed("rdma_resolve_addr", errno);
   rdma_ack_cm_event(expect(channel, RDMA_CM_EVENT_ADDR_RESOLVED));
-  if (rdma_resolve_route(id, 2000) != 0) fail(std::string("rdma_resolve_route: ") + std::strerror(errno));
+  if (rdma_resolve_route(id, 2000) != 0) failed("rdma_resolve_route", errno);
   rdma_ack_cm_event(expect(channel, RDMA_CM_EVENT_ROUTE_RESOLVED));
   std::vector<double> trips;
   trips.reserve(count);
@@ -242,7 +247,7 @@ int runClient(const sockaddr* address, uint64_t count, size_t size) {
     param.responder_resources = param.initiator_depth = 1;
     param.retry_count = 7;
     param.rnr_retry_count = 7;
-    if (rdma_connect(id, &param) != 0) fail(std::string("rdma_connect: ") + std::strerror(errno));
+    if (rdma_connect(id, &param) != 0) failed("rdma_connect", errno);
     rdma_ack_cm_event(expect(channel, RDMA_CM_EVENT_ESTABLISHED));
 
     ibv_wc wcs[kPollBatch];
