@@ -34,10 +34,13 @@ class Connection::Sink final : public CmEventHandler,
   void onAsyncError(ibv_event_type type) noexcept override { c_.onAsyncError(type); }
   void onCompletionQueueError(int err, const char* op) noexcept override { c_.onCompletionQueueError(err, op); }
   void onDeviceRemoved() noexcept override { c_.onDeviceRemoved(); }
-  // What the callbacks of one poll's completions send goes out as one post at its end.
-  void onPollBegin() noexcept override {
+  // What the callbacks of one poll's completions send goes out as one post at its end; but after a
+  // poll that found one message (a ping-pong's, with the completion of the previous answer's send
+  // beside it), the first request goes out at once: the peer waits for it, and the poll's
+  // bookkeeping (the receive re-posted) can come after.
+  void onPollBegin(int receives) noexcept override {
     pollBatch_ = c_.queuePair_ && c_.queuePair_->sendQueue();
-    if (pollBatch_) c_.beginBatch();
+    if (pollBatch_) c_.queuePair_->sendQueue()->beginBatch(receives == 1);
   }
   void onPollEnd() noexcept override {
     if (!pollBatch_) return;

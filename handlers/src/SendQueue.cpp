@@ -30,7 +30,9 @@ SendQueue::SendQueue(uint32_t depth, uint32_t signalEvery, uint32_t maxInline, u
       sges_(2 * size_t{depth_}) {}
 
 int SendQueue::submit(SendOp op) noexcept {
-  if (batchDepth_ > 0 || !backlog_.empty() || inFlightCount_ == depth_) {
+  const bool atOnce = firstAtOnce_;
+  firstAtOnce_ = false;
+  if ((batchDepth_ > 0 && !atOnce) || !backlog_.empty() || inFlightCount_ == depth_) {
     backlog_.push_back(op);
     return batchDepth_ > 0 ? 0 : pump();
   }
@@ -46,6 +48,7 @@ int SendQueue::submit(SendOp op) noexcept {
 
 int SendQueue::endBatch() noexcept {
   if (batchDepth_ > 0) --batchDepth_;
+  if (batchDepth_ == 0) firstAtOnce_ = false;
   return batchDepth_ > 0 ? 0 : pump();
 }
 

@@ -49,8 +49,14 @@ class SendQueue {
   // Queues `op` and posts what fits. Returns 0, or the -errno of a failed ibv_post_send (the QP is
   // then unusable: the connection fails).
   int submit(SendOp op) noexcept;
-  // Batches nest: requests go out when the outermost batch ends.
-  void beginBatch() noexcept { ++batchDepth_; }
+  // Batches nest: requests go out when the outermost batch ends. `firstAtOnce`: the batch's first
+  // request, if nothing waits and there is room, is posted at once (the batch of a poll that found
+  // one completion: that request is usually its only one, an answer someone is waiting for). An
+  // inner batch turns it off: the application batches on purpose.
+  void beginBatch(bool firstAtOnce = false) noexcept {
+    firstAtOnce_ = batchDepth_ == 0 && firstAtOnce;
+    ++batchDepth_;
+  }
   int endBatch() noexcept;
 
   // A send-side completion: hands every request it completes to `done`, in posting order
@@ -92,6 +98,7 @@ class SendQueue {
   uint32_t nextSequence_ = 0;
   uint32_t sinceSignal_ = 0;
   uint32_t batchDepth_ = 0;
+  bool firstAtOnce_ = false;
   uint64_t posts_ = 0, signaledCount_ = 0, requests_ = 0;
 };
 

@@ -301,7 +301,7 @@ void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
 void CompletionDispatcher::handOver(CompletionHandler* handler, const ibv_wc& wc) noexcept {
   if (std::find(inPoll_.begin(), inPoll_.end(), handler) == inPoll_.end()) {
     inPoll_.push_back(handler);  // cleared, not freed, after each poll: no allocation once warm
-    handler->onPollBegin();
+    handler->onPollBegin(pollReceives_);
   }
   handler->onCompletion(wc);
 }
@@ -377,6 +377,8 @@ bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcep
     if (n == 0) return true;
     stats_.completions += n;
     handled += n;
+    pollReceives_ = 0;
+    for (int i = 0; i < n; ++i) pollReceives_ += detail::wrid::isSend(wcs[i].wr_id) ? 0 : 1;
     for (int i = 0; i < n; ++i) deliver(wcs[i]);
     endPoll();
   }

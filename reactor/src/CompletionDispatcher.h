@@ -53,7 +53,9 @@ class CompletionHandler {
   // Completions are handed out a poll at a time: before this handler's first completion of a poll
   // comes onPollBegin, and once the poll's last completion was handed out, onPollEnd, so that work
   // requests posted from its callbacks go to the device together (one doorbell, one signaled).
-  virtual void onPollBegin() noexcept {}
+  // `receives`: how many receive completions the poll found, for all handlers: with one message in
+  // a poll there is little to batch, and its answer may be awaited.
+  virtual void onPollBegin(int receives) noexcept { (void)receives; }
   virtual void onPollEnd() noexcept {}
 
  protected:
@@ -213,6 +215,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   detail::Ring<SharedCq*> ready_;
   bool delivering_ = false;
   std::vector<CompletionHandler*> inPoll_;  // the handlers given completions of the current poll
+  int pollReceives_ = 0;                    // how many receive completions the current poll found
   std::unordered_map<uint32_t, Attachment*> byQpNum_;
   uint32_t nextSerial_ = 1;
   size_t attachments_ = 0;

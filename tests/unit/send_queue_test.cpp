@@ -204,6 +204,57 @@ TEST_F(SendQueueTest, NestedBatchesGoOutWhenTheOutermostEnds) {
   EXPECT_EQ(posted.size(), 4u) << "and does not leave a batch open";
 }
 
+// After a poll that found one completion, the connection's batch posts its first request at once
+// (the answer a ping-pong peer waits for) and still batches the rest.
+TEST_F(SendQueueTest, ABatchAskedToPostItsFirstRequestAtOncePostsItInsideTheBatchAndTheRestAtItsEnd) {
+  SendQueue q = make(16, 4);
+  q.beginBatch(true);
+  ASSERT_EQ(q.submit(op(1)), 0);
+  ASSERT_EQ(posted.size(), 1u) << "the first request went out before the batch ended";
+  EXPECT_TRUE(posted[0].flags & IBV_SEND_SIGNALED) << "the last of its post";
+  ASSERT_EQ(q.submit(op(2)), 0);
+  ASSERT_EQ(q.submit(op(3)), 0);
+  EXPECT_EQ(posted.size(), 1u) << "the rest wait for the batch's end";
+  ASSERT_EQ(q.endBatch(), 0);
+  EXPECT_EQ(posts, 2);
+  ASSERT_EQ(posted.size(), 3u);
+  for (size_t i = 0; i < posted.size(); ++i) EXPECT_EQ(posted[i].tagOfAddr, i + 1) << "in order";
+  q.beginBatch();  // the next batch is an ordinary one again
+  ASSERT_EQ(q.submit(op(4)), 0);
+  EXPECT_EQ(posted.size(), 3u);
+  ASSERT_EQ(q.endBatch(), 0);
+  EXPECT_EQ(posted.size(), 4u);
+}
+
+TEST_F(SendQueueTest, AnApplicationsBatchInsideTurnsPostingAtOnceOff) {
+  SendQueue q = make(16, 4);
+  q.beginBatch(true);
+  q.beginBatch();  // the application batches its sends on purpose
+  ASSERT_EQ(q.submit(op(1)), 0);
+  ASSERT_EQ(q.submit(op(2)), 0);
+  ASSERT_EQ(q.endBatch(), 0);
+  EXPECT_TRUE(posted.empty());
+  ASSERT_EQ(q.endBatch(), 0);
+  EXPECT_EQ(posts, 1);
+  EXPECT_EQ(posted.size(), 2u);
+}
+
+TEST_F(SendQueueTest, PostingAtOnceNeverOvertakesWhatWaitsForRoom) {
+  SendQueue q = make(2, 1);
+  ASSERT_EQ(q.submit(op(1)), 0);
+  ASSERT_EQ(q.submit(op(2)), 0);
+  ASSERT_EQ(q.submit(op(3)), 0);  // no room: waits
+  ASSERT_EQ(posted.size(), 2u);
+  q.beginBatch(true);
+  ASSERT_EQ(q.submit(op(4)), 0);
+  EXPECT_EQ(posted.size(), 2u) << "3 waits ahead of it";
+  ASSERT_EQ(q.complete(wcFor(posted[0]), record), 0);  // room for 3, posted, 4 waits for the batch's end
+  ASSERT_EQ(q.endBatch(), 0);
+  ASSERT_EQ(q.complete(wcFor(posted[1]), record), 0);
+  ASSERT_EQ(posted.size(), 4u);
+  for (size_t i = 0; i < posted.size(); ++i) EXPECT_EQ(posted[i].tagOfAddr, i + 1) << "in order";
+}
+
 // A batch holds its requests in the backlog until it ends: once every poll of a busy connection
 // does that, the backlog must not allocate per request as it fills and drains (std::deque freed
 // and allocated a block every few requests).
