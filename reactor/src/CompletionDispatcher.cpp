@@ -417,8 +417,17 @@ void CompletionDispatcher::run() noexcept {
   delivering_ = true;
   while (!ready_.empty()) {
     SharedCq* cq = ready_.front();
-    if (!adaptive) armIfNeeded(*cq);  // arm before polling: the notify race
-    if (!serve(*cq, kBudget, handled)) {
+    // Drain, arm, then poll once more (the notify race: what landed before the arm raises no
+    // event). Arming after the first drain keeps its system call off the path from the wake-up to
+    // the answers' posts, and the window in which a completion is both polled and announced (a
+    // later wake-up that finds nothing) is the second poll only, not the whole delivery.
+    const uint64_t pollFailures = stats_.pollFailures;
+    bool drained = serve(*cq, kBudget, handled);
+    if (drained && !adaptive && cq->needsArm && stats_.pollFailures == pollFailures) {
+      armIfNeeded(*cq);
+      drained = serve(*cq, kBudget, handled);
+    }
+    if (!drained) {
       // Budget spent: this CQ goes to the back, and the rest waits for a later turn.
       ++stats_.budgetYields;
       EVRDMA_LOG(LogLevel::Debug, "%s: completion budget of one turn spent, the rest on a later turn", deviceName());
