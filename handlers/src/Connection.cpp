@@ -278,6 +278,15 @@ void Connection::transportUp(bool peerSpoke) noexcept {
   framedSender_->sendHello(options_.maxMessageSize);
 }
 
+void Connection::notePeerReached() noexcept {
+  if (peerReached_) return;
+  peerReached_ = true;
+  // An agent's QP can receive before the client's RTU reaches the CM (InfiniBand, RoCE): until the
+  // CM hears the connection is up, rdma_disconnect sends the peer nothing, and a connection that
+  // fails that early would leave its client connected. iWARP has no RTU: there it fails, harmlessly.
+  if (!isClient_ && state_ == ConnectionState::Accepting && id_) (void)rdma_notify(id_.get(), IBV_EVENT_COMM_EST);
+}
+
 void Connection::markEstablished() noexcept {
   if (state_ == ConnectionState::Established) return;
   setState(ConnectionState::Established);

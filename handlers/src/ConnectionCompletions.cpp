@@ -118,6 +118,7 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
 void Connection::onReceiveCompletion(const ibv_wc& wc) noexcept {
   const uint32_t slot = detail::wrid::index(wc.wr_id);
   queuePair_->onReceiveCompleted();
+  if (wc.status != IBV_WC_WR_FLUSH_ERR) notePeerReached();  // a flush is our QP's error, not the peer
   if (wc.status != IBV_WC_SUCCESS) {
     keepReceive(slot);
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {

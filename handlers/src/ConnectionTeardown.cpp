@@ -96,7 +96,9 @@ void Connection::beginTeardown() noexcept {
       ++stats_.requestsDropped;
       dropped_.push_back(op);
     }
-  const bool wasConnected = state_ == ConnectionState::Established;
+  // A receive may have come before the ESTABLISHED event (and failed the connection): the peer
+  // is connected, and only a disconnect tells it.
+  const bool wasConnected = state_ == ConnectionState::Established || peerReached_;
   setState(ConnectionState::Disconnecting);
   if (!wasConnected || !queuePair_ || !queuePair_->hasQp() || deviceGone_) {
     // Nothing established: destroying the id cancels a resolution or a pending connect.

@@ -244,6 +244,9 @@ class Connection {
   // unframed, the connection is established; framed, our hello goes out (the agent's only once
   // the client's has arrived) and the peer's is awaited.
   void transportUp(bool peerSpoke) noexcept;
+  // The peer's first work reached us (a receive completed, even in error): the connection is up,
+  // whatever the CM has said so far.
+  void notePeerReached() noexcept;
   // The connection is established for the application (onEstablished).
   void markEstablished() noexcept;
   // A framed message; false if it is malformed (the connection failed).
@@ -290,6 +293,7 @@ class Connection {
   bool deviceGone_ = false;
   bool closeRequested_ = false;  // the application called close()
   bool helloSent_ = false;       // framed: our hello is out
+  bool peerReached_ = false;     // a receive completed: the transport is up (see notePeerReached)
   uint64_t peerMaxMessageSize_ = 0;  // framed: from the peer's hello
   bool finishScheduled_ = false;
   bool finished_ = false;
