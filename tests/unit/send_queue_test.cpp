@@ -12,13 +12,14 @@
 namespace {
 size_t allocations = 0;
 }
-void* operator new(std::size_t size) {
+// Never inlined: GCC 12 would see a vector's memory from `new` reach free() and warn of a mismatch.
+__attribute__((noinline)) void* operator new(std::size_t size) {
   ++allocations;
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
