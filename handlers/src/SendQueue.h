@@ -51,7 +51,7 @@ class SendQueue {
   int submit(SendOp op) noexcept;
   // Batches nest: requests go out when the outermost batch ends. `firstAtOnce`: the batch's first
   // request, if nothing waits and there is room, is posted at once (the batch of a poll that found
-  // one completion: that request is usually its only one, an answer someone is waiting for). An
+  // one message: that request is usually its only one, an answer someone is waiting for). An
   // inner batch turns it off: the application batches on purpose.
   void beginBatch(bool firstAtOnce = false) noexcept {
     firstAtOnce_ = batchDepth_ == 0 && firstAtOnce;

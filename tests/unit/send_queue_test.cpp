@@ -205,7 +205,7 @@ TEST_F(SendQueueTest, NestedBatchesGoOutWhenTheOutermostEnds) {
   EXPECT_EQ(posted.size(), 4u) << "and does not leave a batch open";
 }
 
-// After a poll that found one completion, the connection's batch posts its first request at once
+// After a poll that found one message, the connection's batch posts its first request at once
 // (the answer a ping-pong peer waits for) and still batches the rest.
 TEST_F(SendQueueTest, ABatchAskedToPostItsFirstRequestAtOncePostsItInsideTheBatchAndTheRestAtItsEnd) {
   SendQueue q = make(16, 4);
