@@ -183,11 +183,15 @@ rdma_conn_param Connection::connParam(const std::vector<uint8_t>& privateData) c
 
 void Connection::onCmEvent(const CmEvent& event) noexcept {
   if (finished_) return;
+  if (event.type == RDMA_CM_EVENT_ESTABLISHED) cmEstablished_ = true;
   if (teardownStarted_) {
     // Closing: only the end of the disconnect matters now, or the device going away under it.
     if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
       disconnectDone_ = true;
       maybeFinish();
+    } else if (event.type == RDMA_CM_EVENT_ESTABLISHED && disconnectWhenEstablished_) {
+      disconnectWhenEstablished_ = false;  // see beginTeardown
+      disconnect();
     } else if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
       onDeviceGone();
     }

@@ -106,9 +106,22 @@ void Connection::beginTeardown() noexcept {
     scheduleFinish();
     return;
   }
+  disconnectTimer_.startOnce(options_.disconnectTimeout);  // whatever happens, the end comes
+  if (!isClient_ && !cmEstablished_) {
+    // An agent whose client was heard before the CM said ESTABLISHED (notePeerReached asked the
+    // CM to count it established): disconnecting now would race the CM's own work for that, and
+    // Linux's CM then leaves its REP outstanding, retried for about a minute, while rdma_destroy_id
+    // blocks the loop waiting for it (seen: a server that answered nothing for a minute). The
+    // event comes within moments; the disconnect goes then (or the timer ends it all).
+    disconnectWhenEstablished_ = true;
+    return;
+  }
+  disconnect();
+}
+
+void Connection::disconnect() noexcept {
   // Moves the QP to the error state, which flushes every posted work request back to us.
   if (rdma_disconnect(id_.get()) != 0) disconnectDone_ = true;  // EINVAL: the peer went first
-  disconnectTimer_.startOnce(options_.disconnectTimeout);
   maybeFinish();
 }
 

@@ -280,6 +280,7 @@ class Connection {
   // Reports an operation that will never complete normally (flushed, or dropped unposted).
   void reportUnfinished(const SendOp& op, ibv_wc_status status) noexcept;
   void beginTeardown() noexcept;
+  void disconnect() noexcept;  // rdma_disconnect, once teardown has begun
   void maybeFinish() noexcept;
   void scheduleFinish() noexcept;
   void finish() noexcept;
@@ -294,6 +295,8 @@ class Connection {
   bool closeRequested_ = false;  // the application called close()
   bool helloSent_ = false;       // framed: our hello is out
   bool peerReached_ = false;     // a receive completed: the transport is up (see notePeerReached)
+  bool cmEstablished_ = false;   // the CM's ESTABLISHED event arrived
+  bool disconnectWhenEstablished_ = false;  // teardown waits for it before rdma_disconnect
   uint64_t peerMaxMessageSize_ = 0;  // framed: from the peer's hello
   bool finishScheduled_ = false;
   bool finished_ = false;
