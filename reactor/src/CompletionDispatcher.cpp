@@ -386,6 +386,29 @@ bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcep
 
 void CompletionDispatcher::run() noexcept {
   if (delivering_) return;  // an application callback ran a nested loop: the outer pass goes on
+  int handled = 0;
+  // Polling adaptively, a CQ is armed only when a window passes with nothing (see spin()).
+  const bool adaptive = reactor_.pollingWindow().count() > 0;
+  // Woken in event mode, hand out what the CQs hold before reading the channel: the read(2) and
+  // the arm then come after the answers' posts, off the path from wake-up to answer. The event
+  // read below still arms each CQ that raised one, and the poll after the arm closes the race.
+  if (!adaptive && ready_.empty() && !removed_) {
+    delivering_ = true;
+    bool spent = false;
+    for (size_t i = 0; i < cqs_.size() && !spent && !removed_; ++i) {  // by index: a callback may add a CQ
+      SharedCq& cq = *cqs_[i];
+      const int before = handled;
+      spent = !serve(cq, kBudget, handled);
+      cq.foundBeforeRead = handled > before;
+    }
+    delivering_ = false;
+    if (spent) {
+      ++stats_.budgetYields;
+      EVRDMA_LOG(LogLevel::Debug, "%s: completion budget of one turn spent, the rest on a later turn", deviceName());
+      resume_.schedule();
+      return;
+    }
+  }
   ibv_cq* eventCq = nullptr;
   void* eventContext = nullptr;
   // At most one event can be pending per CQ on the channel (armIfNeeded arms a CQ again only after
@@ -404,16 +427,14 @@ void CompletionDispatcher::run() noexcept {
     ++stats_.events;
     cq->cq.noteEvent();
     cq->needsArm = true;
-    cq->firstPoll = true;
+    cq->firstPoll = !cq->foundBeforeRead;  // "empty first polls" count wake-ups that found nothing
+    cq->foundBeforeRead = false;
     if (!cq->queued) {
       cq->queued = true;
       ready_.push_back(cq);
     }
   }
 
-  int handled = 0;
-  // Polling adaptively, a CQ is armed only when a window passes with nothing (see spin()).
-  const bool adaptive = reactor_.pollingWindow().count() > 0;
   delivering_ = true;
   while (!ready_.empty()) {
     SharedCq* cq = ready_.front();

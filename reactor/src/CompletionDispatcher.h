@@ -157,6 +157,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
     bool queued = false;  // waiting in ready_
     bool needsArm = false;
     bool firstPoll = false;
+    bool foundBeforeRead = false;  // the poll before the channel's read found completions
   };
 
   static void onReadable(int, short, void* self) noexcept;

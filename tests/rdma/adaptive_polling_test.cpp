@@ -3,6 +3,7 @@
 // and sockets are served between those polls; and once a window passes with nothing, the CQs are
 // armed and the loop sleeps. (What it gains in latency is measured by make bench, not here.)
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -99,6 +100,33 @@ TEST_F(AdaptivePolling, WithoutAWindowTheQueueIsArmedOnceDrainedSoFewWakeUpsFind
               static_cast<unsigned long long>(stats.emptyFirstPolls));
   EXPECT_GE(stats.events, 500u) << "event mode: echoes are awaited with events";
   EXPECT_LT(stats.emptyFirstPolls * 10, stats.events);
+}
+
+// An echo's onRecv looks whether the completion channel is still readable: it is when the wake-up
+// handed the CQ's completions out before reading the channel's event (the read(2) and the arm come
+// after the answer), and it never is when the event is read first.
+struct ChannelWatchingSender : evrdma::test::Sender {
+  int channelReadable = 0;
+  void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override {
+    const ibv_comp_channel* channel = c.cmId()->qp->recv_cq->channel;
+    pollfd fd{channel->fd, POLLIN, 0};
+    if (::poll(&fd, 1, 0) == 1 && (fd.revents & POLLIN) != 0) ++channelReadable;
+    Sender::onRecv(c, data, length);
+  }
+};
+
+TEST_F(AdaptivePolling, AWakeUpHandsOutCompletionsBeforeItReadsTheChannel) {
+  auto owned = std::make_unique<ChannelWatchingSender>();
+  ChannelWatchingSender* sender = owned.get();
+  sender->count = 500;
+  sender->closeWhenDone = false;
+  client_ = evrdma::Client::create(reactor, std::move(owned), evrdma::test::framedClient());
+  ASSERT_EQ(client_->connect(bed.ip, port), 0);
+  ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed == 500; }, 60s));
+  std::printf("in %d of 500 echoes' onRecv the completion channel was still readable; %llu events\n",
+              sender->channelReadable, static_cast<unsigned long long>(completions().events));
+  EXPECT_GE(completions().events, 250u) << "event mode: echoes are awaited with events";
+  EXPECT_GT(sender->channelReadable, 100) << "the channel's event was read before the completions were handed out";
 }
 
 TEST_F(AdaptivePolling, TheApplicationsTimersAndSocketsAreServedWhilePolling) {
