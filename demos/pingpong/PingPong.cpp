@@ -205,8 +205,15 @@ void PingClient::sendNext(evrdma::Connection& c) noexcept {
 }
 
 void PingClient::noteRoundTrip(Clock::time_point now) noexcept {
-  result_.longestRoundTrip = std::max(result_.longestRoundTrip, now - sentAt_);
-  if (histogram_ != nullptr) histogram_->record(now - sentAt_);
+  const Clock::duration roundTrip = now - sentAt_;
+  if (roundTrip > result_.longestRoundTrip) {
+    result_.secondLongestRoundTrip = result_.longestRoundTrip;
+    result_.longestRoundTrip = roundTrip;
+  } else if (roundTrip > result_.secondLongestRoundTrip) {
+    result_.secondLongestRoundTrip = roundTrip;
+  }
+  result_.allRoundTrips += roundTrip;
+  if (histogram_ != nullptr) histogram_->record(roundTrip);
   sentAt_ = now;
 }
 

@@ -102,6 +102,8 @@ struct PingResult {
   std::string error;  // rejection reason or failure
   Clock::time_point connectStarted, establishedAt, finishedAt;
   Clock::duration longestRoundTrip{};  // from one send to the next, its echo in between (see sendNext)
+  Clock::duration secondLongestRoundTrip{};
+  Clock::duration allRoundTrips{};  // their sum
   double seconds() const { return std::chrono::duration<double>(finishedAt - establishedAt).count(); }
 };
 

@@ -23,8 +23,13 @@ cat "$log"
 "$build/demos/pingpong-server" -a "$address" -p 0 -w 2 -S -x -e 16 >"$log" 2>&1 &
 server=$!
 port=$(listening_port "$log" "$server")
-"$build/demos/pingpong-client" -a "$address" -p "$port" -n 16 -c 100 -v >/dev/null 2>&1
+"$build/demos/pingpong-client" -a "$address" -p "$port" -n 16 -c 100 -v -x >"$log.client" 2>&1
 check "pingpong-client: 16 clients verified against pingpong-server -w 2 -S" $?
+# make bench compares this average with ib_send_lat's t_avg, which leaves its 2 longest out too.
+grep "averages it" "$log.client"
+check "pingpong-client -x prints the round trip averaged as ib_send_lat averages it" \
+    $(grep -qE "as ib_send_lat averages it \(its 2 longest left out\): [0-9.]+ us" "$log.client"; echo $?)
+rm -f "$log.client"
 wait "$server"
 check "pingpong-server -w 2 -S served them and exited" $?
 grep -E "served|worker|shared receive" "$log"
@@ -47,7 +52,8 @@ status=$?
 echo "$out"
 [ "$status" = 0 ] || kill "$server" 2>/dev/null  # a server with no client would wait for ever
 check "raw-pingpong: 200 round trips of 4 KiB, echoes checked, figures printed" \
-    $([ "$status" = 0 ] && echo "$out" | grep -q "us per round trip" && echo "$out" | grep -q "round trip: median"; echo $?)
+    $([ "$status" = 0 ] && echo "$out" | grep -q "us per round trip" && echo "$out" | grep -q "round trip: median" &&
+       echo "$out" | grep -qE "as ib_send_lat averages it \(its 2 longest left out\): [0-9.]+ us"; echo $?)
 wait "$server"
 check "raw-pingpong -S served it and exited" $?
 for program in devices pingpong-server pingpong-client blast-server blast-client evrdma-rping hello_embedded \
