@@ -29,20 +29,23 @@ SendQueue::SendQueue(uint32_t depth, uint32_t signalEvery, uint32_t maxInline, u
       wrs_(depth_),
       sges_(2 * size_t{depth_}) {}
 
-int SendQueue::submit(SendOp op) noexcept {
+int SendQueue::submit(const SendOp& op) noexcept {
   const bool atOnce = firstAtOnce_;
   firstAtOnce_ = false;
   if ((batchDepth_ > 0 && !atOnce) || !backlog_.empty() || inFlightCount_ == depth_) {
     backlog_.push_back(op);
     return batchDepth_ > 0 ? 0 : pump();
   }
-  // Nothing waits ahead of it and there is room: straight out, no queuing.
-  prepare(op, wrs_[0], &sges_[0], true, inFlightCount_ + 1);
+  // Nothing waits ahead of it and there is room: straight out, no queuing, prepared where it
+  // waits for its completion (the ring's next slot), so it is copied once.
+  SendOp& slot = inFlight_[(inFlightHead_ + inFlightCount_) % depth_];
+  slot = op;
+  prepare(slot, wrs_[0], &sges_[0], true, inFlightCount_ + 1);
   if (int rc = post(&wrs_[0]); rc != 0) {
-    backlog_.push_back(op);  // it is still the application's: the teardown hands it back
+    backlog_.push_back(slot);  // it is still the application's: the teardown hands it back
     return rc;
   }
-  pushInFlight(op);
+  noteInFlight(slot);
   return 0;
 }
 
@@ -67,6 +70,10 @@ std::deque<SendOp> SendQueue::takeInFlight() noexcept {
 
 void SendQueue::pushInFlight(const SendOp& op) noexcept {
   inFlight_[(inFlightHead_ + inFlightCount_) % depth_] = op;
+  noteInFlight(op);
+}
+
+void SendQueue::noteInFlight(const SendOp& op) noexcept {
   ++inFlightCount_;
   if (op.signaled) ++signaledCount_;
   ++requests_;

@@ -48,7 +48,7 @@ class SendQueue {
 
   // Queues `op` and posts what fits. Returns 0, or the -errno of a failed ibv_post_send (the QP is
   // then unusable: the connection fails).
-  int submit(SendOp op) noexcept;
+  int submit(const SendOp& op) noexcept;
   // Batches nest: requests go out when the outermost batch ends. `firstAtOnce`: the batch's first
   // request, if nothing waits and there is room, is posted at once (the batch of a poll that found
   // one message: that request is usually its only one, an answer someone is waiting for). An
@@ -85,6 +85,7 @@ class SendQueue {
   void prepare(SendOp& op, ibv_send_wr& wr, ibv_sge* sges, bool last, size_t inFlightAfter) noexcept;
   int post(ibv_send_wr* first) noexcept;
   void pushInFlight(const SendOp& op) noexcept;
+  void noteInFlight(const SendOp& op) noexcept;  // `op`, in the ring's next slot already, is in flight
   SendOp popInFlight() noexcept;
 
   uint32_t depth_, signalEvery_, maxInline_;

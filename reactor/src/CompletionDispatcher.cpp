@@ -28,6 +28,7 @@ void CompletionDispatcher::Attachment::bind(uint32_t qpNum) noexcept {
   qpNum_ = qpNum;
   bound_ = true;
   owner_.byQpNum_[qpNum] = this;
+  owner_.lastAttachment_ = nullptr;
   detail::AsyncEventRouter::instance().ownQp(qpNum, owner_.context_, &owner_);
 }
 
@@ -46,6 +47,7 @@ void CompletionDispatcher::detach(Attachment& attachment) noexcept {
     auto it = byQpNum_.find(attachment.qpNum_);
     if (it != byQpNum_.end() && it->second == &attachment) {
       byQpNum_.erase(it);
+      lastAttachment_ = nullptr;
       detail::AsyncEventRouter::instance().disownQp(attachment.qpNum_, context_, this);
     }
   }
@@ -104,6 +106,7 @@ void CompletionDispatcher::releaseVerbs() noexcept {
   polling_ = false;
   ready_.clear();
   byQpNum_.clear();
+  lastAttachment_ = nullptr;
   srqs_.clear();  // every QP that received through them is gone
   cqs_.clear();  // each acks its events first
   channel_.reset();
@@ -273,8 +276,7 @@ void CompletionDispatcher::onReadable(int, short, void* self) noexcept {
 
 void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
   const uint32_t serial = detail::wrid::serial(wc.wr_id);
-  auto it = byQpNum_.find(wc.qp_num);
-  Attachment* attachment = it != byQpNum_.end() ? it->second : nullptr;
+  Attachment* attachment = attachmentOf(wc.qp_num);
   if (!detail::wrid::isSend(wc.wr_id) && !srqs_.empty()) {
     if (detail::SharedReceiveQueue* srq = sharedReceiveQueueWithSerial(serial)) {
       srq->onConsumed();
@@ -296,6 +298,14 @@ void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
     return;
   }
   handOver(attachment->handler_, wc);
+}
+
+CompletionDispatcher::Attachment* CompletionDispatcher::attachmentOf(uint32_t qpNum) noexcept {
+  if (lastAttachment_ != nullptr && lastAttachment_->qpNum_ == qpNum) return lastAttachment_;
+  auto it = byQpNum_.find(qpNum);
+  if (it == byQpNum_.end()) return nullptr;
+  lastAttachment_ = it->second;
+  return lastAttachment_;
 }
 
 void CompletionDispatcher::handOver(CompletionHandler* handler, const ibv_wc& wc) noexcept {

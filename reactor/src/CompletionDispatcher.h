@@ -184,6 +184,10 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   template <typename Predicate>
   std::vector<CompletionHandler*> handlersWhere(Predicate matches) const;
   void deliver(const ibv_wc& wc) noexcept;
+  // The attachment bound to `qpNum`, or null; the last one found is kept, since consecutive
+  // completions are mostly of one QP (a hash lookup per completion is a good part of a small
+  // message's cost in the dispatcher).
+  Attachment* attachmentOf(uint32_t qpNum) noexcept;
   void handOver(CompletionHandler* handler, const ibv_wc& wc) noexcept;  // with onPollBegin first
   void endPoll() noexcept;                                              // onPollEnd for each
   detail::SharedReceiveQueue* sharedReceiveQueueWithSerial(uint32_t serial) const noexcept;
@@ -218,6 +222,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   std::vector<CompletionHandler*> inPoll_;  // the handlers given completions of the current poll
   int pollReceives_ = 0;                    // how many receive completions the current poll found
   std::unordered_map<uint32_t, Attachment*> byQpNum_;
+  Attachment* lastAttachment_ = nullptr;  // attachmentOf's last find; reset whenever byQpNum_ changes
   uint32_t nextSerial_ = 1;
   size_t attachments_ = 0;
   bool removed_ = false;
