@@ -402,22 +402,9 @@ void CompletionDispatcher::run() noexcept {
   // Woken in event mode, hand out what the CQs hold before reading the channel: the read(2) and
   // the arm then come after the answers' posts, off the path from wake-up to answer. The event
   // read below still arms each CQ that raised one, and the poll after the arm closes the race.
-  if (!adaptive && ready_.empty() && !removed_) {
-    delivering_ = true;
-    bool spent = false;
-    for (size_t i = 0; i < cqs_.size() && !spent && !removed_; ++i) {  // by index: a callback may add a CQ
-      SharedCq& cq = *cqs_[i];
-      const int before = handled;
-      spent = !serve(cq, kBudget, handled);
-      cq.foundBeforeRead = handled > before;
-    }
-    delivering_ = false;
-    if (spent) {
-      ++stats_.budgetYields;
-      EVRDMA_LOG(LogLevel::Debug, "%s: completion budget of one turn spent, the rest on a later turn", deviceName());
-      resume_.schedule();
-      return;
-    }
+  if (!adaptive && ready_.empty() && !removed_ && !pollAll(handled)) {
+    yieldBudget();
+    return;
   }
   ibv_cq* eventCq = nullptr;
   void* eventContext = nullptr;
@@ -460,11 +447,9 @@ void CompletionDispatcher::run() noexcept {
     }
     if (!drained) {
       // Budget spent: this CQ goes to the back, and the rest waits for a later turn.
-      ++stats_.budgetYields;
-      EVRDMA_LOG(LogLevel::Debug, "%s: completion budget of one turn spent, the rest on a later turn", deviceName());
       ready_.pop_front();
       ready_.push_back(cq);
-      resume_.schedule();
+      yieldBudget();
       break;
     }
     cq->queued = false;
@@ -485,14 +470,24 @@ void CompletionDispatcher::startPolling() noexcept {
   spinTurn_.schedule();
 }
 
-int CompletionDispatcher::pollAll() noexcept {
-  int handled = 0;
+bool CompletionDispatcher::pollAll(int& handled) noexcept {
+  bool drained = true;
   delivering_ = true;
   // By index: a callback may attach a new connection, and so add a CQ.
-  for (size_t i = 0; i < cqs_.size(); ++i)
-    if (!serve(*cqs_[i], kBudget, handled)) break;  // budget spent: the rest on the next turn
+  for (size_t i = 0; i < cqs_.size() && drained && !removed_; ++i) {
+    SharedCq& cq = *cqs_[i];
+    const int before = handled;
+    drained = serve(cq, kBudget, handled);  // budget spent: the rest on a later turn
+    cq.foundBeforeRead = handled > before;
+  }
   delivering_ = false;
-  return handled;
+  return drained;
+}
+
+void CompletionDispatcher::yieldBudget() noexcept {
+  ++stats_.budgetYields;
+  EVRDMA_LOG(LogLevel::Debug, "%s: completion budget of one turn spent, the rest on a later turn", deviceName());
+  resume_.schedule();
 }
 
 void CompletionDispatcher::armIfNeeded(SharedCq& cq) noexcept {
@@ -511,9 +506,9 @@ void CompletionDispatcher::spin() noexcept {
   // Each turn through libevent costs a backend call (a system call): poll a few times here first,
   // so a completion that is about to land is found without one, yet the backend's sockets, timers
   // and signals wait only that long.
-  bool found = false;
-  for (int i = 0; i < kPollBurst && !found && polling_ && !removed_; ++i) found = pollAll() > 0;
-  if (found) {
+  int handled = 0;
+  for (int i = 0; i < kPollBurst && handled == 0 && polling_ && !removed_; ++i) (void)pollAll(handled);
+  if (handled > 0) {
     emptyTurns_ = 0;
     spinTurn_.schedule();  // after the backend's zero-timeout poll and the timers
     return;
@@ -536,7 +531,8 @@ void CompletionDispatcher::spin() noexcept {
   // A window with nothing: arm, then look once more, since a completion that landed before the
   // arm raises no event.
   for (size_t i = 0; i < cqs_.size(); ++i) armIfNeeded(*cqs_[i]);
-  if (pollAll() > 0) {
+  (void)pollAll(handled);
+  if (handled > 0) {
     emptyTurns_ = 0;
     spinTurn_.schedule();
     return;

@@ -172,8 +172,11 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   static void onSpinTurn(int, short, void* self) noexcept;
   void startPolling() noexcept;
   void spin() noexcept;
-  // Polls every CQ once (up to the budget); the completions handled.
-  int pollAll() noexcept;
+  // Polls every CQ once, adding the completions handled to `handled`, and notes in each CQ whether
+  // it held any (foundBeforeRead). False if the budget was spent before every CQ was drained.
+  bool pollAll(int& handled) noexcept;
+  // The turn's completion budget is spent: the rest is served on a later turn.
+  void yieldBudget() noexcept;
   // Arms `cq` if an event was taken from it since it was last armed; a failure fails its connections.
   void armIfNeeded(SharedCq& cq) noexcept;
   // Polls one CQ until it is empty or `budget` completions were handled; adds them to `handled`.
