@@ -107,7 +107,7 @@ TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBa
   evrdma::test::TestBed bed;
   ASSERT_TRUE(evrdma::test::loadTestBed(bed));
   const bool iwarp = evrdma::test::onIwarp();
-  // The server on its own thread, with acceptTimeout 500 ms.
+  // The server, with acceptTimeout 500 ms; its loop runs on a thread of its own, started below.
   evrdma::Reactor serverReactor;
   CountingFactory factory;
   evrdma::ListenerOptions options;
@@ -115,6 +115,16 @@ TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBa
   auto listener = evrdma::Listener::create(serverReactor, factory, options);
   ASSERT_EQ(listener->listen(bed.ip, 0), 0);
   const uint16_t port = listener->port();
+  // The client sends its request, then its loop stops reading CM events: on InfiniBand and RoCE
+  // librdmacm completes a connection (QP to RTS, the RTU) only when the client reads the answer.
+  evrdma::Reactor reactor;
+  auto record = std::make_unique<ClientRecord>();
+  auto client = evrdma::Client::create(reactor, std::move(record));
+  ASSERT_EQ(client->connect(bed.ip, port), 0);
+  // Its request is out once it is Connecting. The server's loop starts only after the client's has
+  // stopped: runUntil checks every 2 ms, and a server already running answered within that time, so
+  // the client read the answer and completed the connection (seen once in CI on rxe).
+  ASSERT_TRUE(runUntil(reactor, [&] { return client->state() >= evrdma::ConnectionState::Connecting; }, 30s));
   std::atomic<bool> stop{false};
   std::thread server([&] {
     evrdma::Timer check(serverReactor, [&] {
@@ -133,14 +143,6 @@ TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBa
     }
   } joiner{stop, server};
 
-  // The client sends its request, then its loop stops reading CM events: on InfiniBand and RoCE
-  // librdmacm completes a connection (QP to RTS, the RTU) only when the client reads the answer.
-  evrdma::Reactor reactor;
-  auto record = std::make_unique<ClientRecord>();
-  auto client = evrdma::Client::create(reactor, std::move(record));
-  ASSERT_EQ(client->connect(bed.ip, port), 0);
-  // Its request is out once it is Connecting; on iWARP it may be Established before the next check.
-  ASSERT_TRUE(runUntil(reactor, [&] { return client->state() >= evrdma::ConnectionState::Connecting; }, 30s));
   std::this_thread::sleep_for(2s);  // the client does nothing; the server's loop runs
   stop = true;
   server.join();  // the server's objects are only read once its thread is done
