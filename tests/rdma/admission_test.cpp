@@ -180,7 +180,7 @@ TEST(Admission, AStormOfRequestsIsAnsweredAtMostAcceptsPerTurnPerLoopTurn) {
   const uint16_t port = listener->port();
 
   // The clients, on a loop of their own on another thread; their requests pile up meanwhile.
-  std::atomic<int> clientsDone{0}, clientsEstablished{0};
+  std::atomic<int> clientsSent{0}, clientsDone{0}, clientsEstablished{0};
   std::atomic<bool> stopClients{false};
   std::thread clientThread([&] {
     evrdma::Reactor clientReactor;
@@ -193,17 +193,23 @@ TEST(Admission, AStormOfRequestsIsAnsweredAtMostAcceptsPerTurnPerLoopTurn) {
       EXPECT_EQ(connections.back()->connect(bed.ip, port), 0);
     }
     runUntil(clientReactor, [&] {
-      int done = 0, established = 0;
+      int sent = 0, done = 0, established = 0;
+      for (auto& c : connections) sent += c->state() >= evrdma::ConnectionState::Connecting;
       for (auto* r : records) {
         done += r->established || r->rejected;
         established += r->established;
       }
+      clientsSent = sent;
       clientsDone = done;
       clientsEstablished = established;
       return stopClients.load();
     }, 120s);
   });
-  std::this_thread::sleep_for(1500ms);  // every request sent, none read yet
+  // Every request sent (a slow build takes seconds to resolve 40 routes), then a moment for the
+  // last ones to reach the listener's channel; none read yet.
+  const auto sentBy = std::chrono::steady_clock::now() + 60s;
+  while (clientsSent < clients && std::chrono::steady_clock::now() < sentBy) std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(300ms);
 
   int turns = 0, mostPerTurn = 0, turnsWithAnswers = 0;
   const auto deadline = std::chrono::steady_clock::now() + 60s;
