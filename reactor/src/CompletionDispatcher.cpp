@@ -213,7 +213,7 @@ void CompletionDispatcher::handleAsync(const detail::AsyncEventCopy& event) noex
     case IBV_EVENT_QP_REQ_ERR:
     case IBV_EVENT_QP_ACCESS_ERR:
     case IBV_EVENT_PATH_MIG_ERR:
-      if (auto it = byQpNum_.find(event.qpNum); it != byQpNum_.end()) targets.push_back(it->second->handler_);
+      if (Attachment* attachment = attachmentOf(event.qpNum)) targets.push_back(attachment->handler_);
       break;
     case IBV_EVENT_CQ_ERR:
       targets = handlersWhere([&event](const Attachment& a) { return a.cq_.cq.get() == event.cq; });
