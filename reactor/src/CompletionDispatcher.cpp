@@ -473,12 +473,19 @@ void CompletionDispatcher::startPolling() noexcept {
 bool CompletionDispatcher::pollAll(int& handled) noexcept {
   bool drained = true;
   delivering_ = true;
-  // By index: a callback may attach a new connection, and so add a CQ.
-  for (size_t i = 0; i < cqs_.size() && drained && !removed_; ++i) {
+  // The pass starts after the CQ that spent the last one's budget: a CQ that never drains within
+  // a budget would otherwise be served first on every pass, and the ones after it never. By
+  // index, over the CQs there were when the pass began: a callback may attach a connection and so
+  // add a CQ (served from the next pass on).
+  const size_t count = cqs_.size();
+  const size_t first = count > 0 ? firstToPoll_ % count : 0;
+  for (size_t k = 0; k < count && drained && !removed_; ++k) {
+    const size_t i = (first + k) % count;
     SharedCq& cq = *cqs_[i];
     const int before = handled;
     drained = serve(cq, kBudget, handled);  // budget spent: the rest on a later turn
     cq.foundBeforeRead = handled > before;
+    if (!drained) firstToPoll_ = i + 1;
   }
   delivering_ = false;
   return drained;

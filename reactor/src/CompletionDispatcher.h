@@ -12,7 +12,9 @@
 // polled until empty: a completion landing between the last poll and the arm still raises an
 // event. At most kBudget completions are handled per turn; the rest wait for a later turn, after
 // the loop has polled its other sources and timers, and a CQ that spent the budget goes to the
-// back of the ready list, so one busy CQ cannot starve the others.
+// back of the ready list, so one busy CQ cannot starve the others. The same holds for the passes
+// over every CQ (event mode's poll before the channel's read, adaptive polling's spins): each pass
+// starts after the CQ that spent the previous one's budget.
 #pragma once
 
 #include <array>
@@ -173,7 +175,8 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   void startPolling() noexcept;
   void spin() noexcept;
   // Polls every CQ once, adding the completions handled to `handled`, and notes in each CQ whether
-  // it held any (foundBeforeRead). False if the budget was spent before every CQ was drained.
+  // it held any (foundBeforeRead). False if the budget was spent before every CQ was drained; the
+  // next pass then starts after the CQ that spent it, so every CQ gets its turn.
   bool pollAll(int& handled) noexcept;
   // The turn's completion budget is spent: the rest is served on a later turn.
   void yieldBudget() noexcept;
@@ -221,6 +224,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   std::vector<std::unique_ptr<detail::SharedReceiveQueue>> srqs_;
   std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
   detail::Ring<SharedCq*> ready_;
+  size_t firstToPoll_ = 0;  // where pollAll's next pass starts: after the CQ that spent a budget
   bool delivering_ = false;
   std::vector<CompletionHandler*> inPoll_;  // the handlers given completions of the current poll
   int pollReceives_ = 0;                    // how many receive completions the current poll found

@@ -1,0 +1,206 @@
+// Fairness across a device's shared CQs: connections share a CQ (16 of default depths), and one
+// turn hands out at most a budget of completions. While the connections on the first CQ keep it
+// busy (it never drains within a budget), connections on the second and third CQ still get their
+// round trips: each waits at most a few budgets of the busy connections' traffic, whatever the
+// busy CQ's own rate. Proven in event mode (the poll before the channel's read) and with adaptive
+// polling (the poll of every spin), both of which sweep all CQs each pass.
+//
+// The gap is counted, not timed: how many of the busy connections' echoes the client's loop handled
+// while one round trip of a measured connection was outstanding. A CQ served only when the busy
+// CQ happens to drain lets thousands go by.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <memory>
+#include <vector>
+
+#include "evrdma/Client.h"
+#include "evrdma/Listener.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/ReactorThread.h"
+#include "rdma/EchoPair.h"
+#include "rdma/RunUntil.h"
+#include "rdma/TestBed.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using evrdma::test::runUntil;
+
+// Deep queues, so that few connections fill a CQ: both ends of each are in this process, and siw
+// holds only about 70 queue pairs per process.
+constexpr uint32_t kDepth = 64;                   // send and receive depth: 128 CQ entries each
+constexpr int kPerCq = 512 / (2 * kDepth);        // connections per shared CQ (kSharedCqEntries 512)
+constexpr int kBusyWindow = 32;                   // messages each busy connection keeps in flight
+constexpr int kRoundTrips = 300;                  // per measured connection
+constexpr int kBudget = 256;                      // CompletionDispatcher::kBudget
+constexpr uint64_t kGapBound = 8 * kBudget;       // a few turns' budgets, both sides together
+
+struct Shared {
+  uint64_t busyEchoes = 0;
+  bool stop = false;
+  int errors = 0;
+  std::string firstError;
+  void error(int err, const char* what) {
+    if (errors++ == 0) firstError = std::string(what) + ": " + std::strerror(-err);
+  }
+};
+
+// Keeps kBusyWindow messages in flight, sending one more for each echo, until told to stop.
+struct Flooder : evrdma::ConnectionHandler {
+  Shared& shared;
+  int owed = 0;  // sends refused for want of a free buffer, made up on onSendDone
+  bool established = false;
+  explicit Flooder(Shared& s) : shared(s) {}
+  void send(evrdma::Connection& c, int count) {
+    for (int i = 0; i < count; ++i) {
+      const int rc = c.postSend("busy-busy-busy", 14);
+      if (rc == -ENOBUFS) {
+        ++owed;
+      } else if (rc != 0) {
+        shared.error(rc, "postSend");
+      }
+    }
+  }
+  void onEstablished(evrdma::Connection&) noexcept override { established = true; }
+  void onRecv(evrdma::Connection& c, const uint8_t*, size_t) noexcept override {
+    ++shared.busyEchoes;
+    if (!shared.stop) send(c, 1);
+  }
+  void onSendDone(evrdma::Connection& c, uint64_t) noexcept override {
+    if (owed > 0 && !shared.stop) {
+      const int count = owed;
+      owed = 0;
+      send(c, count);
+    }
+  }
+  void onError(evrdma::Connection&, int err, const char* what) noexcept override { shared.error(err, what); }
+};
+
+// One message in flight; notes how many busy echoes went by while each was outstanding.
+struct Measured : evrdma::ConnectionHandler {
+  Shared& shared;
+  bool established = false, measuring = false;
+  int roundTrips = 0;
+  uint64_t sentAt = 0, longestGap = 0;
+  explicit Measured(Shared& s) : shared(s) {}
+  void next(evrdma::Connection& c) {
+    if (!measuring || roundTrips >= kRoundTrips) return;
+    sentAt = shared.busyEchoes;
+    if (int rc = c.postSend("ping", 4); rc != 0) shared.error(rc, "postSend (measured)");
+  }
+  void onEstablished(evrdma::Connection&) noexcept override { established = true; }
+  void onRecv(evrdma::Connection& c, const uint8_t*, size_t) noexcept override {
+    longestGap = std::max(longestGap, shared.busyEchoes - sentAt);
+    ++roundTrips;
+    next(c);
+  }
+  void onError(evrdma::Connection&, int err, const char* what) noexcept override { shared.error(err, what); }
+};
+
+void runFairness(std::chrono::microseconds pollingWindow) {
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  evrdma::ReactorThread server;
+  ASSERT_TRUE(server.valid());
+  evrdma::test::EchoFactory factory;  // echoes from onRecv
+  factory.options.framed = true;
+  factory.options.maxMessageSize = 64;
+  factory.options.recvDepth = factory.options.sendDepth = kDepth;
+  evrdma::Listener::Ptr listener;
+  int listened = -1;
+  server.runAndWait([&] {
+    server.reactor().setPollingWindow(pollingWindow);
+    listener = evrdma::Listener::create(server.reactor(), factory);
+    listened = listener->listen(bed.ip, 0);
+  });
+  ASSERT_EQ(listened, 0);
+
+  evrdma::Reactor reactor;
+  ASSERT_TRUE(reactor.valid());
+  reactor.setPollingWindow(pollingWindow);
+  evrdma::ClientOptions options = evrdma::test::framedClient();
+  options.maxMessageSize = 64;
+  options.recvDepth = options.sendDepth = kDepth;
+
+  // One at a time, so that on both sides connection i is on shared CQ i / kPerCq: the first CQ
+  // holds the busy ones, the second and third the measured ones.
+  Shared shared;
+  std::vector<evrdma::Client::Ptr> clients;
+  std::vector<Flooder*> flooders;
+  std::vector<Measured*> measured;
+  const int total = 3 * kPerCq;
+  for (int i = 0; i < total; ++i) {
+    std::unique_ptr<evrdma::ConnectionHandler> handler;
+    bool* established = nullptr;
+    if (i < kPerCq) {
+      auto flooder = std::make_unique<Flooder>(shared);
+      flooders.push_back(flooder.get());
+      established = &flooder->established;
+      handler = std::move(flooder);
+    } else {
+      auto one = std::make_unique<Measured>(shared);
+      if (i == kPerCq || i == 2 * kPerCq || i == total - 1) measured.push_back(one.get());
+      established = &one->established;
+      handler = std::move(one);
+    }
+    clients.push_back(evrdma::Client::create(reactor, std::move(handler), options));
+    ASSERT_EQ(clients.back()->connect(bed.ip, listener->port()), 0);
+    ASSERT_TRUE(runUntil(reactor, [&] { return *established || shared.errors > 0; }, 60s)) << "connection " << i;
+    ASSERT_EQ(shared.errors, 0) << "connection " << i << ": " << shared.firstError;
+  }
+  const evrdma::CompletionStats* stats = clients.front()->completionStats();
+  ASSERT_NE(stats, nullptr);
+
+  // Every connection is up (the hellos of later ones would wait behind the busy CQ too): the busy
+  // ones start, and once their traffic has spent a turn's budget, the measured ones.
+  for (int i = 0; i < kPerCq; ++i) flooders[i]->send(*clients[i], kBusyWindow);
+  ASSERT_TRUE(runUntil(reactor, [&] { return stats->budgetYields > 0 || shared.errors > 0; }, 60s))
+      << "the busy CQ never spent a turn's budget: the test would prove nothing";
+  const uint64_t yieldsBefore = stats->budgetYields;
+  const uint64_t echoesBefore = shared.busyEchoes;
+  for (size_t m = 0; m < measured.size(); ++m) {
+    measured[m]->measuring = true;
+    measured[m]->next(*clients[m == 0 ? kPerCq : m == 1 ? 2 * kPerCq : total - 1]);
+  }
+  const bool done = runUntil(
+      reactor,
+      [&] {
+        return shared.errors > 0 || std::all_of(measured.begin(), measured.end(),
+                                                [](const Measured* one) { return one->roundTrips >= kRoundTrips; });
+      },
+      240s);
+  shared.stop = true;
+  uint64_t longest = 0;
+  for (const Measured* one : measured) {
+    std::printf("measured connection: %d round trips, longest gap %llu busy echoes\n", one->roundTrips,
+                static_cast<unsigned long long>(one->longestGap));
+    longest = std::max(longest, one->longestGap);
+  }
+  const uint64_t yields = stats->budgetYields - yieldsBefore;
+  std::printf("client: %llu busy echoes, %llu turns stopped at the budget while measuring\n",
+              static_cast<unsigned long long>(shared.busyEchoes - echoesBefore),
+              static_cast<unsigned long long>(yields));
+  EXPECT_TRUE(done) << "the measured connections did not finish their round trips";
+  EXPECT_EQ(shared.errors, 0) << shared.firstError;
+  // The scenario held: the busy CQ kept spending budgets while the others were measured.
+  EXPECT_GT(yields, 0u) << "the busy CQ never spent a turn's budget while measuring: the test proved nothing";
+  EXPECT_LE(longest, kGapBound) << "a connection on another CQ waited for the busy CQ's traffic";
+
+  clients.clear();
+  server.runAndWait([&] { listener.reset(); });
+}
+
+TEST(CqFairness, InEventModeConnectionsOnOtherCqsKeepTheirRoundTripsWhileTheFirstCqIsBusy) {
+  runFairness(std::chrono::microseconds(0));
+}
+
+TEST(CqFairness, WithAdaptivePollingConnectionsOnOtherCqsKeepTheirRoundTripsWhileTheFirstCqIsBusy) {
+  runFairness(std::chrono::microseconds(100));
+}
+
+}  // namespace
