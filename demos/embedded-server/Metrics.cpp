@@ -217,12 +217,13 @@ std::string agentsJson(const evrdma::Listener& listener) {
     std::snprintf(line, sizeof line,
                   "%s\n  {\"peer\": %s, \"state\": \"%s\", \"age_ms\": %lld, \"messages_received\": %" PRIu64
                   ", \"messages_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ", \"bytes_sent\": %" PRIu64
-                  ", \"backlog\": %zu, \"credits\": %u, \"keepalive_probes_sent\": %" PRIu64 ", \"error\": %s}",
+                  ", \"backlog\": %zu, \"credits\": %u, \"posted_receives\": %u, \"keepalive_probes_sent\": %" PRIu64
+                  ", \"keepalive_replies_sent\": %" PRIu64 ", \"error\": %s}",
                   first ? "" : ",", echo::jsonString(agent.peerAddress()).c_str(), evrdma::toString(agent.state()),
                   static_cast<long long>(
                       std::chrono::duration_cast<std::chrono::milliseconds>(now - agent.createdAt()).count()),
                   s.messagesReceived, s.messagesSent, s.bytesReceived, s.bytesSent, agent.sendBacklog(),
-                  agent.sendCredits(), s.keepaliveProbesSent,
+                  agent.sendCredits(), agent.postedRecvs(), s.keepaliveProbesSent, s.keepaliveRepliesSent,
                   echo::jsonString(agent.error() != 0 ? std::strerror(-agent.error()) : "").c_str());
     out += line;
     first = false;

@@ -139,7 +139,15 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   }
   regionExchange_ = std::make_unique<detail::RegionExchange>(
       options_.maxLentBytes, options_.maxLentRegions, options_.maxPeerRegions,
-      [this](std::vector<uint8_t> frame) { return framedSender_->sendControl(std::move(frame)); },
+      [this](std::vector<uint8_t> frame) {
+        const int sent = framedSender_->sendControl(std::move(frame));
+        if (sent == -ENOBUFS) {
+          errorText_ = "the peer keeps asking for regions without returning the credits to answer it (" +
+                       std::to_string(framedSender_->answersWaiting()) + " answers wait)";
+          failLater(sent, errorText_.c_str());
+        }
+        return sent;
+      },
       [this, pd, account = &account](uint64_t bytes, int access, RemoteRegion& remote, MemoryCharge& charge,
                                      int& error) -> detail::RegionExchange::LentRegion {
         if (detail::LendingPool* pool = lendingPool_.get()) {

@@ -205,8 +205,7 @@ bool Connection::onFrame(const uint8_t* data, const ibv_wc& wc) noexcept {
     case FrameType::KeepaliveReply:  // heard: that is all a reply says
       return true;
     case FrameType::KeepaliveProbe:
-      ++stats_.keepaliveRepliesSent;
-      if (int rc = framedSender_->sendControl(keepaliveFrame(FrameType::KeepaliveReply, 0)); rc != 0)
+      if (int rc = framedSender_->sendKeepaliveReply(); rc != 0)
         fail(rc, "ibv_post_send (keepalive reply)");
       return true;
     default: {

@@ -1,5 +1,6 @@
 #include "FramedSender.h"
 
+#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -11,7 +12,12 @@ static_assert(Frame::kHeaderSize + RemoteRegion::kWireSize + 8 <= FramedSender::
 
 FramedSender::FramedSender(uint32_t recvDepth, uint8_t* slotMemory, uint32_t slotCount, uint32_t slotLkey,
                            ConnectionStats& stats, Submit submit)
-    : ledger_(recvDepth), slotMemory_(slotMemory), slotLkey_(slotLkey), stats_(stats), submit_(std::move(submit)) {
+    : ledger_(recvDepth),
+      slotMemory_(slotMemory),
+      slotLkey_(slotLkey),
+      stats_(stats),
+      submit_(std::move(submit)),
+      maxWaitingAnswers_(2 * recvDepth + 16) {
   freeSlots_.reserve(slotCount);
   for (uint32_t slot = slotCount; slot-- > 0;) freeSlots_.push_back(slot);
 }
@@ -60,7 +66,25 @@ int FramedSender::sendControl(std::vector<uint8_t> frame) noexcept {
   pending.op.type = OpType::Send;
   pending.op.internal = true;
   pending.spendsCredit = true;
+  pending.answer = frame.size() > 1 && (frame[1] == static_cast<uint8_t>(FrameType::RegionGrant) ||
+                                        frame[1] == static_cast<uint8_t>(FrameType::RegionRefused));
+  if (pending.answer) {
+    if (answersWaiting_ >= maxWaitingAnswers_) return -ENOBUFS;
+    ++answersWaiting_;
+  }
   pending.control = std::move(frame);
+  return enqueue(std::move(pending));
+}
+
+int FramedSender::sendKeepaliveReply() noexcept {
+  if (keepaliveReplyWaiting_) return 0;
+  Pending pending;
+  pending.op.type = OpType::Send;
+  pending.op.internal = true;
+  pending.spendsCredit = true;
+  pending.keepaliveReply = true;
+  pending.control = keepaliveFrame(FrameType::KeepaliveReply, 0);
+  keepaliveReplyWaiting_ = true;
   return enqueue(std::move(pending));
 }
 
@@ -102,6 +126,11 @@ int FramedSender::pump() noexcept {
       }
     }
     if (header != nullptr) setFrameCredits(header, returned);
+    if (next.answer) --answersWaiting_;
+    if (next.keepaliveReply) {
+      keepaliveReplyWaiting_ = false;
+      ++stats_.keepaliveRepliesSent;
+    }
     waiting_.pop_front();
     if (int rc = submit_(op); rc != 0) return rc;
   }
@@ -127,6 +156,8 @@ std::vector<SendOp> FramedSender::stop() noexcept {
   never.reserve(waiting_.size());
   for (size_t i = 0; i < waiting_.size(); ++i) never.push_back(waiting_[i].op);
   waiting_.clear();
+  answersWaiting_ = 0;
+  keepaliveReplyWaiting_ = false;
   return never;
 }
 

@@ -41,8 +41,14 @@ class FramedSender {
   // A zero-copy operation: a send gets its header in a frame slot; sends and writes with immediate
   // spend a credit; writes and reads only keep their place in line.
   int sendZeroCopy(const SendOp& op) noexcept;
-  // One of evrdma's protocol frames (region exchange), copied into a frame slot.
+  // One of evrdma's protocol frames (region exchange), copied into a frame slot. An answer to the
+  // peer (a region grant or refusal) waits for credits only while fewer than maxWaitingAnswers()
+  // do: a peer that keeps asking without returning the credits to answer it would otherwise grow
+  // the line for as long as it likes. Past that: -ENOBUFS, nothing queued.
   int sendControl(std::vector<uint8_t> frame) noexcept;
+  // The answer to a keepalive probe. While one waits for credits, another probe adds nothing: one
+  // reply says all that any number would.
+  int sendKeepaliveReply() noexcept;
   // Sends what waits, as far as credits and frame slots allow, then a credit-only frame if one is
   // due. Returns the first failed post's -errno, else 0.
   int pump() noexcept;
@@ -60,6 +66,10 @@ class FramedSender {
   std::vector<SendOp> stop() noexcept;
 
   size_t waiting() const noexcept { return waiting_.size(); }
+  // A peer that sticks to its credits has at most as many requests unanswered as it had credits:
+  // our receives (recvDepth), plus those our credit frames returned meanwhile.
+  uint32_t maxWaitingAnswers() const noexcept { return maxWaitingAnswers_; }
+  uint32_t answersWaiting() const noexcept { return answersWaiting_; }
   const CreditLedger& credits() const noexcept { return ledger_; }
   uint32_t freeSlots() const noexcept { return static_cast<uint32_t>(freeSlots_.size()); }
 
@@ -71,6 +81,8 @@ class FramedSender {
     bool zeroCopyHeader = false;   // the header goes in a frame slot
     std::vector<uint8_t> control;  // a whole protocol frame, copied into a frame slot
     bool countedWait = false;      // stats.creditWaits counted it
+    bool answer = false;           // answers the peer's request (counted in answersWaiting_)
+    bool keepaliveReply = false;   // the one keepalive reply that may wait
   };
   int enqueue(Pending pending) noexcept;
   // Takes a free frame slot for `op` (the caller checked there is one); returns its memory.
@@ -83,6 +95,9 @@ class FramedSender {
   ConnectionStats& stats_;
   Submit submit_;
   Ring<Pending> waiting_;
+  uint32_t maxWaitingAnswers_;
+  uint32_t answersWaiting_ = 0;
+  bool keepaliveReplyWaiting_ = false;
   bool stopped_ = false;
 };
 

@@ -113,7 +113,9 @@ class CompletionDispatcher final : private detail::AsyncInbox {
     detail::SharedReceiveQueue* srq_ = nullptr;
   };
 
-  CompletionDispatcher(Reactor& reactor, ibv_context* context) : reactor_(reactor), context_(context) {}
+  // Counts into `stats`, which the Reactor keeps after this dispatcher is gone.
+  CompletionDispatcher(Reactor& reactor, ibv_context* context, CompletionStats& stats)
+      : reactor_(reactor), context_(context), stats_(stats) {}
   ~CompletionDispatcher();
   CompletionDispatcher(const CompletionDispatcher&) = delete;
   CompletionDispatcher& operator=(const CompletionDispatcher&) = delete;
@@ -234,7 +236,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   size_t attachments_ = 0;
   bool removed_ = false;
   bool releaseScheduled_ = false;
-  CompletionStats stats_;
+  CompletionStats& stats_;
 };
 
 }  // namespace evrdma

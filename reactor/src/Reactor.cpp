@@ -180,7 +180,7 @@ CompletionDispatcher* Reactor::completions(ibv_context* device, int& error) {
   error = 0;
   auto& slot = completions_[device];
   if (!slot) {
-    auto dispatcher = std::make_unique<CompletionDispatcher>(*this, device);
+    auto dispatcher = std::make_unique<CompletionDispatcher>(*this, device, completionStats_.emplace_back());
     if ((error = dispatcher->init()) != 0) {
       completions_.erase(device);
       return nullptr;

@@ -40,15 +40,18 @@ constexpr Attack kAttacks[] = {
     {"blast-data-before-hello", "blast send mode: a data frame before the hello"},
     {"blast-region-flood", "blast write mode: a hello, then 100 region requests at once"},
     {"blast-credit-flood", "blast send mode: a hello, then 100 messages ignoring credits"},
+    {"keepalive-flood", "framed: a hello granting no credits, then keepalive probes until -w ends, no credit ever"},
+    {"region-ask-flood", "framed: a hello granting no credits, then 2000 region requests, no credit ever"},
 };
 
 void usage(FILE* out, const char* prog) {
   std::fprintf(out,
-               "usage: %s -a ADDR -p PORT [-w MS] ATTACK\n"
+               "usage: %s -a ADDR -p PORT [-w MS] [-i USEC] ATTACK\n"
                "Attacks a demo server with raw librdmacm/verbs and prints how it answered.\n"
                "  -a ADDR   server address (numeric)\n"
                "  -p PORT   server port\n"
                "  -w MS     how long to wait for the server's answer (default 10000)\n"
+               "  -i USEC   the floods: pause USEC between sends (default 0)\n"
                "  -h        this help\n"
                "Attacks:\n",
                prog);
@@ -188,9 +191,60 @@ class Peer {
     }
   }
 
+  // Sends `message` again and again, one at a time (a server whose loop falls behind by as many as
+  // it keeps posted answers with a receiver-not-ready, which costs the sender the server's RNR
+  // timer: up to 655 ms), never a receive reposted, until `count` went out, `ms` passed or the
+  // server disconnected. Sets `outcome`, which names what was sent.
+  // `intervalUs` paces the sends: on iWARP a send completes once TCP took it, not once the server
+  // took it, and a server that falls behind by as many as it keeps posted loses the connection.
+  void flood(const std::vector<uint8_t>& message, uint64_t count, int ms, int intervalUs) {
+    const auto start = Clock::now();
+    uint64_t sent = 0, completed = 0, failedSends = 0;
+    std::memcpy(buffer_.data() + 512 * 1024, message.data(), message.size());
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buffer_.data() + 512 * 1024), static_cast<uint32_t>(message.size()), mr_->lkey};
+    auto elapsed = [&] {
+      return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+    };
+    const auto said = [&] { return ", " + std::to_string(sent) + " sent, " + std::to_string(failedSends) + " failed"; };
+    for (;;) {
+      while (sent < count && sent == completed) {
+        if (intervalUs > 0 && sent > 0) usleep(static_cast<useconds_t>(intervalUs));
+        ibv_send_wr wr{}, *bad = nullptr;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_SEND;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.wr_id = kFloodWrId;
+        if (ibv_post_send(id_->qp, &wr, &bad) != 0) break;
+        ++sent;
+      }
+      ibv_wc wc[16];
+      for (int n; (n = ibv_poll_cq(cq_, 16, wc)) > 0;)
+        for (int i = 0; i < n; ++i)
+          if (wc[i].wr_id == kFloodWrId) {  // not a receive, nor an earlier send()
+            ++completed;
+            if (wc[i].status != IBV_WC_SUCCESS) ++failedSends;
+          }
+      rdma_cm_event* event = nullptr;
+      if (nextEvent(0, event)) {
+        const rdma_cm_event_type type = event->event;
+        rdma_ack_cm_event(event);
+        if (type == RDMA_CM_EVENT_DISCONNECTED) {
+          outcome = "closed by the server after " + std::to_string(elapsed()) + " ms" + said();
+          return;
+        }
+      }
+      if ((sent >= count && completed >= sent) || elapsed() >= ms) {
+        outcome = "still connected after " + std::to_string(elapsed()) + " ms" + said();
+        return;
+      }
+    }
+  }
+
   std::string outcome;
 
  private:
+  static constexpr uint64_t kFloodWrId = 1;  // send() and the receives use 0
   bool postRecv(size_t offset, uint32_t length) {
     ibv_sge sge{reinterpret_cast<uintptr_t>(buffer_.data() + offset), length, mr_->lkey};
     ibv_recv_wr wr{}, *bad = nullptr;
@@ -224,7 +278,8 @@ class Peer {
 };
 
 // What the attack `name` does; false if it could not be made (outcome says why).
-bool attack(const std::string& name, const char* address, const char* port, int waitMs, std::string& outcome) {
+bool attack(const std::string& name, const char* address, const char* port, int waitMs, int intervalUs,
+            std::string& outcome) {
   Peer peer;
   auto connect = [&](const std::vector<uint8_t>& data, int receives) {
     const bool up = peer.connect(address, port, data, receives);
@@ -284,6 +339,28 @@ bool attack(const std::string& name, const char* address, const char* port, int 
     for (int i = 0; i < 100; ++i) peer.send(frame(0, 0, std::vector<uint8_t>(64, 0)), 512 * 1024 + i * 128);
     return answer();
   }
+  // An evrdma framed peer (embedded-server's echo service): our hello grants the server no credit
+  // beyond the receive its own hello used, so whatever it must send has to wait; ours go out
+  // regardless (the server re-posts its receives), and we never return one.
+  const std::vector<uint8_t> stingyHello = frame(7, 0, std::vector<uint8_t>{0, 0, 0, 0, 0, 1, 0, 0});
+  if (name == "keepalive-flood") {
+    if (!connect({}, 8)) return false;
+    peer.send(stingyHello);
+    peer.flood(frame(8, 0, {}), UINT64_MAX, waitMs, intervalUs);
+    outcome = peer.outcome;
+    return true;
+  }
+  if (name == "region-ask-flood") {
+    if (!connect({}, 8)) return false;
+    peer.send(stingyHello);
+    std::vector<uint8_t> request(12);
+    putBig(&request[0], 1 << 30, 8);  // more than any server lends: each is refused
+    putBig(&request[8], IBV_ACCESS_REMOTE_WRITE, 4);
+    peer.flood(frame(1, 0, request, 1), 2000, waitMs, intervalUs);
+    if (peer.outcome.rfind("closed", 0) != 0) peer.watch(waitMs);
+    outcome = peer.outcome;
+    return true;
+  }
   outcome = "unknown attack '" + name + "'";
   return false;
 }
@@ -293,18 +370,19 @@ bool attack(const std::string& name, const char* address, const char* port, int 
 int main(int argc, char** argv) {
   const char* address = nullptr;
   const char* port = nullptr;
-  int waitMs = 10000;
+  int waitMs = 10000, intervalUs = 0;
   int opt;
-  while ((opt = getopt(argc, argv, "a:p:w:h")) != -1) {
+  while ((opt = getopt(argc, argv, "a:p:w:i:h")) != -1) {
     switch (opt) {
       case 'a': address = optarg; break;
       case 'p': port = optarg; break;
       case 'w': waitMs = std::atoi(optarg); break;
+      case 'i': intervalUs = std::atoi(optarg); break;
       case 'h': usage(stdout, argv[0]); return 0;
       default: usage(stderr, argv[0]); return 2;
     }
   }
-  if (address == nullptr || port == nullptr || optind + 1 != argc || waitMs <= 0) {
+  if (address == nullptr || port == nullptr || optind + 1 != argc || waitMs <= 0 || intervalUs < 0) {
     usage(stderr, argv[0]);
     return 2;
   }
@@ -316,7 +394,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string outcome;
-  const bool made = attack(name, address, port, waitMs, outcome);
+  const bool made = attack(name, address, port, waitMs, intervalUs, outcome);
   std::printf("%s\n", outcome.c_str());
   return made ? 0 : 1;
 }

@@ -198,4 +198,33 @@ TEST_F(FramedSenderTest, AFailedPostIsReturnedToTheCaller) {
   EXPECT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::Write)), -EIO);
 }
 
+TEST_F(FramedSenderTest, ProbesThatComeWhileAKeepaliveReplyWaitsForCreditsShareIt) {
+  helloThenCredits(0);
+  const size_t before = sent.size();
+  for (int probe = 0; probe < 1000; ++probe) ASSERT_EQ(sender.sendKeepaliveReply(), 0);
+  EXPECT_EQ(sender.waiting(), 1u) << "a peer that withholds credits and keeps probing must not grow the line";
+  EXPECT_EQ(stats.keepaliveRepliesSent, 0u) << "the counter counts replies that went out";
+  sender.releaseSlot(sent[0].frameSlot);  // the hello completed
+  sender.onCreditsReturned(5);
+  ASSERT_EQ(sender.pump(), 0);
+  ASSERT_EQ(sent.size(), before + 1);
+  EXPECT_EQ(frameOf(sent.back()).type, FrameType::KeepaliveReply);
+  EXPECT_EQ(stats.keepaliveRepliesSent, 1u);
+  ASSERT_EQ(sender.sendKeepaliveReply(), 0);  // a later probe gets a reply of its own
+  EXPECT_EQ(sent.size(), before + 2);
+  EXPECT_EQ(stats.keepaliveRepliesSent, 2u);
+}
+
+TEST_F(FramedSenderTest, AnswersToThePeerWaitForCreditsOnlyUpToABound) {
+  helloThenCredits(0);
+  const std::vector<uint8_t> refusal = evrdma::regionRefusedFrame(1, ENOMEM, 0);
+  for (uint32_t i = 0; i < sender.maxWaitingAnswers(); ++i) ASSERT_EQ(sender.sendControl(refusal), 0) << i;
+  EXPECT_EQ(sender.answersWaiting(), sender.maxWaitingAnswers());
+  EXPECT_EQ(sender.sendControl(refusal), -ENOBUFS) << "a peer that asks without returning credits is cut off";
+  EXPECT_EQ(sender.waiting(), sender.maxWaitingAnswers());
+  // Our own requests are not answers: bounded by what the application may hold (maxPeerRegions).
+  EXPECT_EQ(sender.sendControl(evrdma::regionRequestFrame(2, 64, 0, 0)), 0);
+  EXPECT_GE(sender.maxWaitingAnswers(), 2 * kRecvDepth) << "a peer within its credits never reaches it";
+}
+
 }  // namespace

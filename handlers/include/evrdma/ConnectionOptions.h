@@ -98,7 +98,8 @@ struct ConnectionStats {
   uint64_t creditWaits = 0;         // times a message had to wait for the peer's credits
   uint64_t regionsLent = 0;         // regions registered for the peer's requestRegion()
   uint64_t keepaliveProbesSent = 0;   // keepaliveInterval: probes sent to a silent peer
-  uint64_t keepaliveRepliesSent = 0;  // answers to the peer's probes
+  uint64_t keepaliveRepliesSent = 0;  // answers to the peer's probes that went out (probes that
+                                      // came while one waited for credits share it)
 
   // Adds another connection's (e.g. for a Listener's totals).
   ConnectionStats& operator+=(const ConnectionStats& other) noexcept {

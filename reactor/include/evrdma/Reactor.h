@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -232,6 +233,10 @@ class Reactor {
   std::chrono::microseconds pollingWindow_{0};
   std::vector<std::function<void()>> deferred_;
   std::unordered_set<detail::ReactorMember*> members_;
+  // What each device's completion channel counted, kept for the Reactor's lifetime (also after a
+  // removed device's channel is gone: Connection::completionStats() points here). One per channel
+  // ever made; a deque never moves its elements.
+  std::deque<CompletionStats> completionStats_;
   // Destroyed in this order by ~Reactor: the members first (their CQ reservations and ids must go
   // before the channels), then completion channels, then the CM channel.
   std::map<ibv_context*, std::unique_ptr<CompletionDispatcher>> completions_;

@@ -1,0 +1,103 @@
+#!/bin/bash
+# A framed server's own frames never pile up for a peer that withholds its credits: against
+# embedded-server, a raw verbs client (hostile-client) whose hello grants no credit
+#   - floods keepalive probes for 30 s (15 s under EVRDMA_STRESS=light): the server's send backlog
+#     (/metrics) stays at one waiting reply at most and its RSS stays flat, though every probe asks
+#     for a reply (without the coalescing the backlog grew by one per probe: the bound is the proof,
+#     so the flood need not last longer than it takes to pass it many times over);
+#   - floods region requests: the server closes the connection, naming the credits it was never
+#     given, instead of queueing the refusals without end.
+# A well-behaved echo-client is served alongside throughout. The server ends on SIGINT.
+#   control_flood_test.sh <build dir>
+set -u -o pipefail
+build=$1
+address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+hostile=$build/tests/hostile-client
+seconds=30
+[ "${EVRDMA_STRESS:-}" = light ] && seconds=15
+log=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
+failures=0
+check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1"; failures=$((failures + 1)); fi; }
+
+"$build/demos/embedded-server" -a "$address" -p 0 -H 0 -t 50 -v >"$log/server" 2>"$log/server.err" &
+server=$!
+for _ in $(seq 200); do grep -q '^rdma ' "$log/server" && break; sleep 0.05; done
+read -r rdma_port http_port < <(sed -n 's/^rdma .*:\([0-9]*\) http 127.0.0.1:\([0-9]*\)$/\1 \2/p' "$log/server")
+[ -n "${rdma_port:-}" ] || { echo "FAILED: embedded-server did not start"; cat "$log"/server*; exit 1; }
+
+metric() {  # metric <name>: its value in /metrics (bash's own TCP: no HTTP client needed)
+    local reply
+    exec 3<>"/dev/tcp/127.0.0.1/$http_port" || return 1
+    printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+    reply=$(cat <&3)
+    exec 3<&-
+    awk -v name="$1" '$1 == name || index($1, name "{") == 1 { print $2; exit }' <<<"$reply"
+}
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$server/status"; }
+
+# The well-behaved client alongside, run after run until told to stop.
+(
+    runs=0 failed=0
+    while [ ! -e "$log/stop" ]; do
+        if "$build/demos/echo-client" -a "$address" -p "$rdma_port" -n 200 -s 1024 >"$log/good.out" 2>&1; then
+            runs=$((runs + 1))
+        else
+            failed=$((failed + 1)) && cp "$log/good.out" "$log/good.failed"
+        fi
+    done
+    echo "$runs $failed" >"$log/good"
+) &
+
+# On iWARP a send completes once TCP took it: paced, so that the server's loop, never the flood's
+# pace, is what its receives wait for (a server behind by all its receives loses the connection
+# there; on RoCE the sender only waits for an RNR retry).
+interval=0
+[ "${EVRDMA_RDMA_DRIVER:-}" = siw ] && interval=5000
+"$hostile" -a "$address" -p "$rdma_port" -w $((seconds * 1000)) -i $interval keepalive-flood >"$log/flood" 2>&1 &
+flooder=$!
+most_backlog=0 rss_first="" rss_last="" samples=0
+while kill -0 "$flooder" 2>/dev/null; do
+    sleep 1
+    backlog=$(metric evrdma_listener_send_backlog) || continue
+    backlog=${backlog%.*}
+    [ -n "$backlog" ] && [ "$backlog" -gt "$most_backlog" ] && most_backlog=$backlog
+    samples=$((samples + 1))
+    # RSS from the fifth second on: the server's start-up and the first connections are done.
+    [ $samples -eq 5 ] && rss_first=$(rss_kb)
+    [ $samples -ge 5 ] && rss_last=$(rss_kb)
+done
+wait "$flooder"
+flood=$(cat "$log/flood")
+replies=$(metric evrdma_listener_keepalive_replies_sent_total)
+echo "keepalive flood: $flood; server: most backlog $most_backlog over $samples samples," \
+     "RSS ${rss_first:-?} -> ${rss_last:-?} kB, ${replies:-?} replies sent"
+sent=$(sed -n 's/.*, \([0-9]*\) sent.*/\1/p' <<<"$flood")
+[[ $flood =~ ^still\ connected ]] && [ "${sent:-0}" -ge 200 ]
+check "the flood was made: a connection that stayed up through $seconds s of probes (${sent:-0} sent)" $?
+[ "$most_backlog" -le 2 ]
+check "the server's send backlog stayed within one waiting reply (most seen: $most_backlog)" $?
+[ -n "$rss_first" ] && [ -n "$rss_last" ] && [ $((rss_last - rss_first)) -le 2048 ]
+check "the server's RSS stayed flat (${rss_first:-?} -> ${rss_last:-?} kB)" $?
+[ -n "$replies" ] && [ "${replies%.*}" -lt "${sent:-0}" ]
+check "replies are counted when they go out, not per probe (${replies:-?} of ${sent:-0} probes)" $?
+
+outcome=$("$hostile" -a "$address" -p "$rdma_port" -w 15000 -i $interval region-ask-flood 2>&1)
+[[ $outcome =~ ^closed\ by\ the\ server ]]
+check "region-ask-flood: $outcome" $?
+for _ in $(seq 100); do grep -q "without returning the credits" "$log/server.err" && break; sleep 0.1; done
+grep -q "without returning the credits" "$log/server.err"
+check "the server named why it closed the region asker" $?
+
+touch "$log/stop"
+for _ in $(seq 600); do [ -e "$log/good" ] && break; sleep 0.1; done
+read -r runs failed <"$log/good" 2>/dev/null || { runs=0 failed=1; }
+[ "$runs" -ge 1 ] && [ "$failed" = 0 ]
+check "the well-behaved client alongside: $runs runs, $failed failed" $?
+[ -e "$log/good.failed" ] && head -n 3 "$log/good.failed"
+kill -INT "$server"
+for _ in $(seq 300); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
+! kill -0 "$server" 2>/dev/null
+check "the server ended on SIGINT" $?
+wait "$server" 2>/dev/null
+[ "$failures" = 0 ]
