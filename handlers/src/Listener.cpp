@@ -33,6 +33,8 @@ struct Listener::Worker {
   Reactor* reactor;
   std::atomic<size_t> agents{0};
   std::atomic<uint64_t> accepted{0}, rejected{0}, abandoned{0}, closed{0};
+  std::atomic<uint64_t> heldForLaterTurn{0};
+  std::atomic<uint32_t> mostInOneTurn{0};
   Listener::Ptr side;  // touched on the worker's thread only
 };
 
@@ -86,6 +88,8 @@ std::vector<WorkerFigures> Listener::workerFigures() const {
     f.rejected = worker->rejected.load();
     f.abandoned = worker->abandoned.load();
     f.closed = worker->closed.load();
+    f.heldForLaterTurn = worker->heldForLaterTurn.load();
+    f.mostInOneTurn = worker->mostInOneTurn.load();
     figures.push_back(f);
   }
   return figures;
@@ -97,6 +101,8 @@ void Listener::onReactorGone() noexcept {
   drainTimer_.reset();
   drained_ = nullptr;
   dropWaitingRequests();
+  for (HandedOver& handed : handedOver_) rdma_destroy_id(handed.id);  // its event is acked already
+  handedOver_.clear();
   nextTurn_.reset();
   id_.reset();
   agents_.clear();
@@ -136,6 +142,15 @@ uint16_t Listener::port() const noexcept { return id_ ? ntohs(rdma_get_src_port(
 void Listener::close() noexcept {
   id_.reset();  // no more connect requests
   rejectWaiting("the server is shutting down");
+  // A worker's side: requests handed over and not set up yet are told no, their handlers closed.
+  while (!handedOver_.empty()) {
+    HandedOver handed = std::move(handedOver_.front());
+    handedOver_.pop_front();
+    ++stats_.rejectedClosing;
+    ++servesWorker_->rejected;
+    reject(handed.id, "the server is shutting down");
+    endUnaccepted(std::move(handed.decision), 0, nullptr);
+  }
   closeAgents();
 }
 
@@ -239,9 +254,7 @@ void Listener::onCmEvent(const CmEvent& event) noexcept {
 void Listener::onConnectRequest(const CmEvent& event) noexcept {
   ++stats_.requests;
   if (options_.acceptsPerTurn == 0 || (answeredThisTurn_ < options_.acceptsPerTurn && waiting_.empty())) {
-    ++answeredThisTurn_;
-    if (!nextTurn_) nextTurn_ = std::make_unique<Timer>(reactor_, [this] { onNextTurn(); });
-    if (!nextTurn_->active()) nextTurn_->startOnce(std::chrono::milliseconds(0));  // the count starts over then
+    countAnswerThisTurn();
     answer(event);
     return;
   }
@@ -254,15 +267,42 @@ void Listener::onConnectRequest(const CmEvent& event) noexcept {
   waiting_.push_back(event);
 }
 
+void Listener::countAnswerThisTurn() noexcept {
+  ++answeredThisTurn_;
+  if (servesWorker_ && answeredThisTurn_ > servesWorker_->mostInOneTurn.load()) servesWorker_->mostInOneTurn = answeredThisTurn_;
+  if (!nextTurn_) nextTurn_ = std::make_unique<Timer>(reactor_, [this] { onNextTurn(); });
+  if (!nextTurn_->active()) nextTurn_->startOnce(std::chrono::milliseconds(0));  // the count starts over then
+}
+
 void Listener::onNextTurn() noexcept {
   answeredThisTurn_ = 0;
-  while (!waiting_.empty() && answeredThisTurn_ < options_.acceptsPerTurn) {
-    CmEvent event = std::move(waiting_.front());
-    waiting_.pop_front();
-    ++answeredThisTurn_;
-    answer(event);  // may close or release the listener: waiting_ is then empty
+  // A listening Listener answers the requests that waited; a worker's side sets up those handed
+  // over. Either may close or release the listener meanwhile: its lines are then empty.
+  while ((!waiting_.empty() || !handedOver_.empty()) && answeredThisTurn_ < options_.acceptsPerTurn) {
+    countAnswerThisTurn();
+    if (!waiting_.empty()) {
+      CmEvent event = std::move(waiting_.front());
+      waiting_.pop_front();
+      answer(event);
+    } else {
+      HandedOver handed = std::move(handedOver_.front());
+      handedOver_.pop_front();
+      adopt(handed.id, std::move(handed.decision));
+    }
   }
-  if (answeredThisTurn_ > 0 && nextTurn_) nextTurn_->startOnce(std::chrono::milliseconds(0));
+}
+
+void Listener::takeHandedOver(rdma_cm_id* id, AcceptDecision decision) noexcept {
+  // Paced as the listening side paces its requests: a storm handed over in one batch of posts
+  // would otherwise be set up in one turn of the worker's loop, its connected peers waiting.
+  if (options_.acceptsPerTurn == 0 || (answeredThisTurn_ < options_.acceptsPerTurn && handedOver_.empty())) {
+    countAnswerThisTurn();
+    adopt(id, std::move(decision));
+    return;
+  }
+  ++servesWorker_->heldForLaterTurn;
+  handedOver_.push_back(HandedOver{id, std::move(decision)});
+  if (!nextTurn_->active()) nextTurn_->startOnce(std::chrono::milliseconds(0));
 }
 
 bool Listener::onWaitingRequestEvent(const CmEvent& event) noexcept {
@@ -359,7 +399,7 @@ void Listener::handOver(rdma_cm_id* id, AcceptDecision decision) noexcept {
       worker->side = Listener::create(*worker->reactor, *factory, sideOptions);
       worker->side->servesWorker_ = worker;
     }
-    worker->side->adopt(id, std::move(*handed));
+    worker->side->takeHandedOver(id, std::move(*handed));
   });
 }
 
@@ -370,19 +410,34 @@ void Listener::adopt(rdma_cm_id* id, AcceptDecision decision) noexcept {
   // listening Reactor has acked those it read already: it acks before dispatching.)
   if (cm != nullptr && rdma_migrate_id(id, cm->channel()) != 0) error = errno ? -errno : -EINVAL;
   if (error != 0) {
-    reject(id, std::string("server could not set up the connection: rdma_migrate_id: ") + strerror(-error));
+    const std::string why = std::string("server could not set up the connection: rdma_migrate_id: ") + strerror(-error);
+    reject(id, why);
     ++stats_.rejectedSetup;
     ++servesWorker_->rejected;
-    --servesWorker_->agents;
+    endUnaccepted(std::move(decision), error, why.c_str());
     return;
   }
   if (!requestStillWaiting(id)) {
     forgetAbandonedRequest(id);
     ++servesWorker_->abandoned;
-    --servesWorker_->agents;
+    endUnaccepted(std::move(decision), 0, nullptr);
     return;
   }
   setUpAgent(id, std::move(decision));
+}
+
+void Listener::endUnaccepted(AcceptDecision decision, int err, const char* op) noexcept {
+  // The factory made a handler for a request that will never be a connection (on the listening
+  // thread, before the hand-over): it still hears how it ended, onError if it failed, then
+  // onClosed, from an agent that never had an id. Its end counts it out of the worker's agents.
+  std::unique_ptr<Agent> owned(
+      new Agent(*this, reactor_, std::move(decision.handler), decision.options, options_.acceptTimeout));
+  Agent* agent = owned.get();
+  agents_.emplace(agent, std::move(owned));
+  if (err != 0)
+    agent->fail(err, op);
+  else
+    agent->close();
 }
 
 void Listener::reject(rdma_cm_id* id, const std::string& reason) noexcept {

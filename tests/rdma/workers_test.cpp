@@ -207,4 +207,74 @@ TEST_F(Workers, ADrainWaitsForTheAgentsOnTheWorkersAndClosesThoseLeftAfterTheGra
   EXPECT_EQ(finished, kShort) << "the short clients finished within the grace, the endless ones were closed:" << others;
 }
 
+// A storm handed over at once is set up at most acceptsPerTurn per turn of each worker's loop (the
+// rest on later turns, its connected peers served between them), and every handler the factory
+// made hears onClosed, also when its client gave up before the worker could take its request.
+// Both workers are held busy until every request was handed over, so each finds the whole storm
+// in its mailbox at once.
+TEST_F(Workers, HandedOverRequestsAreSetUpAtMostAcceptsPerTurnAndEveryHandlerHearsOnClosed) {
+  constexpr int kPatient = 16, kImpatient = 2;
+  evrdma::ListenerOptions options;
+  options.workers = {&first_.reactor(), &second_.reactor()};
+  options.acceptsPerTurn = 2;
+  listener_.reset();
+  listener_ = evrdma::Listener::create(reactor_, factory_, options);
+  ASSERT_EQ(listener_->listen(bed_.ip, 0), 0);
+  std::atomic<bool> release{false};
+  std::atomic<int> held{0};
+  for (evrdma::ReactorThread* worker : {&first_, &second_})
+    ASSERT_EQ(worker->reactor().post([&] {
+      ++held;
+      while (!release.load()) std::this_thread::sleep_for(1ms);  // a busy worker: until told
+    }), 0);
+  ASSERT_TRUE(runUntil(reactor_, [&] { return held == 2; }, 30s));
+
+  // The impatient ones give up (connectTimeout) while their requests wait on the workers.
+  evrdma::ClientOptions impatient;
+  impatient.maxMessageSize = 64;
+  impatient.recvDepth = impatient.sendDepth = 2;
+  impatient.connectTimeout = 300ms;
+  const pingsr::ConnectInfo info{20, 64};
+  for (int i = 0; i < kImpatient; ++i) {
+    auto handler = std::make_unique<pingpong::PingClient>(static_cast<uint32_t>(100 + i), info, true,
+                                                          pingpong::Trace::Off,
+                                                          [this](const pingpong::PingResult& r) { results_.push_back(r); });
+    clients_.push_back(evrdma::Client::create(reactor_, std::move(handler), impatient));
+    ASSERT_EQ(clients_.back()->connect(bed_.ip, listener_->port(), pingsr::encode(info)), 0);
+  }
+  ASSERT_TRUE(runUntil(reactor_, [&] { return results_.size() == kImpatient && listener_->stats().accepted == kImpatient; },
+                       60s))
+      << results_.size() << " impatient clients gave up, " << listener_->stats().accepted << " requests handed over";
+  connectClients(kPatient, info);
+  ASSERT_TRUE(runUntil(reactor_, [&] { return listener_->stats().accepted == kPatient + kImpatient; }, 60s))
+      << listener_->stats().accepted << " of " << kPatient + kImpatient << " requests handed over";
+  release = true;
+
+  ASSERT_TRUE(runUntil(reactor_, [&] { return results_.size() == kPatient + kImpatient; }, 120s))
+      << results_.size() << " of " << kPatient + kImpatient << " clients finished";
+  int succeeded = 0;
+  for (const pingpong::PingResult& r : results_) {
+    succeeded += r.succeeded ? 1 : 0;
+    if (r.index < 100) {
+      EXPECT_TRUE(r.succeeded) << "client " << r.index << ": " << r.error;
+    }
+  }
+  EXPECT_EQ(succeeded, kPatient);
+  ASSERT_TRUE(runUntil(reactor_, [&] { return factory_.shared.closed == kPatient + kImpatient; }, 60s))
+      << factory_.shared.closed << " of the " << kPatient + kImpatient << " handlers the factory made heard onClosed";
+  EXPECT_EQ(factory_.shared.established.load(), kPatient);
+  uint64_t held_later = 0, abandoned = 0;
+  for (const evrdma::WorkerFigures& f : listener_->workerFigures()) {
+    std::printf("worker: %llu accepted, %llu abandoned, %llu held for a later turn, at most %u set up in one turn\n",
+                static_cast<unsigned long long>(f.accepted), static_cast<unsigned long long>(f.abandoned),
+                static_cast<unsigned long long>(f.heldForLaterTurn), f.mostInOneTurn);
+    EXPECT_LE(f.mostInOneTurn, options.acceptsPerTurn) << "a worker set up more than acceptsPerTurn in one turn";
+    EXPECT_EQ(f.agents, 0u);
+    held_later += f.heldForLaterTurn;
+    abandoned += f.abandoned;
+  }
+  EXPECT_GT(held_later, 0u) << "no worker found more than acceptsPerTurn waiting: the test proved nothing";
+  EXPECT_EQ(abandoned, static_cast<uint64_t>(kImpatient));
+}
+
 }  // namespace

@@ -77,6 +77,10 @@ struct WorkerFigures {
   uint64_t rejected = 0;    // could not be set up there (the client was told why)
   uint64_t abandoned = 0;   // the client gave up before the accept reached it
   uint64_t closed = 0;
+  // Handed over past acceptsPerTurn, set up on a later turn of the worker's loop; and the most it
+  // set up in one turn (at most acceptsPerTurn, when that is not 0).
+  uint64_t heldForLaterTurn = 0;
+  uint32_t mostInOneTurn = 0;
 };
 
 class Listener final {
@@ -153,6 +157,11 @@ class Listener final {
   // On a worker's side: takes a request handed over (its id still on the listening Reactor's
   // channel) and sets up its agent here.
   void adopt(rdma_cm_id* id, AcceptDecision decision) noexcept;
+  // On a worker's side: a request handed over, adopted now or on a later turn (acceptsPerTurn).
+  void takeHandedOver(rdma_cm_id* id, AcceptDecision decision) noexcept;
+  // The request's handler, made by the factory, hears how it ended though it never connected.
+  void endUnaccepted(AcceptDecision decision, int err, const char* op) noexcept;
+  void countAnswerThisTurn() noexcept;
   // Dropped by the application: its workers' sides close their agents and go, on their threads.
   void releaseWorkerSides() noexcept;
   void onNextTurn() noexcept;
@@ -184,6 +193,12 @@ class Listener final {
   ListenerStats stats_;
   // Requests past acceptsPerTurn, oldest first, and the zero-delay timer that starts the next turn.
   std::deque<CmEvent> waiting_;
+  // On a worker's side, requests handed over past acceptsPerTurn, oldest first.
+  struct HandedOver {
+    rdma_cm_id* id;
+    AcceptDecision decision;
+  };
+  std::deque<HandedOver> handedOver_;
   uint32_t answeredThisTurn_ = 0;
   std::unique_ptr<Timer> nextTurn_;
   bool released_ = false;
