@@ -73,12 +73,19 @@ replies=$(metric evrdma_listener_keepalive_replies_sent_total)
 echo "keepalive flood: $flood; server: most backlog $most_backlog over $samples samples," \
      "RSS ${rss_first:-?} -> ${rss_last:-?} kB, ${replies:-?} replies sent"
 sent=$(sed -n 's/.*, \([0-9]*\) sent.*/\1/p' <<<"$flood")
-[[ $flood =~ ^still\ connected ]] && [ "${sent:-0}" -ge 200 ]
+# Each probe past the first that came while a reply waited would have grown the backlog by one:
+# 50 are ample (a sanitized server, slow to re-post its receives, costs the flood RNR waits).
+[[ $flood =~ ^still\ connected ]] && [ "${sent:-0}" -ge 50 ]
 check "the flood was made: a connection that stayed up through $seconds s of probes (${sent:-0} sent)" $?
 [ "$most_backlog" -le 2 ]
 check "the server's send backlog stayed within one waiting reply (most seen: $most_backlog)" $?
-[ -n "$rss_first" ] && [ -n "$rss_last" ] && [ $((rss_last - rss_first)) -le 2048 ]
-check "the server's RSS stayed flat (${rss_first:-?} -> ${rss_last:-?} kB)" $?
+if [ -n "${ASAN_OPTIONS:-}" ]; then
+    # AddressSanitizer's quarantine holds on to freed memory: RSS grows with any traffic there.
+    echo "(RSS not judged under AddressSanitizer; the backlog above is the bound)"
+else
+    [ -n "$rss_first" ] && [ -n "$rss_last" ] && [ $((rss_last - rss_first)) -le 2048 ]
+    check "the server's RSS stayed flat (${rss_first:-?} -> ${rss_last:-?} kB)" $?
+fi
 [ -n "$replies" ] && [ "${replies%.*}" -lt "${sent:-0}" ]
 check "replies are counted when they go out, not per probe (${replies:-?} of ${sent:-0} probes)" $?
 

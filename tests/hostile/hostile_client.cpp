@@ -70,7 +70,7 @@ std::vector<uint8_t> frame(uint8_t type, uint16_t credits, const std::vector<uin
   putBig(&f[2], credits, 2);
   putBig(&f[4], payload.size(), 4);
   putBig(&f[8], id, 8);
-  std::memcpy(f.data() + 16, payload.data(), payload.size());
+  if (!payload.empty()) std::memcpy(f.data() + 16, payload.data(), payload.size());
   return f;
 }
 
