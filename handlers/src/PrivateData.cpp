@@ -14,8 +14,10 @@ constexpr char kRejectMagic[4] = {'E', 'V', 'R', 'J'};
 }
 
 size_t maxPrivateData(int transport, PrivateDataUse use) noexcept {
-  // MPA carries 512, but rdma_conn_param::private_data_len is a uint8_t: librdmacm passes 255.
-  if (transport == IBV_TRANSPORT_IWARP) return kMaxPrivateDataAnyTransport;
+  // MPA carries 512, but rdma_conn_param::private_data_len is a uint8_t: librdmacm passes 255,
+  // and MPA version 2 puts its 4-byte IRD/ORD header in the same length (the peer then receives
+  // 4 bytes more than sent): with 252-255 bytes siw's connect failed, a bare ECONNRESET.
+  if (transport == IBV_TRANSPORT_IWARP) return kMaxPrivateDataIwarp;
   switch (use) {  // IB CM message sizes less the rdma_cm header (36 bytes on REQ)
     case PrivateDataUse::Connect: return 56;
     case PrivateDataUse::Accept: return 196;

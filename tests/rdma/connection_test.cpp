@@ -2,12 +2,15 @@
 // sends, close() from inside callbacks, dropping a client from its own callback.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "CompletionDispatcher.h"  // kBudget
+#include "evrdma/PrivateData.h"
 #include "rdma/PingPongBed.h"
+#include "rdma/TestBed.h"
 
 namespace {
 
@@ -383,6 +386,65 @@ TEST_F(PingPongBed, CompletionBudgetYieldsToOtherEventsAndLosesNothing) {
               static_cast<unsigned long long>(stats.budgetYields), ticks);
   client->close();
   ASSERT_TRUE(runUntil([&] { return listener->agentCount() == 0; }, 30s));
+}
+
+// The most connect private data the device's transport carries arrives whole, and one byte more is
+// refused with EMSGSIZE before anything is sent (on siw 252 to 255 bytes went out and the server
+// never heard of them: a bare ECONNRESET at the client).
+TEST_F(PingPongBed, TheMostPrivateDataTheTransportCarriesArrivesWholeAndOneByteMoreIsRefused) {
+  struct Recording : evrdma::AgentFactory {
+    std::vector<std::vector<uint8_t>> seen;
+    evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest& request) noexcept override {
+      seen.push_back(request.privateData);
+      return evrdma::AcceptDecision::accept(std::make_unique<evrdma::ConnectionHandler>());
+    }
+  };
+  struct Outcome : evrdma::ConnectionHandler {
+    bool established = false, closed = false;
+    int error = 0;
+    std::string op;
+    void onEstablished(evrdma::Connection&) noexcept override { established = true; }
+    void onError(evrdma::Connection&, int err, const char* what) noexcept override {
+      error = err;
+      op = what;
+    }
+    void onClosed(evrdma::Connection&) noexcept override { closed = true; }
+  };
+  Recording factory;
+  auto listener = evrdma::Listener::create(reactor_, factory);
+  ASSERT_EQ(listener->listen(bed_.ip, 0), 0);
+  const size_t most = evrdma::maxPrivateData(evrdma::test::onIwarp() ? IBV_TRANSPORT_IWARP : IBV_TRANSPORT_IB,
+                                             evrdma::PrivateDataUse::Connect);
+  std::vector<uint8_t> data(most);
+  for (size_t i = 0; i < most; ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+  auto whole = std::make_unique<Outcome>();
+  Outcome* wholeSeen = whole.get();
+  auto client = evrdma::Client::create(reactor_, std::move(whole));
+  ASSERT_EQ(client->connect(bed_.ip, listener->port(), data), 0);
+  ASSERT_TRUE(runUntil([&] { return wholeSeen->established || wholeSeen->closed; }, 30s))
+      << "no outcome for " << most << " bytes of private data";
+  EXPECT_TRUE(wholeSeen->established) << most << " bytes: " << wholeSeen->op << ": " << strerror(-wholeSeen->error);
+  ASSERT_EQ(factory.seen.size(), 1u);
+  ASSERT_GE(factory.seen[0].size(), most);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), factory.seen[0].begin())) << "the private data arrived changed";
+
+  auto over = std::make_unique<Outcome>();
+  Outcome* overSeen = over.get();
+  auto refused = evrdma::Client::create(reactor_, std::move(over));
+  data.push_back(0);
+  if (data.size() > evrdma::kMaxPrivateDataAnyTransport) {
+    EXPECT_EQ(refused->connect(bed_.ip, listener->port(), data), -EMSGSIZE);
+  } else {
+    ASSERT_EQ(refused->connect(bed_.ip, listener->port(), data), 0);
+    ASSERT_TRUE(runUntil([&] { return overSeen->closed; }, 30s));
+    EXPECT_EQ(overSeen->error, -EMSGSIZE) << overSeen->op;
+    EXPECT_FALSE(overSeen->established);
+  }
+  EXPECT_EQ(factory.seen.size(), 1u) << "a request with too much private data reached the server";
+  std::printf("[ figures  ] %zu bytes of connect private data arrived whole; %zu refused (EMSGSIZE)\n", most, most + 1);
+  client.reset();
+  refused.reset();
+  listener.reset();
 }
 
 }  // namespace

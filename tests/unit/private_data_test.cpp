@@ -20,8 +20,8 @@ TEST(PrivateDataLimits, FollowTheTransport) {
   EXPECT_EQ(maxPrivateData(IBV_TRANSPORT_IB, PrivateDataUse::Connect), 56u);
   EXPECT_EQ(maxPrivateData(IBV_TRANSPORT_IB, PrivateDataUse::Accept), 196u);
   EXPECT_EQ(maxPrivateData(IBV_TRANSPORT_IB, PrivateDataUse::Reject), 148u);
-  // MPA allows 512, but librdmacm's private_data_len is a uint8_t: more would be cut silently.
-  EXPECT_EQ(maxPrivateData(IBV_TRANSPORT_IWARP, PrivateDataUse::Connect), 255u);
+  // MPA allows 512, but librdmacm's private_data_len is a uint8_t, and MPA v2 counts its 4-byte header in it.
+  EXPECT_EQ(maxPrivateData(IBV_TRANSPORT_IWARP, PrivateDataUse::Connect), 251u);
   EXPECT_EQ(maxPrivateData(static_cast<const rdma_cm_id*>(nullptr), PrivateDataUse::Connect), 56u);
 }
 

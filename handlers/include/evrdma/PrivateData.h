@@ -16,14 +16,16 @@ namespace evrdma {
 enum class PrivateDataUse { Connect, Accept, Reject };
 
 // The most private data `use` may carry on `transport` (ibv_transport_type of the device):
-// InfiniBand / RoCE: connect 56, accept 196, reject 148 bytes; iWARP: 255 for each (MPA allows
-// 512, but librdmacm's rdma_conn_param::private_data_len is one byte).
+// InfiniBand / RoCE: connect 56, accept 196, reject 148 bytes; iWARP: 251 for each (MPA allows
+// 512, but librdmacm's rdma_conn_param::private_data_len is one byte, and MPA version 2 adds its
+// 4-byte IRD/ORD header to what it counts).
 size_t maxPrivateData(int transport, PrivateDataUse use) noexcept;
 // The same for the device behind `id` once its address is resolved (before that: the smallest,
 // i.e. the InfiniBand limits).
 size_t maxPrivateData(const rdma_cm_id* id, PrivateDataUse use) noexcept;
 // The largest any transport allows: longer private data is refused before anything is sent.
 constexpr size_t kMaxPrivateDataAnyTransport = 255;
+constexpr size_t kMaxPrivateDataIwarp = 251;
 
 // A reject reason on the wire: "EVRJ", one length byte, then the reason's text. It fits the
 // smallest reject private data (148 bytes): longer reasons are cut at kMaxRejectReason.
