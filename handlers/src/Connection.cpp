@@ -93,8 +93,18 @@ Connection::Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> hand
         disconnectDone_ = true;  // waited long enough for the peer and the flushes
         scheduleFinish();
       }),
-      livenessTimer_(reactor, [this] { onLivenessTick(); }) {
+      livenessTimer_(reactor, [this] { onLivenessTick(); }),
+      unexplainedFlushTimer_(reactor, [this] {
+        fail(-EIO, "the queue pair went to the error state (its work was flushed) and no disconnect followed: "
+                   "the device refused an operation of this connection or the peer's (e.g. an RDMA access "
+                   "outside a region)");
+      }) {
   reactor.join(sink_.get());
+}
+
+void Connection::noteUnexplainedFlush() noexcept {
+  if (teardownStarted_ || unexplainedFlushTimer_.active()) return;
+  unexplainedFlushTimer_.startOnce(kUnexplainedFlushGrace);
 }
 
 Connection::~Connection() {

@@ -65,6 +65,7 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
       // and DISCONNECTED (or an earlier, real error) says why. iWARP may flush first.
       ++stats_.flushedCompletions;
       reportUnfinished(op, status);
+      noteUnexplainedFlush();
       return;
     }
     if (status != IBV_WC_SUCCESS) {
@@ -123,6 +124,7 @@ void Connection::onReceiveCompletion(const ibv_wc& wc) noexcept {
     keepReceive(slot);
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {
       ++stats_.flushedCompletions;  // see onSendCompletion
+      noteUnexplainedFlush();
     } else if (!teardownStarted_) {
       // A message longer than the receive buffer fails the receive (LOC_LEN_ERR; rxe reports a
       // local QP operation error): almost always two sides with different maxMessageSize.

@@ -84,6 +84,7 @@ void Connection::beginTeardown() noexcept {
   if (teardownStarted_ || finished_) return;
   teardownStarted_ = true;
   livenessTimer_.cancel();
+  unexplainedFlushTimer_.cancel();
   // Never posted: nothing to wait for. Reported as flushed just before onClosed, in the order
   // issued (the send queue's backlog is older than what waits for credits).
   if (SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr)

@@ -40,6 +40,7 @@ constexpr Attack kAttacks[] = {
     {"blast-data-before-hello", "blast send mode: a data frame before the hello"},
     {"blast-region-flood", "blast write mode: a hello, then 100 region requests at once"},
     {"blast-credit-flood", "blast send mode: a hello, then 100 messages ignoring credits"},
+    {"bad-rkey-write", "ping-sr {10, 64}: an RDMA write with an rkey the server never gave, then silence"},
     {"keepalive-flood", "framed: a hello granting no credits, then keepalive probes until -w ends, no credit ever"},
     {"region-ask-flood", "framed: a hello granting no credits, then 2000 region requests, no credit ever"},
 };
@@ -241,6 +242,20 @@ class Peer {
     }
   }
 
+  // An RDMA write of 64 bytes to an address and rkey the server never advertised (the device
+  // refuses it: on RoCE both queue pairs go to the error state).
+  bool writeWithBadRkey() {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buffer_.data()), 64, mr_->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = 0x10000;
+    wr.wr.rdma.rkey = 0x5a5a5a;
+    return ibv_post_send(id_->qp, &wr, &bad) == 0;
+  }
+
   std::string outcome;
 
  private:
@@ -304,6 +319,14 @@ bool attack(const std::string& name, const char* address, const char* port, int 
   if (name == "pingsr-oversized") {
     if (!connect(pingSr(10, 64), 2)) return false;
     peer.send(std::vector<uint8_t>(4096, 0xab));
+    return answer();
+  }
+  if (name == "bad-rkey-write") {
+    if (!connect(pingSr(10, 64), 2)) return false;
+    if (!peer.writeWithBadRkey()) {
+      outcome = "could not attack: ibv_post_send refused the write";
+      return false;
+    }
     return answer();
   }
   if (name == "pingsr-vanish") {

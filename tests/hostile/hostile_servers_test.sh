@@ -49,6 +49,9 @@ attack "$port_pingpong" pingsr-zero-size '^rejected: .*data_size'
 attack "$port_pingpong" pingsr-echo-hog '^closed by the server'
 attack "$port_pingpong" pingsr-oversized '^closed by the server'
 attack "$port_pingpong" pingsr-vanish '^vanished'
+# The device refuses the write; on RoCE the agent's queue pair goes to the error state without an
+# async event or a failed completion (only flushes): the agent must fail all the same.
+attack "$port_pingpong" bad-rkey-write '^closed by the server'
 attack "$port_blast" blast-bad-request '^rejected: unknown mode 9'
 attack "$port_blast" blast-garbage-frame '^closed by the server'
 attack "$port_blast" blast-data-before-hello '^closed by the server'

@@ -323,6 +323,13 @@ class Connection {
   // Liveness (keepaliveInterval, idleTimeout): counters compared at each tick of the timer, so
   // the data path only counts.
   Timer livenessTimer_;
+  // Work flushed while the connection was up: the QP went to the error state. A disconnect that
+  // follows (iWARP may flush before DISCONNECTED) explains it; if none comes within this, the
+  // connection fails (rxe moves a QP to the error state and says nothing else, e.g. after a peer's
+  // refused RDMA access).
+  static constexpr std::chrono::milliseconds kUnexplainedFlushGrace{2000};
+  Timer unexplainedFlushTimer_;
+  void noteUnexplainedFlush() noexcept;
   uint64_t receivesSeen_ = 0;  // every successful receive, the protocol's own frames included
   uint64_t heardMark_ = 0, activityMark_ = 0;
   std::chrono::steady_clock::time_point lastHeard_{}, lastActive_{};
