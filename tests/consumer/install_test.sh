@@ -53,9 +53,15 @@ cp "$out/find-package/evrdma-consumer-static" "$out/bin/consumer-find-package-st
 echo "--- 2. pkg-config evrdma"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 pkg-config --modversion evrdma
+# The README's command line, as it stands there (app.cpp: the consumer), and the same without the
+# run-time path it explains (installed_consumers_test checks that one fails to start).
+readme_line=$(sed -n 's/^    \(g++ -std=c++17 app\.cpp \$(pkg-config .*\)$/\1/p' "$src/README.md" | head -n 1)
+[[ $readme_line == *-rpath* ]] || fail "no pkg-config command line with -rpath in README.md's install section"
+(cd "$out" && cp "$src/tests/consumer/consumer.cpp" app.cpp && eval "$readme_line -Wall -Wextra -Werror -o bin/consumer-pkg-config")
 # shellcheck disable=SC2046
-g++ -std=c++17 -Wall -Wextra -Werror "$src/tests/consumer/consumer.cpp" -o "$out/bin/consumer-pkg-config" \
-    $(pkg-config --cflags --libs evrdma) -Wl,-rpath,"$libdir"
+g++ -std=c++17 -Wall -Wextra -Werror "$src/tests/consumer/consumer.cpp" -o "$out/bin/consumer-pkg-config-no-rpath" \
+    $(pkg-config --cflags --libs evrdma)
+echo "$libdir" >"$out/bin/libdir"
 echo "--- the README's example, as the README shows it"
 awk '/^```cpp$/ {inside=1; next} /^```$/ && inside {exit} inside' "$src/README.md" >"$out/readme_example.cpp"
 [ -s "$out/readme_example.cpp" ] || fail "no \`\`\`cpp block in README.md"

@@ -12,6 +12,15 @@ for consumer in consumer-find-package consumer-find-package-static consumer-pkg-
     echo "--- $consumer"
     timeout 60 "$bin/$consumer" "$EVRDMA_RDMA_IP" 200
 done
+echo "--- consumer-pkg-config-no-rpath: linked as the README warns against"
+if out=$("$bin/consumer-pkg-config-no-rpath" "$EVRDMA_RDMA_IP" 1 2>&1); then
+    echo "installed_consumers_test: a program linked without the rpath found libevrdma.so anyway: the README's warning is wrong" >&2
+    exit 1
+fi
+grep -q "libevrdma.so.*cannot open shared object file" <<<"$out" ||
+    { echo "installed_consumers_test: without the rpath it failed otherwise: $out" >&2; exit 1; }
+echo "fails to start as the README says; with LD_LIBRARY_PATH, as the README says, it runs:"
+LD_LIBRARY_PATH=$(cat "$bin/libdir") timeout 60 "$bin/consumer-pkg-config-no-rpath" "$EVRDMA_RDMA_IP" 200
 echo "--- readme-example against pingpong-server"
 port=17771
 "$build/demos/pingpong-server" -a "$EVRDMA_RDMA_IP" -p "$port" -e 1 &
