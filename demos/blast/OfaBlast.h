@@ -12,6 +12,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -105,9 +107,14 @@ class Factory final : public evrdma::AgentFactory {
  public:
   Factory(const Limits& limits, bool verify) : limits_(limits), verify_(verify) {}
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest& request) noexcept override;
+  void onListenerError(int err, const char* op) noexcept override {
+    std::fprintf(stderr, "blast-server: listener: %s: %s\n", op, std::strerror(-err));
+    if (listenerErrorHook) listenerErrorHook(err);
+  }
   std::atomic<size_t> activeAgents{0};
   uint64_t agentsServed = 0, agentsFailed = 0, agentsIncomplete = 0;
   std::function<void(const Agent&, const evrdma::Connection&)> agentClosedHook;
+  std::function<void(int err)> listenerErrorHook;  // the listener stopped (e.g. -ENODEV)
 
  private:
   Limits limits_;

@@ -77,6 +77,8 @@ int serveOfa(evrdma::Reactor& reactor, const std::string& address, uint16_t port
                  pingpong::setupErrorHint(rc));
     return 1;
   }
+  lifetime.listening(address, listener->port(), backlog);
+  factory.listenerErrorHook = [&lifetime](int err) { lifetime.listenerFailed(err); };
   std::printf("blast-server: blast-sr-2 (-o ofa), listening on %s port %u\n", address.c_str(), listener->port());
   std::fflush(stdout);
   reactor.run();
@@ -92,6 +94,9 @@ int serveOfa(evrdma::Reactor& reactor, const std::string& address, uint16_t port
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A server's lines are read as they come (by people and scripts tailing its log): one at a time,
+  // also when stdout is a file or a pipe.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string address = "0.0.0.0";
   unsigned long long port = blast::kDefaultPort, maxBuffers = 1024, maxSize = 16u << 20, maxCount = 1000000000,
                      exitAfter = 0, pollingWindow = 0, perClientMiB = 256, budgetMiB = 1024;
@@ -166,6 +171,8 @@ int main(int argc, char** argv) {
                  std::strerror(-rc), pingpong::setupErrorHint(rc));
     return 1;
   }
+  lifetime.listening(address, listener->port(), static_cast<int>(backlog));
+  factory.listenerErrorHook = [&lifetime](int err) { lifetime.listenerFailed(err); };
   std::printf("blast-server: listening on %s port %u\n", address.c_str(), listener->port());
   std::fflush(stdout);
 

@@ -96,17 +96,17 @@ inline std::string transferFigures(uint64_t roundTrips, uint64_t size, double se
 
 // The device a program used and its completion statistics, noted from any of its connections.
 struct DeviceFigures {
-  const evrdma::CompletionStats* completions = nullptr;
-  ibv_context* device = nullptr;
+  const evrdma::CompletionStats* completions = nullptr;  // the Reactor keeps them
+  std::string device;  // its name: the device may be removed before the figures are printed
   void note(const evrdma::Connection& c) {
     if (c.completionStats() == nullptr) return;
     completions = c.completionStats();
-    device = c.device();
+    if (c.device() != nullptr && c.device()->device != nullptr) device = ibv_get_device_name(c.device()->device);
   }
 };
 
 // RNR NAKs of the device's port (device-wide; absent on devices without RNR, like siw).
-inline std::string describeRnr(ibv_context* device) {
+inline std::string describeRnr(const std::string& device) {
   evrdma::RnrCounters rnr = evrdma::readRnrCounters(device);
   if (!rnr.available) return "RNR counters: not available on this device";
   return "RNR NAKs (device-wide): received " + std::to_string(rnr.naksReceived) + ", sent " +

@@ -134,6 +134,7 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
 
 void EchoFactory::onListenerError(int err, const char* op) noexcept {
   std::fprintf(stderr, "pingpong-server: listener: %s: %s\n", op, describeStatus(err).c_str());
+  if (listenerErrorHook) listenerErrorHook(err);
 }
 
 // ---- PingClient ----

@@ -86,6 +86,7 @@ class EchoFactory : public evrdma::AgentFactory {
   bool disconnectAfterLastEcho = false;  // see EchoAgent
   bool sharedReceiveQueue = false;       // agents receive through the device's SRQ
   std::function<void(const EchoAgent&, const evrdma::Connection&)> agentClosedHook;
+  std::function<void(int err)> listenerErrorHook;  // the listener stopped (e.g. -ENODEV)
   TransferMeter* transfer = nullptr;  // handed to every agent
 
  private:

@@ -58,6 +58,9 @@ void usage(FILE* out, const char* prog) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A server's lines are read as they come (by people and scripts tailing its log): one at a time,
+  // also when stdout is a file or a pipe.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string address = "0.0.0.0";
   unsigned long long port = pingsr::kDefaultPort, maxCount = 1000000000, maxSize = 16u << 20, maxAgents = 0, exitAfter = 0;
   pingpong::Trace trace = pingpong::Trace::Off;
@@ -167,6 +170,8 @@ int main(int argc, char** argv) {
   memory.idle();
   evrdma::Timer sampleMemory(reactor, [&] { memory.agents(factory.activeAgents); });
   if (figures) sampleMemory.startPeriodic(std::chrono::milliseconds(1000));
+  lifetime.listening(address, listener->port(), static_cast<int>(backlog));
+  factory.listenerErrorHook = [&lifetime](int err) { lifetime.listenerFailed(err); };
   std::printf("pingpong-server: listening on %s port %u\n", address.c_str(), listener->port());
   std::fflush(stdout);
 

@@ -109,6 +109,16 @@ void Listener::onReactorGone() noexcept {
   if (released_) delete this;
 }
 
+namespace {
+bool isWildcard(const sockaddr_storage& address) noexcept {
+  if (address.ss_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in&>(address).sin_addr.s_addr == htonl(INADDR_ANY);
+  if (address.ss_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6&>(address).sin6_addr);
+  return false;
+}
+}  // namespace
+
 int Listener::listen(const std::string& address, uint16_t port, int backlog) noexcept {
   if (orphaned_) return -ESHUTDOWN;
   if (id_) return -EALREADY;
@@ -122,6 +132,10 @@ int Listener::listen(const std::string& address, uint16_t port, int backlog) noe
   CmId id;
   if (int rc = cm->createId(sink_.get(), RDMA_PS_TCP, id); rc != 0) return rc;
   if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&local)) != 0) return errno ? -errno : -EINVAL;
+  // An address of this machine that no RDMA device serves (its netdev has none, or its device is
+  // gone) binds all the same, and such a listener would never hear a request: refused instead. A
+  // wildcard address takes every device, present and to come.
+  if (id->verbs == nullptr && !isWildcard(local)) return -ENODEV;
   // The kernel takes 0 (and anything over its limit) as its limit.
   if (rdma_listen(id.get(), backlog < 0 ? 0 : backlog) != 0) return errno ? -errno : -EINVAL;
   id_ = std::move(id);

@@ -61,6 +61,14 @@ CompletionDispatcher::~CompletionDispatcher() { releaseVerbs(); }
 void CompletionDispatcher::markDeviceRemoved() noexcept {
   if (removed_) return;
   removed_ = true;
+  EVRDMA_LOG(LogLevel::Info, "%s: the device is going away: its connections fail, and its CQs, channel and PD go "
+             "once none uses them", deviceName());
+  // Every other Reactor on the device must let go of it too, also one with no CM id on it that
+  // would tell it (a worker whose agents have all closed keeps its CQs, channel and PD): the
+  // removal waits for them. Each hears it as a device-wide async event, in its own loop.
+  detail::AsyncEventCopy removal;
+  removal.type = IBV_EVENT_DEVICE_FATAL;
+  (void)detail::AsyncEventRouter::instance().forward(context_, this, removal);
   for (CompletionHandler* handler : handlersWhere([](const Attachment&) { return true; }))
     handler->onDeviceRemoved();  // they fail, and detach later
   if (event_ != nullptr) event_del(event_);
@@ -93,6 +101,7 @@ void CompletionDispatcher::releaseIfUnused() noexcept {
 }
 
 void CompletionDispatcher::releaseVerbs() noexcept {
+  if (removed_) EVRDMA_LOG(LogLevel::Debug, "%s: releasing the removed device's CQs, channel and PD", deviceName());
   detail::AsyncEventRouter::instance().removeInbox(this);  // no other thread posts to us from here on
   if (inboxEvent_ != nullptr) event_free(inboxEvent_);
   inboxEvent_ = nullptr;

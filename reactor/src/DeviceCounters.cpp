@@ -9,10 +9,19 @@
 namespace evrdma {
 
 std::map<std::string, uint64_t> readPortCounters(const ibv_context* device, uint8_t port) {
+  if (device == nullptr || device->device == nullptr) return {};
+  return readPortCounters(std::string(device->device->name), port);
+}
+
+RnrCounters readRnrCounters(const ibv_context* device, uint8_t port) {
+  if (device == nullptr || device->device == nullptr) return {};
+  return readRnrCounters(std::string(device->device->name), port);
+}
+
+std::map<std::string, uint64_t> readPortCounters(const std::string& deviceName, uint8_t port) {
   std::map<std::string, uint64_t> counters;
-  if (device == nullptr || device->device == nullptr) return counters;
-  std::string dir = std::string("/sys/class/infiniband/") + device->device->name + "/ports/" + std::to_string(port) +
-                    "/hw_counters";
+  if (deviceName.empty() || deviceName.find('/') != std::string::npos) return counters;
+  std::string dir = "/sys/class/infiniband/" + deviceName + "/ports/" + std::to_string(port) + "/hw_counters";
   std::unique_ptr<DIR, int (*)(DIR*)> entries(opendir(dir.c_str()), closedir);
   if (!entries) return counters;
   while (dirent* entry = readdir(entries.get())) {
@@ -24,9 +33,9 @@ std::map<std::string, uint64_t> readPortCounters(const ibv_context* device, uint
   return counters;
 }
 
-RnrCounters readRnrCounters(const ibv_context* device, uint8_t port) {
+RnrCounters readRnrCounters(const std::string& deviceName, uint8_t port) {
   RnrCounters rnr;
-  auto counters = readPortCounters(device, port);
+  auto counters = readPortCounters(deviceName, port);
   auto received = counters.find("rcvd_rnr_err");
   if (received == counters.end()) return rnr;
   rnr.available = true;

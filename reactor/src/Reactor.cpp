@@ -7,8 +7,10 @@
 #include <utility>
 
 #include "CmDispatcher.h"
+#include "AsyncEventRouter.h"
 #include "CompletionDispatcher.h"
 #include "ConnectGate.h"
+#include "Logging.h"
 #include "Mailbox.h"
 #include "MemoryAccount.h"
 #include "NextTurn.h"
@@ -165,7 +167,15 @@ void Reactor::releaseCompletions(ibv_context* device) noexcept {
 }
 
 void Reactor::deviceRemoved(ibv_context* device) noexcept {
-  if (auto it = completions_.find(device); it != completions_.end()) it->second->markDeviceRemoved();
+  if (auto it = completions_.find(device); it != completions_.end()) {
+    it->second->markDeviceRemoved();  // tells the other Reactors on the device too
+    return;
+  }
+  // Nothing of ours on it (a listening Reactor whose agents live on workers), but other Reactors
+  // may hold CQs, a channel and a PD there with no CM id to tell them: the removal waits for them.
+  detail::AsyncEventCopy removal;
+  removal.type = IBV_EVENT_DEVICE_FATAL;
+  (void)detail::AsyncEventRouter::instance().forward(device, nullptr, removal);
 }
 
 void forgetRemovedDevices() noexcept {
@@ -174,6 +184,7 @@ void forgetRemovedDevices() noexcept {
   // cannot disassociate its users (rxe, siw) is only removed once that context is closed.
   int count = 0;
   if (ibv_context** devices = rdma_get_devices(&count)) rdma_free_devices(devices);
+  EVRDMA_LOG(LogLevel::Debug, "listed the RDMA devices (%d): librdmacm lets go of those removed and unused", count);
 }
 
 CompletionDispatcher* Reactor::completions(ibv_context* device, int& error) {

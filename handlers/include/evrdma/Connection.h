@@ -170,7 +170,9 @@ class Connection {
   // connection on its device of this reactor, and kept by the Reactor), once verbs were set up,
   // also after the connection closed; null before.
   const CompletionStats* completionStats() const noexcept { return completionStats_; }
-  // The device the connection's verbs were set up on (also after it closed); null before.
+  // The device the connection's verbs were set up on (also after it closed); null before. Once
+  // the device is removed its context is closed and this pointer dangles: keep what you need of
+  // it (ibv_get_device_name) while the connection is up.
   ibv_context* device() const noexcept { return device_; }
   rdma_cm_id* cmId() const noexcept { return id_.get(); }
   // The protection domain of the connection's device (once established; shared by every

@@ -97,7 +97,8 @@ class Listener final {
 
   // Binds to a numeric IPv4/IPv6 address ("0.0.0.0" or "::" for all) and port (0: any free one)
   // and listens. Returns 0 or -errno: -EINVAL (not a numeric address), -EADDRINUSE (port taken),
-  // -EADDRNOTAVAIL (not an address of this machine), -ENODEV (no RDMA CM), -EALREADY,
+  // -EADDRNOTAVAIL (not an address of this machine), -ENODEV (no RDMA CM, or no RDMA device
+  // serves that address: its netdev has none, or its device was removed), -EALREADY,
   // -ESHUTDOWN (its Reactor is gone). `backlog`: connect requests the kernel keeps waiting for us
   // before it drops new ones (the client then retries seconds later); 0, the default, or anything
   // above the kernel's limit means that limit (net.rdma_ucm.max_backlog, 1024 unless changed: see

@@ -23,5 +23,10 @@ struct RnrCounters {
 // Every counter of `port` by name; empty when the device has none.
 std::map<std::string, uint64_t> readPortCounters(const ibv_context* device, uint8_t port = 1);
 RnrCounters readRnrCounters(const ibv_context* device, uint8_t port = 1);
+// The same by the device's name (ibv_get_device_name): what to keep when the device may go away
+// (a removed device's context is closed, and a pointer to it dangles); empty / unavailable when
+// no device has that name any more.
+std::map<std::string, uint64_t> readPortCounters(const std::string& deviceName, uint8_t port = 1);
+RnrCounters readRnrCounters(const std::string& deviceName, uint8_t port = 1);
 
 }  // namespace evrdma
