@@ -7,10 +7,9 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
-
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>

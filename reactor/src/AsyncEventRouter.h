@@ -43,6 +43,13 @@ class AsyncEventRouter {
   // `reader` read `event` from `context`'s fd: true if it was handed to another inbox (or, for
   // device-wide events, to every other inbox on the context), false if it is the reader's own.
   bool forward(ibv_context* context, AsyncInbox* reader, const AsyncEventCopy& event) noexcept;
+  // The device of `context` is going away: every inbox on it but `except` (null: all) hears it as
+  // a device-wide event, so that a Reactor with no CM id on the device lets go of it too.
+  void announceRemoval(ibv_context* context, AsyncInbox* except) noexcept {
+    AsyncEventCopy removal;
+    removal.type = IBV_EVENT_DEVICE_FATAL;
+    (void)forward(context, except, removal);
+  }
 
  private:
   std::mutex mutex_;

@@ -65,10 +65,8 @@ void CompletionDispatcher::markDeviceRemoved() noexcept {
              "once none uses them", deviceName());
   // Every other Reactor on the device must let go of it too, also one with no CM id on it that
   // would tell it (a worker whose agents have all closed keeps its CQs, channel and PD): the
-  // removal waits for them. Each hears it as a device-wide async event, in its own loop.
-  detail::AsyncEventCopy removal;
-  removal.type = IBV_EVENT_DEVICE_FATAL;
-  (void)detail::AsyncEventRouter::instance().forward(context_, this, removal);
+  // removal waits for them. Each hears it in its own loop.
+  detail::AsyncEventRouter::instance().announceRemoval(context_, this);
   for (CompletionHandler* handler : handlersWhere([](const Attachment&) { return true; }))
     handler->onDeviceRemoved();  // they fail, and detach later
   if (event_ != nullptr) event_del(event_);

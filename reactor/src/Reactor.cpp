@@ -173,9 +173,7 @@ void Reactor::deviceRemoved(ibv_context* device) noexcept {
   }
   // Nothing of ours on it (a listening Reactor whose agents live on workers), but other Reactors
   // may hold CQs, a channel and a PD there with no CM id to tell them: the removal waits for them.
-  detail::AsyncEventCopy removal;
-  removal.type = IBV_EVENT_DEVICE_FATAL;
-  (void)detail::AsyncEventRouter::instance().forward(device, nullptr, removal);
+  detail::AsyncEventRouter::instance().announceRemoval(device, nullptr);
 }
 
 void forgetRemovedDevices() noexcept {
