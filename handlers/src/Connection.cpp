@@ -13,6 +13,7 @@
 #include "Frame.h"
 #include "Logging.h"
 #include "FramedSender.h"
+#include "HeldMessages.h"
 #include "LendingPool.h"
 #include "QueuePair.h"
 #include "ReactorMember.h"
@@ -89,6 +90,8 @@ Connection::Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> hand
       options_(options),
       isClient_(isClient),
       sink_(std::make_unique<Sink>(*this)),
+      heldMessages_(std::make_unique<detail::HeldMessages>()),
+      deliverHeldTimer_(reactor, [this] { deliverHeld(); }),
       disconnectTimer_(reactor, [this] {
         disconnectDone_ = true;  // waited long enough for the peer and the flushes
         scheduleFinish();
@@ -131,6 +134,7 @@ int Connection::setUpVerbs(const char*& op) noexcept {
   framedSender_ = std::make_unique<detail::FramedSender>(
       options_.recvDepth, queuePair_->frameSlots(), queuePair_->frameSlotCount(), queuePair_->frameSlotLkey(), stats_,
       [this](const SendOp& request) { return submit(request); });
+  framedSender_->setYields(isClient_);  // when both sides wait for credits, the client answers first
   ibv_pd* pd = queuePair_->protectionDomain();
   detail::MemoryAccount& account = queuePair_->completions()->memoryAccount();
   if (options_.lendingPoolBytes > 0) {
@@ -377,7 +381,7 @@ void Connection::onLivenessTick() noexcept {
   if (silence >= options_.keepaliveInterval && !probeOutstanding_) {
     probeOutstanding_ = true;
     ++stats_.keepaliveProbesSent;
-    if (int rc = framedSender_->sendControl(keepaliveFrame(FrameType::KeepaliveProbe, 0)); rc != 0)
+    if (int rc = framedSender_->sendKeepaliveProbe(); rc != 0)
       fail(rc, "ibv_post_send (keepalive probe)");
   }
 }

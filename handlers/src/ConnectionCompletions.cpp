@@ -20,6 +20,7 @@
 #include "CompletionDispatcher.h"
 #include "Frame.h"
 #include "FramedSender.h"
+#include "HeldMessages.h"
 #include "QueuePair.h"
 #include "RegionExchange.h"
 #include "SendQueue.h"
@@ -27,11 +28,41 @@
 
 namespace evrdma {
 
+int Connection::pauseReceiving() noexcept {
+  if (teardownStarted_ || finished_) return -ENOTCONN;
+  if (!options_.framed && options_.sharedReceiveQueue) return -EOPNOTSUPP;
+  receivingPaused_ = true;
+  deliverHeldTimer_.cancel();
+  return 0;
+}
+
+int Connection::resumeReceiving() noexcept {
+  if (teardownStarted_ || finished_) return -ENOTCONN;
+  receivingPaused_ = false;
+  // From a later turn: the caller may be inside a callback of this connection (onRecv among them).
+  if (!heldMessages_->empty()) deliverHeldTimer_.startOnce(std::chrono::milliseconds(0));
+  return 0;
+}
+
+uint32_t Connection::receivesHeld() const noexcept {
+  return static_cast<uint32_t>(heldMessages_->size() + idleRecvSlots_.size());
+}
+
+void Connection::noteReceivesHeld() noexcept {
+  if (framedSender_) framedSender_->setReceivesHeld(receivesHeld());
+}
+
 int Connection::postRecv() noexcept {
   if (!sendable()) return -ENOTCONN;
-  if (idleRecvSlots_.empty()) return -ENOBUFS;
+  if (idleRecvSlots_.empty()) {
+    // From onRecv: the buffer being delivered goes back once the callback returns.
+    if (deliveringSlot_ < 0 || repostDelivered_) return -ENOBUFS;
+    repostDelivered_ = true;
+    return 0;
+  }
   if (int rc = repostRecv(idleRecvSlots_.back()); rc != 0) return rc;
   idleRecvSlots_.pop_back();
+  noteReceivesHeld();
   if (framedSender_) framedSender_->maybeSendCreditFrame();
   return 0;
 }
@@ -40,6 +71,17 @@ int Connection::repostRecv(uint32_t slot) noexcept {
   int rc = queuePair_->postReceive(slot);
   if (rc == 0 && framedSender_) framedSender_->onReceiveReposted();  // a credit we owe the peer
   return rc;
+}
+
+void Connection::postReceiveAgain(uint32_t slot) noexcept {
+  if (teardownStarted_ || state_ != ConnectionState::Established) {
+    keepReceive(slot);
+    return;
+  }
+  if (int rc = repostRecv(slot); rc != 0) {
+    keepReceive(slot);
+    fail(rc, "ibv_post_recv");
+  }
 }
 
 void Connection::keepReceive(uint32_t slot) noexcept {
@@ -141,81 +183,121 @@ void Connection::onReceiveCompletion(const ibv_wc& wc) noexcept {
   ++receivesSeen_;  // the peer is alive (keepalive)
   // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
   if (state_ == ConnectionState::Accepting || state_ == ConnectionState::Connecting) transportUp(true);
+  detail::HeldMessage message;
+  message.slot = slot;
+  message.length = wc.byte_len;
+  message.hasImm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+  message.imm = message.hasImm ? ntohl(wc.imm_data) : 0;
   // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
-  const bool intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
-  uint8_t* data = intoBuffer ? queuePair_->receiveBuffer(slot) : nullptr;
-  if (data != nullptr) EVRDMA_MARK_DEFINED(data, wc.byte_len);
-  if (!teardownStarted_ && (state_ == ConnectionState::Established || helloSent_)) {
-    if (options_.framed && intoBuffer) {
-      if (!onFrame(data, wc)) {  // malformed: the connection failed, the buffer stays ours
-        keepReceive(slot);
-        maybeFinish();
-        return;
-      }
-    } else {
-      ++stats_.messagesReceived;
-      stats_.bytesReceived += wc.byte_len;
-      if (wc.wc_flags & IBV_WC_WITH_IMM)
-        handler_->onRecvWithImm(*this, ntohl(wc.imm_data), data, wc.byte_len);
-      else
-        handler_->onRecv(*this, data, wc.byte_len);
-    }
-  }
-  if (options_.autoPostRecv && !teardownStarted_ && state_ == ConnectionState::Established) {
-    if (int rc = repostRecv(slot); rc != 0) {
-      keepReceive(slot);
-      fail(rc, "ibv_post_recv");
-    }
-  } else {
+  message.intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
+  if (message.intoBuffer) EVRDMA_MARK_DEFINED(queuePair_->receiveBuffer(slot), wc.byte_len);
+  if (!teardownStarted_ && (state_ == ConnectionState::Established || helloSent_))
+    onMessage(message);
+  else
     keepReceive(slot);
-  }
   if (framedSender_ && !teardownStarted_) {
-    framedSender_->pump();  // credits may have come back
+    framedSender_->pump();  // credits may have come back; a keepalive reply may wait
     notifyWritableIfDrained();
   }
   maybeFinish();
 }
 
-bool Connection::onFrame(const uint8_t* data, const ibv_wc& wc) noexcept {
-  Frame frame;
-  const char* why = "";
-  if (parseFrame(data, wc.byte_len, frame, why) != 0) {
-    errorText_ = std::string("malformed frame from the peer: ") + why;
-    fail(-EPROTO, errorText_.c_str());
-    return false;
+void Connection::onMessage(const detail::HeldMessage& message) noexcept {
+  if (options_.framed && message.intoBuffer) {
+    Frame frame;
+    const char* why = "";
+    if (parseFrame(queuePair_->receiveBuffer(message.slot), message.length, frame, why) != 0) {
+      errorText_ = std::string("malformed frame from the peer: ") + why;
+      fail(-EPROTO, errorText_.c_str());
+      keepReceive(message.slot);
+      return;
+    }
+    framedSender_->onCreditsReturned(frame.credits);
+    if (frame.asksForCredits) framedSender_->onAsk(frame.requestId);
+    if (frame.answersAsk) framedSender_->onAnswer();
+    if ((frame.type == FrameType::Hello) != (state_ != ConnectionState::Established)) {
+      fail(-EPROTO, frame.type == FrameType::Hello ? "the peer sent a second hello"
+                                                   : "the peer's first frame was not a hello (is it framed too?)");
+      keepReceive(message.slot);
+      return;
+    }
+    // evrdma's own frames: handled now, whether receiving is paused or not, and their receives
+    // are evrdma's to post again (the application never saw them).
+    switch (frame.type) {
+      case FrameType::Hello:
+        peerMaxMessageSize_ = frame.maxMessageSize;
+        markEstablished();  // the limits are known: the application may send
+        postReceiveAgain(message.slot);
+        return;
+      case FrameType::KeepaliveProbe:
+        framedSender_->queueKeepaliveReply();  // goes with the pump after this, returning this receive
+        postReceiveAgain(message.slot);
+        return;
+      case FrameType::Credit:
+      case FrameType::KeepaliveReply:  // heard: that is all a reply says
+        postReceiveAgain(message.slot);
+        return;
+      default:
+        break;  // data and the region exchange: the application's, in order
+    }
+    framedSender_->onMessageFromPeer();
   }
-  framedSender_->onCreditsReturned(frame.credits);
-  if ((frame.type == FrameType::Hello) != (state_ != ConnectionState::Established)) {
-    fail(-EPROTO, frame.type == FrameType::Hello ? "the peer sent a second hello"
-                                                 : "the peer's first frame was not a hello (is it framed too?)");
-    return true;
+  if (receivingPaused_ || !heldMessages_->empty()) {
+    heldMessages_->push_back(message);
+    noteReceivesHeld();
+    return;
   }
-  switch (frame.type) {
-    case FrameType::Hello:
-      peerMaxMessageSize_ = frame.maxMessageSize;
-      markEstablished();  // the limits are known: the application may send
-      return true;
-    case FrameType::Data:
-      ++stats_.messagesReceived;
-      stats_.bytesReceived += frame.payloadLength;
-      if (wc.wc_flags & IBV_WC_WITH_IMM)
-        handler_->onRecvWithImm(*this, ntohl(wc.imm_data), frame.payload, frame.payloadLength);
-      else
-        handler_->onRecv(*this, frame.payload, frame.payloadLength);
-      return true;
-    case FrameType::Credit:
-    case FrameType::KeepaliveReply:  // heard: that is all a reply says
-      return true;
-    case FrameType::KeepaliveProbe:
-      if (int rc = framedSender_->sendKeepaliveReply(); rc != 0)
-        fail(rc, "ibv_post_send (keepalive reply)");
-      return true;
-    default: {
+  deliver(message);
+}
+
+void Connection::deliver(const detail::HeldMessage& message) noexcept {
+  const uint8_t* payload = message.intoBuffer ? queuePair_->receiveBuffer(message.slot) : nullptr;
+  size_t length = message.length;
+  if (options_.framed && message.intoBuffer) {
+    Frame frame;
+    const char* why = "";
+    (void)parseFrame(payload, message.length, frame, why);  // checked when it arrived (onMessage)
+    if (frame.type != FrameType::Data) {
       if (regionExchange_->onFrame(frame, why) != 0) fail(-EPROTO, why);
       noteBacklog();
-      return true;
+      postReceiveAgain(message.slot);
+      return;
     }
+    payload = frame.payload;
+    length = frame.payloadLength;
   }
+  ++stats_.messagesReceived;
+  stats_.bytesReceived += length;
+  const bool applicationPosts = !options_.autoPostRecv;
+  if (applicationPosts) {
+    deliveringSlot_ = message.slot;
+    repostDelivered_ = false;
+  }
+  if (message.hasImm)
+    handler_->onRecvWithImm(*this, message.imm, payload, length);
+  else
+    handler_->onRecv(*this, payload, length);
+  deliveringSlot_ = -1;
+  if (applicationPosts && !repostDelivered_ && sendable()) {
+    idleRecvSlots_.push_back(message.slot);  // the application's, until postRecv()
+    noteReceivesHeld();
+    return;
+  }
+  postReceiveAgain(message.slot);
+}
+
+void Connection::deliverHeld() noexcept {
+  beginBatch();  // what the handler sends from these callbacks goes out together
+  while (!heldMessages_->empty() && !receivingPaused_ && sendable()) {
+    const detail::HeldMessage message = heldMessages_->front();
+    heldMessages_->pop_front();
+    deliver(message);
+  }
+  noteReceivesHeld();
+  if (framedSender_ && !teardownStarted_) framedSender_->pump();  // the receives given back: credits
+  endBatch();
+  if (!teardownStarted_) notifyWritableIfDrained();
+  maybeFinish();
 }
 
 void Connection::onAsyncError(ibv_event_type type) noexcept {

@@ -18,7 +18,7 @@ int checkOptions(const ConnectionOptions& options, const char*& problem) noexcep
     return -EINVAL;
   }
   if (options.framed && options.recvDepth < ConnectionOptions::kMinFramedRecvDepth) {
-    problem = "framed connections need recvDepth >= 3";
+    problem = "framed connections need recvDepth >= 5";
     return -EINVAL;
   }
   if (options.lendingPoolBytes > 0 && !options.framed) {

@@ -24,6 +24,7 @@ const std::vector<RemoteRegion>& Connection::peerRegions() const noexcept {
 }
 uint64_t Connection::lentBytes() const noexcept { return regionExchange_ ? regionExchange_->lentBytes() : 0; }
 uint32_t Connection::sendCredits() const noexcept { return framedSender_ ? framedSender_->credits().credits() : 0; }
+uint32_t Connection::creditsOwed() const noexcept { return framedSender_ ? framedSender_->credits().owed() : 0; }
 
 size_t Connection::sendBacklog() const noexcept {
   const SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr;
@@ -71,7 +72,10 @@ int Connection::copyAndSend(const void* data, size_t length, bool hasImm, uint32
   if (hasImm && !supportsImmediateData()) return -EOPNOTSUPP;
   detail::SendBuffers& buffers = queuePair_->sendBuffers();
   const int slot = buffers.acquire();
-  if (slot < 0) return -ENOBUFS;
+  if (slot < 0) {
+    backlogged_ = true;  // onWritable once a send buffer is free again
+    return -ENOBUFS;
+  }
   const size_t header = options_.framed ? Frame::kHeaderSize : 0;
   uint8_t* buffer = buffers.data(static_cast<uint32_t>(slot));
   if (header > 0) writeFrameHeader(buffer, FrameType::Data, 0, static_cast<uint32_t>(length), 0);

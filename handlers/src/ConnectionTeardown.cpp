@@ -10,6 +10,7 @@
 #include "CompletionDispatcher.h"
 #include "Logging.h"
 #include "FramedSender.h"
+#include "HeldMessages.h"
 #include "LendingPool.h"
 #include "QueuePair.h"
 #include "RegionExchange.h"
@@ -85,6 +86,8 @@ void Connection::beginTeardown() noexcept {
   teardownStarted_ = true;
   livenessTimer_.cancel();
   unexplainedFlushTimer_.cancel();
+  deliverHeldTimer_.cancel();
+  for (; !heldMessages_->empty(); heldMessages_->pop_front()) keepReceive(heldMessages_->front().slot);
   // Never posted: nothing to wait for. Reported as flushed just before onClosed, in the order
   // issued (the send queue's backlog is older than what waits for credits).
   if (SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr)

@@ -42,7 +42,11 @@ void writeFrameHeader(uint8_t* out, FrameType type, uint16_t credits, uint32_t p
   putBig64(out + 8, requestId);
 }
 
-void setFrameCredits(uint8_t* header, uint16_t credits) noexcept { putBig16(header + 2, credits); }
+void setFrameCredits(uint8_t* header, uint16_t credits, bool asksForCredits, bool answersAsk) noexcept {
+  header[1] = static_cast<uint8_t>((header[1] & ~(Frame::kAskBit | Frame::kAnswerBit)) |
+                                   (asksForCredits ? Frame::kAskBit : 0) | (answersAsk ? Frame::kAnswerBit : 0));
+  putBig16(header + 2, credits);
+}
 
 int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) noexcept {
   auto bad = [&why](const char* what) {
@@ -51,9 +55,13 @@ int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) n
   };
   if (data == nullptr || size < Frame::kHeaderSize) return bad("shorter than a frame header");
   if (data[0] != Frame::kVersion) return bad("unknown frame version");
-  if (data[1] > static_cast<uint8_t>(FrameType::KeepaliveReply)) return bad("unknown frame type");
+  const uint8_t type = data[1] & ~(Frame::kAskBit | Frame::kAnswerBit);
+  if (type > static_cast<uint8_t>(FrameType::KeepaliveReply)) return bad("unknown frame type");
   Frame f;
-  f.type = static_cast<FrameType>(data[1]);
+  f.type = static_cast<FrameType>(type);
+  f.asksForCredits = (data[1] & Frame::kAskBit) != 0;
+  f.answersAsk = (data[1] & Frame::kAnswerBit) != 0;
+  if (f.asksForCredits && f.type != FrameType::Credit) return bad("a frame other than a credit-only frame asks for credits");
   f.credits = getBig16(data + 2);
   f.payloadLength = getBig32(data + 4);
   f.requestId = getBig64(data + 8);

@@ -4,6 +4,9 @@
 //
 // Wire format, big-endian:  u8 version (1) | u8 type | u16 credits | u32 payload length |
 //                           u64 request id | payload
+// The type byte's top bits: kAskBit (on a credit-only frame) asks the receiver for credits, the
+// sender has messages waiting for them; kAnswerBit (on any frame) says its credits answer the
+// receiver's ask (see CreditLedger).
 #pragma once
 
 #include <cstddef>
@@ -32,9 +35,13 @@ struct Frame {
   static constexpr size_t kHeaderSize = 16;
   // The largest payload of evrdma's own frames (a region offer): every receive buffer holds it.
   static constexpr size_t kLargestControlPayload = 32;
+  static constexpr uint8_t kAskBit = 0x80;
+  static constexpr uint8_t kAnswerBit = 0x40;
 
   FrameType type = FrameType::Data;
   uint16_t credits = 0;     // receives the sender posted since its previous frame
+  bool asksForCredits = false;  // kAskBit: the sender waits for credits, and asks for them
+  bool answersAsk = false;      // kAnswerBit: these credits answer the receiver's ask
   uint64_t requestId = 0;   // pairs a request and its answer; 0 when none
   const uint8_t* payload = nullptr;  // points into the parsed buffer
   size_t payloadLength = 0;
@@ -57,8 +64,9 @@ int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) n
 // Writes a header at `out` (kHeaderSize bytes), for a payload written after it.
 void writeFrameHeader(uint8_t* out, FrameType type, uint16_t credits, uint32_t payloadLength,
                       uint64_t requestId) noexcept;
-// Rewrites the credits of a header written before (they are decided when the frame goes out).
-void setFrameCredits(uint8_t* header, uint16_t credits) noexcept;
+// Rewrites the credits of a header written before (decided when the frame goes out), and
+// whether it asks for credits (kAskBit) or answers an ask (kAnswerBit).
+void setFrameCredits(uint8_t* header, uint16_t credits, bool asksForCredits = false, bool answersAsk = false) noexcept;
 
 // Builders: each returns the whole frame, header included.
 std::vector<uint8_t> dataFrame(const void* data, size_t length, uint16_t credits);

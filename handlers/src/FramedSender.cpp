@@ -76,25 +76,47 @@ int FramedSender::sendControl(std::vector<uint8_t> frame) noexcept {
   return enqueue(std::move(pending));
 }
 
-int FramedSender::sendKeepaliveReply() noexcept {
-  if (keepaliveReplyWaiting_) return 0;
-  Pending pending;
-  pending.op.type = OpType::Send;
-  pending.op.internal = true;
-  pending.spendsCredit = true;
-  pending.keepaliveReply = true;
-  pending.control = keepaliveFrame(FrameType::KeepaliveReply, 0);
-  keepaliveReplyWaiting_ = true;
-  return enqueue(std::move(pending));
+int FramedSender::sendKeepaliveProbe() noexcept {
+  probeWaiting_ = true;
+  return pump();
 }
+
+void FramedSender::queueKeepaliveReply() noexcept { keepaliveReplyWaiting_ = true; }
 
 int FramedSender::enqueue(Pending pending) noexcept {
   waiting_.push_back(std::move(pending));
   return pump();
 }
 
+bool FramedSender::waitingForCredits() const noexcept {
+  return !waiting_.empty() && waiting_.front().spendsCredit && !ledger_.canSendMessage();
+}
+
+int FramedSender::postProtocolFrame(const std::vector<uint8_t>& frame, SendOp& op) noexcept {
+  op.type = OpType::Send;
+  op.internal = true;
+  uint8_t* slot = takeSlot(op);
+  std::memcpy(slot, frame.data(), frame.size());
+  const bool answers = ledger_.answersAsk();
+  setFrameCredits(slot, ledger_.spendForCreditFrame(), false, answers);
+  op.sge = ibv_sge{reinterpret_cast<uintptr_t>(slot), static_cast<uint32_t>(frame.size()), slotLkey_};
+  return submit_(op);
+}
+
 int FramedSender::pump() noexcept {
-  while (!waiting_.empty() && !stopped_) {
+  if (stopped_) return 0;
+  // Keepalive first: a probe or reply has no order with the messages, and must go while they
+  // wait for a peer that holds our earlier ones.
+  ledger_.setWaiting(waitingForCredits());
+  while ((probeWaiting_ || keepaliveReplyWaiting_) && ledger_.canSendProtocolFrame() && !freeSlots_.empty()) {
+    const bool reply = keepaliveReplyWaiting_;
+    (reply ? keepaliveReplyWaiting_ : probeWaiting_) = false;
+    if (reply) ++stats_.keepaliveRepliesSent;
+    SendOp op;
+    const auto frame = keepaliveFrame(reply ? FrameType::KeepaliveReply : FrameType::KeepaliveProbe, 0);
+    if (int rc = postProtocolFrame(frame, op); rc != 0) return rc;
+  }
+  while (!waiting_.empty()) {
     Pending& next = waiting_.front();
     if (next.spendsCredit && !ledger_.canSendMessage()) {
       if (!next.countedWait) ++stats_.creditWaits;
@@ -105,7 +127,11 @@ int FramedSender::pump() noexcept {
     if (needsSlot && freeSlots_.empty()) break;
     SendOp op = next.op;
     uint16_t returned = 0;
+    ledger_.setWaiting(false);  // this one goes
+    const bool answers = next.op.type != OpType::WriteWithImm && ledger_.answersAsk();
     if (next.spendsCredit) {
+      askOutstanding_ = false;  // the wait is over: the next one asks afresh
+      creditsBeforeAsk_ = 0;
       if (op.type == OpType::WriteWithImm)
         ledger_.spendForImmediate();  // no header to carry credits
       else
@@ -125,13 +151,9 @@ int FramedSender::pump() noexcept {
         op.header = sge;
       }
     }
-    if (header != nullptr) setFrameCredits(header, returned);
     if (next.answer) --answersWaiting_;
-    if (next.keepaliveReply) {
-      keepaliveReplyWaiting_ = false;
-      ++stats_.keepaliveRepliesSent;
-    }
     waiting_.pop_front();
+    if (header != nullptr) setFrameCredits(header, returned, false, answers);
     if (int rc = submit_(op); rc != 0) return rc;
   }
   maybeSendCreditFrame();
@@ -139,12 +161,28 @@ int FramedSender::pump() noexcept {
 }
 
 void FramedSender::maybeSendCreditFrame() noexcept {
-  if (stopped_ || !ledger_.creditFrameDue() || freeSlots_.empty()) return;  // retried when a send completes
+  if (stopped_ || freeSlots_.empty()) return;  // retried when a send completes
+  ledger_.setWaiting(waitingForCredits());
+  // A line waiting for credits asks the peer for them, and asks again only once answered (see
+  // CreditLedger): asks and answers never trade for ever.
+  // After an answer it asks again only if the answer got it further than where it asked from: an
+  // answer that only made up for the ask's own credit means the peer has nothing more now (it
+  // holds its receives), and it will return them by the rules above once it lets go.
+  const bool ask = waitingForCredits() && ledger_.canSendProtocolFrame() && !askOutstanding_ &&
+                   (creditsBeforeAsk_ == 0 || ledger_.credits() > creditsBeforeAsk_);
+  if (!ask && !ledger_.creditFrameDue()) return;
   SendOp op;
   op.type = OpType::Send;
   op.internal = true;
   uint8_t* frame = takeSlot(op);
-  writeFrameHeader(frame, FrameType::Credit, ledger_.spendForCreditFrame(), 0, 0);
+  const bool answers = ledger_.answersAsk();
+  const uint16_t returned = ledger_.spendForCreditFrame();
+  writeFrameHeader(frame, FrameType::Credit, 0, 0, ask ? ledger_.askWords() : 0);  // once its credit is spent
+  setFrameCredits(frame, returned, ask, answers);
+  if (ask) {
+    askOutstanding_ = true;
+    creditsBeforeAsk_ = ledger_.credits() + 1;
+  }
   op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frame), static_cast<uint32_t>(Frame::kHeaderSize), slotLkey_};
   ++stats_.creditFramesSent;
   submit_(op);
@@ -158,6 +196,7 @@ std::vector<SendOp> FramedSender::stop() noexcept {
   waiting_.clear();
   answersWaiting_ = 0;
   keepaliveReplyWaiting_ = false;
+  probeWaiting_ = false;
   return never;
 }
 

@@ -5,7 +5,8 @@
 // the application issued it. Zero-copy sends and protocol frames also need a frame slot (a small
 // registered buffer for the 16-byte header, or the whole protocol frame); slots come back with
 // the send completions. Owed credits ride in each frame's header, or go out in a credit-only frame
-// once enough have piled up. The post is injected (a SendQueue in a connection), so the logic is
+// when CreditLedger says one is due; a line that waits for credits asks the peer for them
+// (Frame::kAskBit). Keepalive probes and replies go ahead of the line. The post is injected (a SendQueue in a connection), so the logic is
 // unit-tested without a device.
 #pragma once
 
@@ -46,9 +47,13 @@ class FramedSender {
   // do: a peer that keeps asking without returning the credits to answer it would otherwise grow
   // the line for as long as it likes. Past that: -ENOBUFS, nothing queued.
   int sendControl(std::vector<uint8_t> frame) noexcept;
-  // The answer to a keepalive probe. While one waits for credits, another probe adds nothing: one
-  // reply says all that any number would.
-  int sendKeepaliveReply() noexcept;
+  // Keepalive frames are protocol frames: they go ahead of the messages waiting for credits (they
+  // have no order with them), with a single credit (see CreditLedger). A probe goes at once.
+  int sendKeepaliveProbe() noexcept;
+  // The answer to a keepalive probe, queued for the next pump() (the caller pumps once it has
+  // re-posted the probe's receive, so the reply returns that credit). While one waits, another
+  // probe adds nothing: one reply says all that any number would.
+  void queueKeepaliveReply() noexcept;
   // Sends what waits, as far as credits and frame slots allow, then a credit-only frame if one is
   // due. Returns the first failed post's -errno, else 0.
   int pump() noexcept;
@@ -57,8 +62,18 @@ class FramedSender {
 
   // A frame from the peer returned `credits`.
   void onCreditsReturned(uint16_t credits) noexcept { ledger_.onCreditsReturned(credits); }
+  // The peer asked for the `needed` credits it lacks (Frame::kAskBit), or answered our ask
+  // (Frame::kAnswerBit), or sent a message (it does not wait).
+  void onAsk(uint64_t needed) noexcept { ledger_.onAsk(needed); }
+  void onAnswer() noexcept { askOutstanding_ = false; }  // see maybeSendCreditFrame
+  void onMessageFromPeer() noexcept { ledger_.onMessageFromPeer(); }
+  // When both sides wait for credits, the one that yields answers the other's ask (a connection's
+  // client does; see CreditLedger::answersAsk).
+  void setYields(bool yields) noexcept { ledger_.setYields(yields); }
   // One of our receives was posted again: a credit we owe the peer.
   void onReceiveReposted() noexcept { ledger_.onReceiveReposted(); }
+  // Receives of the peer's messages that the application holds (paused, or autoPostRecv off).
+  void setReceivesHeld(uint32_t held) noexcept { ledger_.setHeld(held); }
   // A send that used frame slot `slot` (SendOp::frameSlot) completed.
   void releaseSlot(int32_t slot) noexcept;
 
@@ -82,9 +97,12 @@ class FramedSender {
     std::vector<uint8_t> control;  // a whole protocol frame, copied into a frame slot
     bool countedWait = false;      // stats.creditWaits counted it
     bool answer = false;           // answers the peer's request (counted in answersWaiting_)
-    bool keepaliveReply = false;   // the one keepalive reply that may wait
   };
   int enqueue(Pending pending) noexcept;
+  // Posts `frame` (a whole protocol frame) in a frame slot, with what we owe; 0 or -errno.
+  int postProtocolFrame(const std::vector<uint8_t>& frame, SendOp& op) noexcept;
+  // The head of the line waits for credits.
+  bool waitingForCredits() const noexcept;
   // Takes a free frame slot for `op` (the caller checked there is one); returns its memory.
   uint8_t* takeSlot(SendOp& op) noexcept;
 
@@ -95,6 +113,10 @@ class FramedSender {
   ConnectionStats& stats_;
   Submit submit_;
   Ring<Pending> waiting_;
+  // Keepalive probes and replies: at most one of each waits, for a credit or a slot.
+  bool probeWaiting_ = false;
+  bool askOutstanding_ = false;  // we asked for credits, and the answer has not come yet
+  uint32_t creditsBeforeAsk_ = 0;  // our credits when we last asked (before paying for the ask)
   uint32_t maxWaitingAnswers_;
   uint32_t answersWaiting_ = 0;
   bool keepaliveReplyWaiting_ = false;

@@ -17,6 +17,7 @@ class Ring {
   bool empty() const noexcept { return count_ == 0; }
   size_t size() const noexcept { return count_; }
   T& front() noexcept { return slots_[head_]; }
+  const T& front() const noexcept { return slots_[head_]; }
   // The i-th element from the front.
   T& operator[](size_t i) noexcept { return slots_[(head_ + i) & (slots_.size() - 1)]; }
   const T& operator[](size_t i) const noexcept { return slots_[(head_ + i) & (slots_.size() - 1)]; }

@@ -140,9 +140,9 @@ class Framed : public PingPongBed {
   evrdma::RnrCounters rnrBefore;
 };
 
-TEST_F(Framed, TenThousandSendsThroughASendQueueOfTwoIntoFourReceivesArriveInOrderWithoutRnr) {
+TEST_F(Framed, TenThousandSendsThroughASendQueueOfTwoIntoFiveReceivesArriveInOrderWithoutRnr) {
   constexpr uint32_t kMessages = 10000;
-  factory.options.recvDepth = 4;
+  factory.options.recvDepth = 5;  // the fewest a framed connection takes
   auto options = framedOptions();
   options.sendDepth = 2;
   connect(options);
@@ -160,7 +160,7 @@ TEST_F(Framed, TenThousandSendsThroughASendQueueOfTwoIntoFourReceivesArriveInOrd
   EXPECT_EQ(mine.writable, 1) << "onWritable once, when everything waiting went out";
   EXPECT_GT(client->stats().creditWaits, 0u);
   expectNoRnr();
-  std::printf("[ figures  ] 10000 sends, queue 2, 4 receives: %llu credit waits, %llu credit-only frames from the peer\n",
+  std::printf("[ figures  ] 10000 sends, queue 2, 5 receives: %llu credit waits, %llu credit-only frames from the peer\n",
               static_cast<unsigned long long>(client->stats().creditWaits),
               static_cast<unsigned long long>(theirs().connection->stats().creditFramesSent));
 }
@@ -180,8 +180,8 @@ TEST_F(Framed, ASlowReceiverNeverCausesAnRnrRetryOrABrokenConnection) {
   evrdma::Timer slowConsumer(reactor_, [&] {
     Connection* c = theirs().connection;
     if (c == nullptr) return;
-    // Every receive held but the one kept for a credit-only frame, and the sender waiting.
-    if (c->postedRecvs() <= 1 && client->sendBacklog() > 0) ++stalls;
+    // Every receive held but the three kept for protocol frames, and the sender waiting.
+    if (c->receivesHeld() == c->recvDepth() - 3 && c->postedRecvs() == 3 && client->sendBacklog() > 0) ++stalls;
     while (c->postRecv() == 0) {
     }
   });
@@ -194,7 +194,7 @@ TEST_F(Framed, ASlowReceiverNeverCausesAnRnrRetryOrABrokenConnection) {
 }
 
 TEST_F(Framed, CopiedSendsAndBothKindsOfSendWithImmediateCarryCredits) {
-  factory.options.recvDepth = 3;  // the smallest depth credits work with
+  factory.options.recvDepth = evrdma::ConnectionOptions::kMinFramedRecvDepth;  // the smallest depth credits work with
   connect();
   for (uint32_t seq = 0; seq < 200; ++seq) {
     while (client->freeSendBuffers() == 0) ASSERT_TRUE(runUntil([&] { return client->freeSendBuffers() > 0; }, 30s));
@@ -219,7 +219,7 @@ TEST_F(Framed, CopiedSendsAndBothKindsOfSendWithImmediateCarryCredits) {
 }
 
 TEST_F(Framed, WritesWithImmediateSpendCreditsAndNeverOutrunTheReceiver) {
-  factory.options.recvDepth = 4;
+  factory.options.recvDepth = 5;
   connect();
   RemoteRegion region = grant(4096, evrdma::kRemoteWrite, 1);
   ASSERT_NE(region.rkey, 0u);

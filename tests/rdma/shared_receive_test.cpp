@@ -205,7 +205,7 @@ TEST_F(SharedReceives, FramedConnectionsKeepTheirCreditsSoNoSenderFindsThePoolEm
   clientOptions.framed = true;
   clientOptions.maxMessageSize = kMessageSize;
   clientOptions.sendDepth = 32;
-  clientOptions.recvDepth = 4;
+  clientOptions.recvDepth = 5;
   constexpr size_t kPeers = 12;
   constexpr uint32_t kEach = 300;
   connect(kPeers, agentOptions, clientOptions, kEach);

@@ -94,8 +94,12 @@ TEST(Frame, MalformedFramesAreRefusedWithAReason) {
   EXPECT_NE(why.find("version"), std::string::npos);
 
   auto unknownType = evrdma::creditFrame(0);
-  unknownType[1] = 200;
+  unknownType[1] = 0x3f;  // the type bits past the last type (the top two are the ask and answer bits)
   EXPECT_EQ(parse(unknownType, f, &why), -EPROTO);
+
+  auto askOnData = evrdma::dataFrame("ab", 2, 0);
+  askOnData[1] |= evrdma::Frame::kAskBit;
+  EXPECT_EQ(parse(askOnData, f, &why), -EPROTO) << "only a credit-only frame asks for credits";
 
   auto truncated = evrdma::dataFrame("abcdef", 6, 0);
   truncated.pop_back();  // the header still says 6 bytes

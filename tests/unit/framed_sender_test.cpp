@@ -75,6 +75,12 @@ class FramedSenderTest : public ::testing::Test {
     sender.onCreditsReturned(static_cast<uint16_t>(credits));
   }
 
+  // Every request sent so far completed: their frame slots come back.
+  void completeSent() {
+    for (; completed < sent.size(); ++completed) sender.releaseSlot(sent[completed].frameSlot);
+  }
+
+  size_t completed = 0;
   ConnectionStats stats;
   std::vector<uint8_t> slots;
   std::vector<SendOp> sent;
@@ -107,7 +113,7 @@ TEST_F(FramedSenderTest, AMessageWithoutCreditsWaitsAndGoesOutWhenThePeerReturns
   ASSERT_EQ(sender.pump(), 0);
   EXPECT_EQ(stats.creditWaits, 1u) << "one wait is counted once";
   sender.onReceiveReposted();  // we owe the peer one: it rides on the message
-  sender.onCreditsReturned(3);
+  sender.onCreditsReturned(4);
   ASSERT_EQ(sender.pump(), 0);
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(sent[1].tag, 7u);
@@ -116,7 +122,7 @@ TEST_F(FramedSenderTest, AMessageWithoutCreditsWaitsAndGoesOutWhenThePeerReturns
 }
 
 TEST_F(FramedSenderTest, WritesAndReadsIssuedBehindAWaitingSendKeepTheirPlace) {
-  helloThenCredits(1);  // the last credit is kept for a credit-only frame: a message needs two
+  helloThenCredits(0);  // a message needs three credits
   const size_t before = sent.size();
   ASSERT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::Send)), 0);
   ASSERT_EQ(sender.sendZeroCopy(zeroCopy(2, OpType::Write)), 0);
@@ -128,6 +134,77 @@ TEST_F(FramedSenderTest, WritesAndReadsIssuedBehindAWaitingSendKeepTheirPlace) {
   EXPECT_EQ(sent[before].tag, 1u);
   EXPECT_EQ(sent[before + 1].tag, 2u);
   EXPECT_EQ(sent[before + 2].tag, 3u);
+}
+
+TEST_F(FramedSenderTest, AMessageNeedsFourCreditsSoThePeerAlwaysHasThreeReceivesForProtocolFrames) {
+  helloThenCredits(6);
+  sender.releaseSlot(sent[0].frameSlot);
+  sent.clear();
+  for (uint64_t tag = 1; tag <= 4; ++tag) ASSERT_EQ(sender.sendZeroCopy(zeroCopy(tag, OpType::Send, 0)), 0);
+  ASSERT_EQ(sent.size(), 4u) << "three messages spent three of six credits; the fourth waits and asks";
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(frameOf(sent[i]).asksForCredits) << i;
+  EXPECT_EQ(frameOf(sent[3]).type, FrameType::Credit);
+  EXPECT_TRUE(frameOf(sent[3]).asksForCredits);
+  EXPECT_EQ(sender.waiting(), 1u);
+  EXPECT_EQ(sender.credits().credits(), 2u);
+}
+
+TEST_F(FramedSenderTest, ALineWaitingForCreditsAsksOnceAndNotAgainAfterAnAnswerThatGotItNoFurther) {
+  helloThenCredits(3);
+  const size_t before = sent.size();
+  ASSERT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::Send)), 0);
+  ASSERT_EQ(sent.size(), before + 1);
+  Frame ask = frameOf(sent.back());
+  EXPECT_EQ(ask.type, FrameType::Credit);
+  EXPECT_TRUE(ask.asksForCredits);
+  EXPECT_EQ(sender.credits().credits(), 2u) << "an ask is a protocol frame: one credit";
+  ASSERT_EQ(sender.sendZeroCopy(zeroCopy(2, OpType::Send)), 0);
+  sender.onCreditsReturned(1);  // the peer returned only the ask's receive
+  ASSERT_EQ(sender.pump(), 0);
+  EXPECT_EQ(sent.size(), before + 1) << "one ask until the peer answers it";
+  sender.onCreditsReturned(4);
+  ASSERT_EQ(sender.pump(), 0);
+  ASSERT_EQ(sent.size(), before + 3);
+  EXPECT_EQ(sent[before + 1].tag, 1u);
+  EXPECT_EQ(sent[before + 2].tag, 2u);
+  completeSent();
+  for (uint64_t tag = 3; tag <= 5; ++tag) ASSERT_EQ(sender.sendZeroCopy(zeroCopy(tag, OpType::Send)), 0);
+  ASSERT_EQ(sent.size(), before + 6) << "two more went; the fifth waits: a new wait, a new ask";
+  EXPECT_TRUE(frameOf(sent.back()).asksForCredits);
+  const uint32_t afterAsk = sender.credits().credits();
+  sender.onCreditsReturned(1);  // the answer made up for the ask's credit, no more
+  sender.onAnswer();
+  ASSERT_EQ(sender.pump(), 0);
+  EXPECT_EQ(sent.size(), before + 6) << "an answer that got it no further than where it asked: the peer has no more";
+  EXPECT_EQ(sender.credits().credits(), afterAsk + 1);
+  sender.onCreditsReturned(1);
+  ASSERT_EQ(sender.pump(), 0);
+  ASSERT_EQ(sent.size(), before + 7) << "the fifth goes once four credits are there";
+  EXPECT_EQ(sent.back().tag, 5u);
+}
+
+TEST_F(FramedSenderTest, KeepaliveFramesGoAheadOfMessagesWaitingForCreditsTheLastCreditOnlyWithSomethingOwed) {
+  helloThenCredits(0);
+  sender.releaseSlot(sent[0].frameSlot);
+  sent.clear();
+  ASSERT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::Send)), 0);
+  ASSERT_EQ(sender.sendKeepaliveProbe(), 0);
+  EXPECT_TRUE(sent.empty()) << "no credit at all: even a probe waits";
+  sender.onCreditsReturned(1);
+  ASSERT_EQ(sender.pump(), 0);
+  EXPECT_TRUE(sent.empty()) << "the last credit, with nothing owed to return: the probe waits";
+  sender.onReceiveReposted();
+  ASSERT_EQ(sender.pump(), 0);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(frameOf(sent[0]).type, FrameType::KeepaliveProbe) << "ahead of the waiting message";
+  EXPECT_FALSE(frameOf(sent[0]).asksForCredits) << "only a credit-only frame asks";
+  EXPECT_EQ(frameOf(sent[0]).credits, 1u);
+  sender.queueKeepaliveReply();
+  sender.onCreditsReturned(2);
+  ASSERT_EQ(sender.pump(), 0);
+  ASSERT_GE(sent.size(), 2u);
+  EXPECT_EQ(frameOf(sent[1]).type, FrameType::KeepaliveReply);
+  EXPECT_EQ(sender.waiting(), 1u) << "the message still waits for four credits";
 }
 
 TEST_F(FramedSenderTest, AZeroCopySendGetsItsHeaderInAFrameSlotAndWaitsWhenNoneIsFree) {
@@ -152,7 +229,7 @@ TEST_F(FramedSenderTest, AZeroCopySendGetsItsHeaderInAFrameSlotAndWaitsWhenNoneI
 }
 
 TEST_F(FramedSenderTest, AWriteWithImmediateSpendsACreditButCarriesNoHeader) {
-  helloThenCredits(3);
+  helloThenCredits(4);
   const uint32_t before = sender.credits().credits();
   ASSERT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::WriteWithImm)), 0);
   ASSERT_EQ(sent.size(), 2u);
@@ -177,7 +254,7 @@ TEST_F(FramedSenderTest, ACreditOnlyFrameGoesOutOnceEnoughReceivesAreOwed) {
 }
 
 TEST_F(FramedSenderTest, StoppingHandsBackWhatWaitedInOrderAndSendsNothingMore) {
-  helloThenCredits(1);
+  helloThenCredits(0);
   const size_t before = sent.size();
   ASSERT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::Send)), 0);
   ASSERT_EQ(sender.sendZeroCopy(zeroCopy(2, OpType::Read)), 0);
@@ -201,8 +278,12 @@ TEST_F(FramedSenderTest, AFailedPostIsReturnedToTheCaller) {
 TEST_F(FramedSenderTest, ProbesThatComeWhileAKeepaliveReplyWaitsForCreditsShareIt) {
   helloThenCredits(0);
   const size_t before = sent.size();
-  for (int probe = 0; probe < 1000; ++probe) ASSERT_EQ(sender.sendKeepaliveReply(), 0);
-  EXPECT_EQ(sender.waiting(), 1u) << "a peer that withholds credits and keeps probing must not grow the line";
+  for (int probe = 0; probe < 1000; ++probe) {
+    sender.queueKeepaliveReply();
+    ASSERT_EQ(sender.pump(), 0);
+  }
+  EXPECT_EQ(sent.size(), before);
+  EXPECT_EQ(sender.waiting(), 0u) << "a peer that withholds credits and keeps probing must not grow the line";
   EXPECT_EQ(stats.keepaliveRepliesSent, 0u) << "the counter counts replies that went out";
   sender.releaseSlot(sent[0].frameSlot);  // the hello completed
   sender.onCreditsReturned(5);
@@ -210,7 +291,8 @@ TEST_F(FramedSenderTest, ProbesThatComeWhileAKeepaliveReplyWaitsForCreditsShareI
   ASSERT_EQ(sent.size(), before + 1);
   EXPECT_EQ(frameOf(sent.back()).type, FrameType::KeepaliveReply);
   EXPECT_EQ(stats.keepaliveRepliesSent, 1u);
-  ASSERT_EQ(sender.sendKeepaliveReply(), 0);  // a later probe gets a reply of its own
+  sender.queueKeepaliveReply();  // a later probe gets a reply of its own
+  ASSERT_EQ(sender.pump(), 0);
   EXPECT_EQ(sent.size(), before + 2);
   EXPECT_EQ(stats.keepaliveRepliesSent, 2u);
 }

@@ -60,7 +60,8 @@ class ConnectionHandler {
   // (status IBV_WC_WR_FLUSH_ERR: flushed, or never posted), always before onClosed.
   virtual void onOpDone(Connection&, const OpCompletion&) noexcept {}
   // Everything that had to wait (behind a full send queue, or for the peer's credits on a framed
-  // connection) has been posted.
+  // connection) has been posted; or a postSend() refused with -ENOBUFS may be tried again (a
+  // send buffer is free).
   virtual void onWritable(Connection&) noexcept {}
   // Framed connections: memory-region exchange (see Connection::requestRegion / sendRegion).
   // The peer granted our requestRegion(`tag`): `region` is ours to read / write until we

@@ -68,6 +68,8 @@ class Reactor;
 struct CmEvent;
 struct SendOp;
 namespace detail {
+struct HeldMessage;
+class HeldMessages;
 class QueuePair;
 class FramedSender;
 class RegionExchange;
@@ -85,7 +87,8 @@ class Connection {
   bool isClient() const noexcept { return isClient_; }
   // Sends `length` bytes (copied into a registered buffer). Returns 0, or -ENOTCONN (not
   // established, or closing), -EMSGSIZE (longer than maxMessageSize), -ENOBUFS (every send buffer
-  // is in use: wait for onSendDone), or -errno from ibv_post_send. `tag` comes back in onSendDone.
+  // is in use: onWritable comes once one is free), or -errno from ibv_post_send. `tag` comes back
+  // in onSendDone.
   int postSend(const void* data, size_t length, uint64_t tag = 0) noexcept;
   // The same with immediate data: the peer gets onRecvWithImm(imm, data, length). Also
   // -EOPNOTSUPP on a transport without immediate data (iWARP).
@@ -130,8 +133,11 @@ class Connection {
   // The peer's regions we may use now; the bytes we registered for the peer.
   const std::vector<RemoteRegion>& peerRegions() const noexcept;
   uint64_t lentBytes() const noexcept;
-  // Framed: our credits (the peer's receives we may still use).
+  // Framed: our credits (the peer's receives we may still use; a message needs four, see
+  // ConnectionOptions::kMinFramedRecvDepth), and the credits we owe the peer (receives posted
+  // again that it has not been told of yet).
   uint32_t sendCredits() const noexcept;
+  uint32_t creditsOwed() const noexcept;
   bool framed() const noexcept { return options_.framed; }
   // Framed: the largest message the peer takes (its maxMessageSize, from its hello); sends longer
   // than that are refused with -EMSGSIZE before anything is posted.
@@ -142,8 +148,28 @@ class Connection {
   // What the send queue did (all zero before verbs are set up).
   SendQueueStats sendQueueStats() const noexcept;
 
-  // With autoPostRecv off: re-posts one consumed receive buffer. Returns 0, -ENOTCONN, -ENOBUFS
-  // (every buffer is already posted) or -errno.
+  // Receive-side back-pressure (what bufferevent_disable(EV_READ) is to a socket). While paused,
+  // the messages that arrive (onRecv, onRecvWithImm, and on a framed connection the region
+  // exchange's callbacks) stay in their receive buffers, in order, and those receives are not
+  // posted again. On a framed connection the peer runs out of credits and its sends wait (its
+  // onWritable comes once they went out), while evrdma's own frames (credit returns, keepalive)
+  // go on. resumeReceiving() hands what was held to the handler, in order, from a later loop turn.
+  // Unframed, a paused side takes at most recvDepth messages, after which the peer's sends wait
+  // in RNR retries (rnrRetryCount) on RoCE and break the connection on iWARP: pause framed
+  // connections. May be called before the connection is established. Returns 0, -ENOTCONN
+  // (closing or closed) or -EOPNOTSUPP (unframed through a shared receive queue, whose pool does
+  // not bound what the peer sends).
+  int pauseReceiving() noexcept;
+  int resumeReceiving() noexcept;
+  bool receivingPaused() const noexcept { return receivingPaused_; }
+  // The receive buffers this side keeps posted (ConnectionOptions::recvDepth), and how many of
+  // them the application holds now: messages held while paused, plus (autoPostRecv off) buffers
+  // of delivered messages not given back with postRecv() yet.
+  uint32_t recvDepth() const noexcept { return options_.recvDepth; }
+  uint32_t receivesHeld() const noexcept;
+  // With autoPostRecv off: re-posts the buffer of one delivered message (called from onRecv, the
+  // one being delivered, once the callback returns). evrdma re-posts the receives its own frames
+  // consume. Returns 0, -ENOTCONN, -ENOBUFS (no delivered message's buffer is waiting) or -errno.
   int postRecv() noexcept;
   // Starts closing; safe from anywhere, including this connection's own callbacks, and more than
   // once. onClosed follows, always from a later loop turn.
@@ -251,8 +277,18 @@ class Connection {
   void notePeerReached() noexcept;
   // The connection is established for the application (onEstablished).
   void markEstablished() noexcept;
-  // A framed message; false if it is malformed (the connection failed).
-  bool onFrame(const uint8_t* data, const ibv_wc& wc) noexcept;
+  // Receiving. A successful receive: a protocol frame is handled and its receive posted again;
+  // a message is delivered, or held while receiving is paused (or earlier ones are still held).
+  void onMessage(const detail::HeldMessage& message) noexcept;
+  // Hands one message to the handler, then posts its receive again or keeps it for postRecv().
+  void deliver(const detail::HeldMessage& message) noexcept;
+  // The messages held while paused, in order, until paused again or closing (resumeReceiving's
+  // later turn).
+  void deliverHeld() noexcept;
+  // Posts a consumed receive again (or keeps it, when closing or not yet established).
+  void postReceiveAgain(uint32_t slot) noexcept;
+  // Tells the credit ledger how many receives the application holds.
+  void noteReceivesHeld() noexcept;
 
   // Sending.
   int copyAndSend(const void* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
@@ -265,10 +301,10 @@ class Connection {
   void noteBacklog() noexcept;
   void notifyWritableIfDrained() noexcept;
   bool sendable() const noexcept { return state_ == ConnectionState::Established && !teardownStarted_; }
-  // Posts a consumed receive again (and, framed, owes the peer a credit for it).
-  // A consumed receive buffer not posted again now: kept for postRecv(), or, from a shared
-  // receive queue, given back to its pool.
+  // A consumed receive buffer not posted again now: kept (closing), or, from a shared receive
+  // queue, given back to its pool.
   void keepReceive(uint32_t slot) noexcept;
+  // Posts a consumed receive again (and, framed, owes the peer a credit for it).
   int repostRecv(uint32_t slot) noexcept;
 
   // Teardown.
@@ -321,6 +357,13 @@ class Connection {
   std::unique_ptr<detail::RegionExchange> regionExchange_;  // framed connections only
   std::vector<SendOp> dropped_;  // never posted (teardown): reported as flushed before onClosed
   std::vector<uint32_t> idleRecvSlots_;  // consumed, not re-posted (autoPostRecv off)
+  // Receive-side back-pressure (pauseReceiving): what arrived while paused, in order.
+  bool receivingPaused_ = false;
+  std::unique_ptr<detail::HeldMessages> heldMessages_;
+  Timer deliverHeldTimer_;
+  // autoPostRecv off: the message being delivered, whose buffer postRecv() may claim from onRecv.
+  int64_t deliveringSlot_ = -1;
+  bool repostDelivered_ = false;
   Timer disconnectTimer_;
   // Liveness (keepaliveInterval, idleTimeout): counters compared at each tick of the timer, so
   // the data path only counts.

@@ -8,9 +8,10 @@
 namespace evrdma {
 
 struct ConnectionOptions {
-  // The fewest receives a framed connection works with: one for the peer's first frame, one kept
-  // for credit-only frames, one for data.
-  static constexpr uint32_t kMinFramedRecvDepth = 3;
+  // The fewest receives a framed connection works with: three kept for evrdma's protocol frames
+  // (credit returns, keepalive), which go on while the application holds the rest, and two for
+  // data (with one, every credit would have to come back before each message).
+  static constexpr uint32_t kMinFramedRecvDepth = 5;
   // The largest message, and the largest zero-copy operation.
   static constexpr size_t kMaxMessageSize = size_t{1} << 30;
 
@@ -40,7 +41,7 @@ struct ConnectionOptions {
   // evrdma's own message protocol; both sides must agree. Every message then carries a 16-byte
   // frame header, which brings credit-based flow control (a sender never outruns the peer's posted
   // receives: no RNR retries, and on iWARP, which has none, no broken connection) and memory-region
-  // exchange (requestRegion, sendRegion). Needs recvDepth >= 3. Off: a message is the
+  // exchange (requestRegion, sendRegion). Needs recvDepth >= 5. Off: a message is the
   // application's bytes only, as raw peers (ping-sr, rping) expect.
   bool framed = false;
   // Framed: how many bytes this side registers at most, in all, for the peer's requestRegion().
