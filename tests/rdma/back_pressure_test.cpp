@@ -265,29 +265,40 @@ TEST_F(BackPressure, ApplicationsThatRepostFromOnRecvWithAutoPostRecvOffNeverSta
   EXPECT_GT(connection->stats().creditFramesSent + agent.connection->stats().creditFramesSent, 0u);
 }
 
-TEST_F(BackPressure, APausedReaderKeepsItsConnectionAliveKeepaliveGoesOnBothWays) {
-  clientToAgent.total = 4u << 20;  // far more than the agent takes while paused
+TEST_F(BackPressure, ReadersPausedBothWaysKeepTheirConnectionAliveKeepaliveGoesOn) {
+  clientToAgent.total = agentToClient.total = 4u << 20;  // far more than a paused reader takes
   options.keepaliveInterval = 50ms;
   options.keepaliveTimeout = 400ms;
   connect();
   ASSERT_EQ(agent.connection->pauseReceiving(), 0);
+  ASSERT_EQ(connection->pauseReceiving(), 0);
   start(client);
-  // The client is stopped, the agent silent: each side hears the other only through keepalive.
-  const uint64_t probesBefore = connection->stats().keepaliveProbesSent;
-  const uint64_t agentProbesBefore = agent.connection->stats().keepaliveProbesSent;
+  start(agent);
+  // Both writers are stopped by readers that hold what a message may use: each side hears the
+  // other only through keepalive probes and replies, in the receives that stay free for them.
+  const uint64_t probesBefore = connection->stats().keepaliveProbesSent + agent.connection->stats().keepaliveProbesSent;
+  const uint64_t repliesBefore =
+      connection->stats().keepaliveRepliesSent + agent.connection->stats().keepaliveRepliesSent;
   ASSERT_TRUE(runUntil(
       [&] {
-        return (connection->stats().keepaliveProbesSent >= probesBefore + 20 &&
-                agent.connection->stats().keepaliveProbesSent >= agentProbesBefore + 20) ||
+        return (connection->stats().keepaliveProbesSent + agent.connection->stats().keepaliveProbesSent >=
+                    probesBefore + 40 &&
+                connection->stats().keepaliveRepliesSent + agent.connection->stats().keepaliveRepliesSent >=
+                    repliesBefore + 40) ||
                !client.error.empty() || !agent.error.empty();
       },
       120s));
-  EXPECT_EQ(client.error, "") << "the writer's probes must be answered while its reader is paused";
-  EXPECT_EQ(agent.error, "") << "the paused reader's probes must be answered while it holds the peer's messages";
-  EXPECT_GT(connection->sendBacklog(), 0u) << "the writer really was stopped all along";
-  EXPECT_EQ(agent.connection->receivesHeld(), options.recvDepth - 3);
+  EXPECT_EQ(client.error, "") << "probes must be answered while both readers hold the peer's messages";
+  EXPECT_EQ(agent.error, "");
+  EXPECT_GT(connection->sendBacklog(), 0u) << "the writers really were stopped all along";
+  EXPECT_GT(agent.connection->sendBacklog(), 0u);
+  for (const Connection* c : {client.connection, agent.connection}) {
+    EXPECT_GE(c->receivesHeld(), 1u);
+    EXPECT_LE(c->receivesHeld(), options.recvDepth - 3) << "three receives stay free for evrdma's own frames";
+  }
   ASSERT_EQ(agent.connection->resumeReceiving(), 0);
-  ASSERT_TRUE(runUntil([&] { return clientToAgent.received == clientToAgent.total || !agent.error.empty(); }, 60s));
+  ASSERT_EQ(connection->resumeReceiving(), 0);
+  ASSERT_TRUE(runUntil([&] { return bothDone() || !client.error.empty() || !agent.error.empty(); }, 60s)) << describe();
   expectWholeAndHealthy();
 }
 
