@@ -45,9 +45,21 @@ std::string readAck(const uint8_t* data, size_t length, uint64_t unacknowledged,
   return "";
 }
 
+void AckLedger::onReceived() {
+  ++received_, ++unacked_;
+  while (!readOnceReceived_.empty() && received_ > readOnceReceived_.front()) readOnceReceived_.pop_front();
+}
+
 uint64_t AckLedger::due() const {
-  if (inFlight_ >= kMaxAcksInFlight || unacked_ == 0) return 0;
-  return unacked_ >= ackThreshold(request_.buffers) || allReceived() ? unacked_ : 0;
+  if (readOnceReceived_.size() >= kMaxAcksInFlight || unacked_ == 0) return 0;
+  if (allReceived()) return unacked_;  // the final ack: every earlier one has been read by now
+  const bool creditsToTheEnd = request_.buffers + acked_ >= request_.limit;
+  return unacked_ >= ackThreshold(request_.buffers) && !creditsToTheEnd ? unacked_ : 0;
+}
+
+void AckLedger::onAckPosted(uint64_t count) {
+  readOnceReceived_.push_back(request_.buffers + acked_);
+  unacked_ -= count, acked_ += count, ++sending_;
 }
 
 // ---- the receiving side ----
@@ -149,7 +161,7 @@ evrdma::AcceptDecision Factory::onConnectRequest(const evrdma::ConnectRequest& r
 evrdma::ClientOptions Client::options(const Request& request) {
   evrdma::ClientOptions o;
   o.maxMessageSize = std::max<size_t>(request.dataSize, kAckSize);
-  o.recvDepth = kMaxAcksInFlight + 1;
+  o.recvDepth = kMaxAcksInFlight;  // as the OFA notes' client: the server must never send a fourth
   o.sendDepth = static_cast<uint32_t>(std::min<uint64_t>(request.buffers, 1024));
   return o;
 }

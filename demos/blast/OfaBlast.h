@@ -7,11 +7,16 @@
 //   (and posted again) since its previous ack, once that count reaches max(1, n_data_buffers / 3),
 //   the rest at the end; at most 3 acks in flight. Each ack gives the client that many credits.
 //   Both sides are done when `limit` messages were received and acknowledged.
+// The client posts 3 receives for acks and posts each again once it has processed its ack. On
+// iWARP an ack's send completion says only that its bytes left, not that the client's receive took
+// them (RoCE would retry a receiver-not-ready; iWARP ends the connection), so an ack's receive is
+// taken as free again only once the client sent a message that only that ack's credits allowed.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -50,25 +55,34 @@ std::string decode(const uint8_t* data, size_t length, const Limits& limits, Req
 std::string readAck(const uint8_t* data, size_t length, uint64_t unacknowledged, uint64_t& count);
 inline uint64_t ackThreshold(uint64_t buffers) { return buffers / 3 > 0 ? buffers / 3 : 1; }
 
-// The server's acks, without a device: when one is due and what it says.
+// The server's acks, without a device: when one is due and what it says. An ack may be unread
+// (its receive at the client not posted again) until the client has sent a message numbered past
+// buffers + what was acknowledged before it: only that ack's credits allowed that message.
+// Acks that would license nothing the client still sends (it may already send to the end) could
+// never be seen read: what they would acknowledge waits for the final ack, which goes once every
+// earlier ack has been seen read.
 class AckLedger {
  public:
   explicit AckLedger(const Request& request) : request_(request) {}
-  void onReceived() { ++received_, ++unacked_; }
+  void onReceived();
   // The count the next ack carries, or 0 when none is due now (below the threshold and not the
-  // end, or 3 in flight).
+  // end, or 3 acks may be unread, or the client already has credits to the end).
   uint64_t due() const;
-  void onAckPosted(uint64_t count) { unacked_ -= count, acked_ += count, ++inFlight_; }
-  void onAckDone() { --inFlight_; }
+  void onAckPosted(uint64_t count);
+  void onAckDone() { --sending_; }  // the ack's send completed (its send buffer is free)
   bool allReceived() const { return received_ >= request_.limit; }
-  bool allAcked() const { return acked_ >= request_.limit && inFlight_ == 0; }
+  bool allAcked() const { return acked_ >= request_.limit && sending_ == 0; }
   uint64_t received() const { return received_; }
-  uint32_t inFlight() const { return inFlight_; }
+  // Acks the client may not have read yet.
+  uint32_t unread() const { return static_cast<uint32_t>(readOnceReceived_.size()); }
 
  private:
   Request request_;
   uint64_t received_ = 0, unacked_ = 0, acked_ = 0;
-  uint32_t inFlight_ = 0;
+  uint32_t sending_ = 0;
+  // For each ack that may be unread, oldest first: the count of messages received past which the
+  // client has certainly read it.
+  std::deque<uint64_t> readOnceReceived_;
 };
 
 // The byte `j` of message `i` when the client patterns its data (-v).

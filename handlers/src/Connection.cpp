@@ -38,10 +38,13 @@ class Connection::Sink final : public CmEventHandler,
   // What the callbacks of one poll's completions send goes out as one post at its end; but after a
   // poll that found one message (a ping-pong's, with the completion of the previous answer's send
   // beside it), the first request goes out at once: the peer waits for it, and the poll's
-  // bookkeeping (the receive re-posted) can come after.
+  // bookkeeping (the receive re-posted) can come after. Not on an unframed iWARP connection: there
+  // a peer that answers at once could find that receive not yet posted again, and iWARP has no
+  // RNR retry (the connection ends); framed, credits keep the peer from it.
   void onPollBegin(int receives) noexcept override {
     pollBatch_ = c_.queuePair_ && c_.queuePair_->sendQueue();
-    if (pollBatch_) c_.queuePair_->sendQueue()->beginBatch(receives == 1);
+    if (pollBatch_)
+      c_.queuePair_->sendQueue()->beginBatch(receives == 1 && (c_.options_.framed || c_.supportsImmediateData()));
   }
   void onPollEnd() noexcept override {
     if (!pollBatch_) return;

@@ -111,7 +111,7 @@ struct CountingEchoFactory : evrdma::AgentFactory {
   }
 };
 
-TEST(PollBatching, TheAnswerToAPollsOnlyMessageIsPostedFromInsideItsCallback) {
+TEST(PollBatching, TheAnswerToAPollsOnlyMessageIsPostedFromInsideItsCallbackButNotBeforeItsReceiveOnUnframedIwarp) {
   evrdma::test::TestBed bed;
   ASSERT_TRUE(evrdma::test::loadTestBed(bed));
   evrdma::Reactor reactor;
@@ -131,8 +131,14 @@ TEST(PollBatching, TheAnswerToAPollsOnlyMessageIsPostedFromInsideItsCallback) {
   std::printf("%d of %d echoes were on the device before their onRecv returned\n", factory.postedInside,
               factory.echoes);
   // A poll finds each message alone (beside the completion of the previous echo's send);
-  // batched to the poll's end, no echo at all would be posted inside its callback.
-  EXPECT_GT(factory.postedInside, 0);
+  // batched to the poll's end, no echo at all would be posted inside its callback. Not on iWARP
+  // unframed: there the echo waits until the receive it answers is posted again (the client,
+  // answered, could send its next message into a receive queue one short, and iWARP has no RNR
+  // retry: blast-sr-2's client broke 2 runs in 20 that way).
+  if (evrdma::test::onIwarp())
+    EXPECT_EQ(factory.postedInside, 0);
+  else
+    EXPECT_GT(factory.postedInside, 0);
   client.reset();
   listener.reset();
 }

@@ -42,42 +42,45 @@ TEST(OfaBlast, ShortZeroOrOversizedRequestsAreRefusedSayingWhich) {
   EXPECT_NE(blast::ofa::decode(many.data(), many.size(), limits, got).find("n_data_buffers 17"), std::string::npos);
 }
 
-TEST(OfaBlast, AnAckIsDueAtAThirdOfTheBuffersAndForTheRestAtTheEndWithAtMostThreeInFlight) {
-  AckLedger ledger(Request{10, 64, 9});  // threshold 3
+TEST(OfaBlast, AcksGoAtTheThresholdAndWhatWouldLicenseNothingMoreWaitsForTheFinalAck) {
+  AckLedger ledger(Request{20, 64, 9});  // threshold 3
   ledger.onReceived();
   ledger.onReceived();
   EXPECT_EQ(ledger.due(), 0u);
   ledger.onReceived();
   ASSERT_EQ(ledger.due(), 3u);
-  ledger.onAckPosted(3);
+  ledger.onAckPosted(3);  // the client may send up to 12
   for (int i = 0; i < 6; ++i) ledger.onReceived();
   ASSERT_EQ(ledger.due(), 6u) << "what piled up goes in one ack";
-  ledger.onAckPosted(6);
-  ledger.onReceived();  // the 10th: the end, below the threshold
-  ASSERT_EQ(ledger.due(), 1u);
-  ledger.onAckPosted(1);
-  EXPECT_EQ(ledger.inFlight(), 3u);
-  EXPECT_FALSE(ledger.allAcked()) << "acks still in flight";
-  ledger.onAckDone();
-  ledger.onAckDone();
-  ledger.onAckDone();
+  ledger.onAckPosted(6);  // up to 18
+  for (int i = 0; i < 3; ++i) ledger.onReceived();
+  ASSERT_EQ(ledger.due(), 3u);
+  ledger.onAckPosted(3);  // up to 21: the client has credits to the end
+  for (int i = 0; i < 7; ++i) ledger.onReceived();
+  EXPECT_EQ(ledger.due(), 0u) << "an ack now would license nothing: it could never be seen read";
+  ledger.onReceived();  // the 20th
+  EXPECT_EQ(ledger.unread(), 0u) << "every earlier ack's licensed message arrived";
+  ASSERT_EQ(ledger.due(), 8u) << "the final ack, with the rest";
+  ledger.onAckPosted(8);
+  EXPECT_FALSE(ledger.allAcked()) << "its send has not completed";
+  for (int i = 0; i < 4; ++i) ledger.onAckDone();
   EXPECT_TRUE(ledger.allAcked());
 }
 
-TEST(OfaBlast, NoFourthAckGoesOutWhileThreeAreInFlight) {
-  AckLedger ledger(Request{100, 64, 3});  // threshold 1
+TEST(OfaBlast, AnAckCountsAsReadOnlyOnceAMessageOnlyItsCreditsAllowedArrivesNotWhenItsSendCompletes) {
+  AckLedger ledger(Request{100, 64, 3});  // threshold 1: the client may send 3, then what acks add
   for (int i = 0; i < 3; ++i) {
     ledger.onReceived();
     ASSERT_EQ(ledger.due(), 1u);
-    ledger.onAckPosted(1);
+    ledger.onAckPosted(1);  // licenses message 4, then 5, then 6
+    ledger.onAckDone();     // its send completed: on iWARP that proves nothing about the client
   }
-  ledger.onReceived();
+  EXPECT_EQ(ledger.unread(), 3u);
   EXPECT_EQ(ledger.due(), 0u);
-  ledger.onAckDone();
+  ledger.onReceived();  // message 4: only the first ack allowed it, so the client read that one
+  EXPECT_EQ(ledger.unread(), 2u);
   EXPECT_EQ(ledger.due(), 1u);
 }
-
-
 
 TEST(OfaBlast, AnAckCountingMoreThanIsUnacknowledgedIsMalformedEvenWhenTheSumWouldWrapAround) {
   uint8_t ack[8] = {0, 0, 0, 0, 0, 0, 0, 5};
