@@ -78,7 +78,7 @@ link-bench: build
 # longest round trip against the quiet server's), then 10 000 connection cycles (the server's and
 # the device's counts back to idle).
 scale: build
-	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3600 --mem 4G -- sh -c 'demos/scale/agents.sh 10000 5 10 && echo && demos/scale/agents.sh 10000 5 10 -S && echo && demos/scale/storm.sh 1000 && echo && demos/scale/churn.sh 10000 && echo && demos/scale/workers.sh'
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3600 --mem 4G -- sh -c 'demos/scale/agents.sh 10000 5 10 && echo && demos/scale/agents.sh 10000 5 10 -S && echo && demos/scale/storm.sh 1000 && echo && STORM_SIZE=4096 demos/scale/storm.sh 1000 && echo && demos/scale/churn.sh 10000 && echo && demos/scale/workers.sh'
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -2,9 +2,10 @@
 # storm.sh: how long a connected client waits for its echoes while a storm of connects hits the same
 # server. One pingpong-server; an observer client ping-pongs 64 B messages throughout; a second
 # client process opens N connections at once (5 verified round trips each). Prints the observer's
-# longest round trip during the storm, against the same observer on the quiet server just before.
+# longest round trip during the storm, against the same observer on the quiet server just before,
+# and the server's RSS before the storm, at its height and once its connections have closed.
 # Meant for tools/rdma-run (make scale).
-#   storm.sh [connections (1000)] [server options...]
+#   storm.sh [connections (1000)] [server options...]; STORM_SIZE: the storm's message size (64 B)
 set -u
 case ${1:-} in -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${BUILD_DIR:-build}
@@ -35,17 +36,29 @@ observe() {  # observe LOG SECONDS-OR-COMMAND...
 }
 longest() { sed -n 's/^connection 0: \([0-9]*\) round trips.*longest round trip \([0-9.]*\) ms$/\2 \1/p' "$1" | head -n 1; }
 
+rss() { awk '/^VmRSS/ { print $2 }' "/proc/$server/status"; }
+fds() { ls "/proc/$server/fd" | wc -l; }
 read -r _ quiet_seconds < <(observe "$log/quiet" sleep 3)
+rss_before=$(rss) fds_before=$(fds) rss_peak=$rss_before
+# The server's RSS at its height, sampled while the storm runs.
+( while kill -0 $server 2>/dev/null; do rss; sleep 0.1; done ) >"$log/rss" 2>/dev/null &
+sampler=$!
 read -r storm_status storm_seconds < <(observe "$log/observer" sh -c \
-    "exec '$build/demos/pingpong-client' -a '$ip' -p 7480 -n '$connections' -c 5 -s 64 -v >'$log/storm' 2>&1")
+    "exec '$build/demos/pingpong-client' -a '$ip' -p 7480 -n '$connections' -c 5 -s '${STORM_SIZE:-64}' -v >'$log/storm' 2>&1")
+# Every storm connection closed: the server is back to its descriptors of before (bounded wait).
+for _ in $(seq 200); do [ "$(fds)" -le "$fds_before" ] && break; sleep 0.05; done
+kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
+rss_peak=$(sort -n "$log/rss" | tail -n 1)
+rss_after=$(rss)
 read -r quiet_ms quiet_trips < <(longest "$log/quiet")
 read -r storm_ms storm_trips < <(longest "$log/observer")
 kill -INT $server; wait $server
 established=$(sed -n 's/^pingpong-client: \([0-9]*\) of \([0-9]*\) connections.*/\1/p' "$log/storm")
 
-echo "connection storm: $connections connects at once against one pingpong-server ${*:+($*) }while one more client ping-pongs:"
+echo "connection storm: $connections connects at once (${STORM_SIZE:-64} B messages) against one pingpong-server ${*:+($*) }while one more client ping-pongs:"
 printf "  storm:    %s of %s connections completed their verified round trips in %.2f s\n" "${established:-?}" "$connections" "$storm_seconds"
 printf "  observer: longest round trip %8.3f ms during the storm (%s round trips)\n" "${storm_ms:-nan}" "${storm_trips:-?}"
 printf "            longest round trip %8.3f ms on the quiet server (%s round trips in %.1f s)\n" "${quiet_ms:-nan}" "${quiet_trips:-?}" "$quiet_seconds"
+printf "  server RSS: %s KiB before the storm, %s KiB at its height, %s KiB once its connections closed\n" "$rss_before" "${rss_peak:-?}" "$rss_after"
 grep -E "^pingpong-server: served" "$log/server" | sed 's/^/  /'
 [ "$storm_status" = 0 ] || { echo "  the storm's client failed:"; grep -v "^connection [0-9]*: [0-9]* round" "$log/storm" | head -n 5; }

@@ -71,7 +71,10 @@ class MemoryRegion {
 
  private:
   struct FreeDeleter {
+    FreeDeleter() noexcept : mapped(0) {}
+    explicit FreeDeleter(size_t bytes) noexcept : mapped(bytes) {}
     void operator()(uint8_t* p) const noexcept;
+    size_t mapped;  // bytes mapped (allocate() maps whole pages)
   };
   ibv_mr* mr() const noexcept { return viewOf_ != nullptr ? viewOf_ : mr_.get(); }
 
