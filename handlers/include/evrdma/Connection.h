@@ -37,9 +37,10 @@
 // header. Each side's first frame is a hello with its maxMessageSize: onEstablished comes once the
 // peer's has arrived, and a send longer than the peer takes is refused (-EMSGSIZE) before posting.
 // Sends, sends with immediate, RDMA writes with immediate and the protocol's own frames each
-// spend one credit (one of the peer's posted receives, see CreditLedger); without one they
-// wait, in order, and RDMA writes and reads issued after them wait behind them, so the order of
-// everything the application issues is kept. One-sided operations must then target a region the
+// spend one credit (one of the peer's posted receives, see CreditLedger); a message goes only
+// while it leaves three for the protocol's frames, else it waits, in order, and RDMA writes and
+// reads issued after it wait behind it, so the order of everything the application issues is
+// kept. One-sided operations must then target a region the
 // peer advertised (granted or sent) and not released.
 //
 // Teardown, in order: rdma_disconnect (EINVAL: the peer went first) -> DISCONNECTED and every
