@@ -203,8 +203,9 @@ void Connection::onReceiveCompletion(const ibv_wc& wc) noexcept {
 }
 
 void Connection::onMessage(const detail::HeldMessage& message) noexcept {
-  if (options_.framed && message.intoBuffer) {
-    Frame frame;
+  Frame frame;
+  const bool parsed = options_.framed && message.intoBuffer;
+  if (parsed) {
     const char* why = "";
     if (parseFrame(queuePair_->receiveBuffer(message.slot), message.length, frame, why) != 0) {
       errorText_ = std::string("malformed frame from the peer: ") + why;
@@ -247,16 +248,21 @@ void Connection::onMessage(const detail::HeldMessage& message) noexcept {
     noteReceivesHeld();
     return;
   }
-  deliver(message);
+  deliver(message, parsed ? &frame : nullptr);
 }
 
-void Connection::deliver(const detail::HeldMessage& message) noexcept {
+void Connection::deliver(const detail::HeldMessage& message, const Frame* parsed) noexcept {
   const uint8_t* payload = message.intoBuffer ? queuePair_->receiveBuffer(message.slot) : nullptr;
   size_t length = message.length;
   if (options_.framed && message.intoBuffer) {
-    Frame frame;
+    Frame held;
     const char* why = "";
-    (void)parseFrame(payload, message.length, frame, why);  // checked when it arrived (onMessage)
+    // Parsed and checked when it arrived (onMessage); a held message is parsed again.
+    if (parsed == nullptr) {
+      (void)parseFrame(payload, message.length, held, why);
+      parsed = &held;
+    }
+    const Frame& frame = *parsed;
     if (frame.type != FrameType::Data) {
       if (regionExchange_->onFrame(frame, why) != 0) fail(-EPROTO, why);
       noteBacklog();
@@ -291,7 +297,7 @@ void Connection::deliverHeld() noexcept {
   while (!heldMessages_->empty() && !receivingPaused_ && sendable()) {
     const detail::HeldMessage message = heldMessages_->front();
     heldMessages_->pop_front();
-    deliver(message);
+    deliver(message, nullptr);
   }
   noteReceivesHeld();
   if (framedSender_ && !teardownStarted_) framedSender_->pump();  // the receives given back: credits

@@ -67,6 +67,7 @@ namespace evrdma {
 
 class Reactor;
 struct CmEvent;
+struct Frame;
 struct SendOp;
 namespace detail {
 struct HeldMessage;
@@ -282,7 +283,8 @@ class Connection {
   // a message is delivered, or held while receiving is paused (or earlier ones are still held).
   void onMessage(const detail::HeldMessage& message) noexcept;
   // Hands one message to the handler, then posts its receive again or keeps it for postRecv().
-  void deliver(const detail::HeldMessage& message) noexcept;
+  // `parsed`: its frame as onMessage parsed it (framed), or null to parse it (held, or unframed).
+  void deliver(const detail::HeldMessage& message, const Frame* parsed) noexcept;
   // The messages held while paused, in order, until paused again or closing (resumeReceiving's
   // later turn).
   void deliverHeld() noexcept;
