@@ -163,11 +163,10 @@ int FramedSender::pump() noexcept {
 void FramedSender::maybeSendCreditFrame() noexcept {
   if (stopped_ || freeSlots_.empty()) return;  // retried when a send completes
   ledger_.setWaiting(waitingForCredits());
-  // A line waiting for credits asks the peer for them, and asks again only once answered (see
-  // CreditLedger): asks and answers never trade for ever.
-  // After an answer it asks again only if the answer got it further than where it asked from: an
-  // answer that only made up for the ask's own credit means the peer has nothing more now (it
-  // holds its receives), and it will return them by the rules above once it lets go.
+  // A line waiting for credits asks the peer for them, and asks again only after an answer that got
+  // it further than where it asked from (see CreditLedger): an answer that only made up for the
+  // ask's own credit means the peer has nothing more now (it holds its receives), and it returns
+  // them by the ledger's rules once it lets go. So asks and answers never trade for ever.
   const bool ask = waitingForCredits() && ledger_.canSendProtocolFrame() && !askOutstanding_ &&
                    (creditsBeforeAsk_ == 0 || ledger_.credits() > creditsBeforeAsk_);
   if (!ask && !ledger_.creditFrameDue()) return;

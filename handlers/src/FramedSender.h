@@ -6,8 +6,8 @@
 // registered buffer for the 16-byte header, or the whole protocol frame); slots come back with
 // the send completions. Owed credits ride in each frame's header, or go out in a credit-only frame
 // when CreditLedger says one is due; a line that waits for credits asks the peer for them
-// (Frame::kAskBit). Keepalive probes and replies go ahead of the line. The post is injected (a SendQueue in a connection), so the logic is
-// unit-tested without a device.
+// (Frame::kAskBit). Keepalive probes and replies go ahead of the line. The post is injected (a
+// SendQueue in a connection), so the logic is unit-tested without a device.
 #pragma once
 
 #include <cstdint>
@@ -115,11 +115,11 @@ class FramedSender {
   Ring<Pending> waiting_;
   // Keepalive probes and replies: at most one of each waits, for a credit or a slot.
   bool probeWaiting_ = false;
+  bool keepaliveReplyWaiting_ = false;
   bool askOutstanding_ = false;  // we asked for credits, and the answer has not come yet
   uint32_t creditsBeforeAsk_ = 0;  // our credits when we last asked (before paying for the ask)
   uint32_t maxWaitingAnswers_;
   uint32_t answersWaiting_ = 0;
-  bool keepaliveReplyWaiting_ = false;
   bool stopped_ = false;
 };
 
