@@ -60,7 +60,6 @@ class CreditLedger {
   uint32_t credits() const noexcept { return credits_; }
   uint32_t owed() const noexcept { return owed_; }
   uint32_t threshold() const noexcept { return threshold_; }
-  uint32_t held() const noexcept { return held_; }
 
   // May a message (data, write with immediate, region exchange) go out now?
   bool canSendMessage() const noexcept { return credits_ >= kMessageCredits; }
