@@ -302,6 +302,45 @@ TEST_F(BackPressure, ReadersPausedBothWaysKeepTheirConnectionAliveKeepaliveGoesO
   expectWholeAndHealthy();
 }
 
+TEST_F(BackPressure, PausingOneConnectionLeavesAnotherOnTheSameReactorAndCompletionQueueFlowing) {
+  clientToAgent.total = 8u << 20;
+  connect();
+  // A second pair on the same Reactor (and so on the same shared completion queue).
+  Stream otherUp, otherDown;
+  otherUp.seed = 3;
+  otherUp.total = 8u << 20;
+  otherDown.seed = 4;
+  Side otherClient, otherAgent;
+  otherClient.out = otherAgent.in = &otherUp;
+  otherAgent.out = otherClient.in = &otherDown;
+  StreamerFactory otherFactory;
+  otherFactory.options = options;
+  otherFactory.side = &otherAgent;
+  evrdma::Listener::Ptr otherListener = evrdma::Listener::create(reactor_, otherFactory);
+  ASSERT_EQ(otherListener->listen(bed_.ip, 0), 0);
+  evrdma::ClientOptions clientOptions;
+  static_cast<evrdma::ConnectionOptions&>(clientOptions) = options;
+  evrdma::Client::Ptr other = evrdma::Client::create(reactor_, std::make_unique<Streamer>(otherClient), clientOptions);
+  ASSERT_EQ(other->connect(bed_.ip, otherListener->port()), 0);
+  ASSERT_TRUE(runUntil([&] { return (otherClient.established && otherAgent.established) || !otherClient.error.empty(); }, 30s))
+      << otherClient.error;
+  ASSERT_EQ(agent.connection->pauseReceiving(), 0);
+  start(client);
+  start(otherClient);
+  ASSERT_TRUE(runUntil([&] { return otherUp.received == otherUp.total || !otherAgent.error.empty(); }, 120s))
+      << "the other connection got " << otherUp.received << " of " << otherUp.total;
+  EXPECT_EQ(otherUp.badBytes, 0u);
+  EXPECT_EQ(clientToAgent.received, 0u) << "the paused one delivered nothing meanwhile";
+  EXPECT_GT(connection->sendBacklog(), 0u) << "and its writer stayed stopped";
+  ASSERT_EQ(agent.connection->resumeReceiving(), 0);
+  ASSERT_TRUE(runUntil([&] { return clientToAgent.received == clientToAgent.total || !agent.error.empty(); }, 120s))
+      << describe();
+  expectWholeAndHealthy();
+  other.reset();
+  otherListener.reset();
+  runUntil([&] { return otherClient.connection == nullptr && otherAgent.connection == nullptr; }, 10s);
+}
+
 TEST_F(BackPressure, PausingIsRefusedOnceClosingAndResumingDeliversInOrderFromALaterTurn) {
   clientToAgent.total = 40 * kChunk;
   connect();
