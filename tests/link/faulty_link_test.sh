@@ -54,8 +54,9 @@ every_program() {  # every_program <what>: pingpong and blast in every mode, eve
         check "$what: blast -m $mode 2000 x 4 KiB verified: $(grep 'all connections' "$log/client")" $status
     done
     # The traffic really crossed the link (not the loopback).
-    [ $(( $(tx_packets) - before )) -ge 400 ]
-    check "$what: $(( $(tx_packets) - before )) packets crossed the link from B" $?
+    crossed=$(( $(tx_packets) - before ))
+    [ "$crossed" -ge 400 ]
+    check "$what: $crossed packets crossed the link from B" $?
 }
 
 case $case in
@@ -88,7 +89,8 @@ case $case in
             sleep 2
             clear_faults
             wait $client
-            check "$program across a 2 s partition: $(grep -E '^(pingpong|blast)-client: ' "$log/client" | tail -n 1)" $?
+            status=$?  # before the message's $(...), which would overwrite $?
+            check "$program across a 2 s partition: $(grep -E '^(pingpong|blast)-client: ' "$log/client" | tail -n 1)" $status
         done
         ;;
     long-partition)
@@ -112,7 +114,8 @@ case $case in
         check "a partition longer than the timeouts ends the connection with a clear error" $?
         clear_faults
         pingpong -c 100 -s 4096 >"$log/client" 2>&1
-        check "once the link is back a new client is served: $(tail -n 1 "$log/client")" $?
+        status=$?
+        check "once the link is back a new client is served: $(tail -n 1 "$log/client")" $status
         ;;
     *) echo "usage: $0 <build dir> loss|delay|corruption|short-partition|long-partition" >&2; exit 2 ;;
 esac
@@ -124,5 +127,6 @@ for name in pingpong blast; do
 done
 for _ in $(seq 300); do [ -z "$(jobs -rp)" ] && break; sleep 0.1; done
 [ -z "$(jobs -rp)" ]
-check "both servers ended on SIGINT: $(grep -h 'served' "$log/pingpong" "$log/blast" | cut -c1-100 | tr '\n' ';')" $?
+status=$?
+check "both servers ended on SIGINT: $(grep -h 'served' "$log/pingpong" "$log/blast" | cut -c1-100 | tr '\n' ';')" $status
 [ "$failures" = 0 ]
