@@ -19,13 +19,14 @@ Agent::Agent(Listener& listener, Reactor& reactor, std::unique_ptr<ConnectionHan
         fail(-ETIMEDOUT, "accept: the client did not complete the connection within acceptTimeout");
       }) {}
 
-int Agent::accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op) noexcept {
+int Agent::accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op,
+                  detail::PreparedMappings* prepared) noexcept {
   adoptId(std::move(id));
   if (privateData.size() > maxPrivateData(cmId(), PrivateDataUse::Accept)) {
     op = "accept: private data longer than this transport carries";
     return -EMSGSIZE;
   }
-  if (int rc = setUpVerbs(op); rc != 0) return rc;
+  if (int rc = setUpVerbs(op, prepared); rc != 0) return rc;
   rdma_conn_param param = connParam(privateData);
   setState(ConnectionState::Accepting);
   if (rdma_accept(cmId(), &param) != 0) {
@@ -43,10 +44,14 @@ void Agent::onConnectFailed(const CmEvent& event) noexcept {
   fail(event.status < 0 ? event.status : -ECONNABORTED, "accept: the client never completed the connection");
 }
 
-void Agent::onEstablishedByRole() noexcept { acceptTimer_.cancel(); }
+void Agent::onEstablishedByRole() noexcept {
+  acceptTimer_.cancel();
+  listener_.releaseUnestablished(this);
+}
 
 void Agent::onFinished() noexcept {
   acceptTimer_.cancel();
+  listener_.releaseUnestablished(this);  // if never established
   listener_.agentFinished(this);
 }
 

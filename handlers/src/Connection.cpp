@@ -124,10 +124,10 @@ void Connection::adoptId(CmId id) noexcept {
   if (!isClient_) peerAddress_ = formatAddress(rdma_get_peer_addr(id_.get()));
 }
 
-int Connection::setUpVerbs(const char*& op) noexcept {
+int Connection::setUpVerbs(const char*& op, detail::PreparedMappings* prepared) noexcept {
   if (int rc = checkOptions(options_, op); rc != 0) return rc;
   queuePair_ = std::make_unique<detail::QueuePair>();
-  const int rc = queuePair_->setUp(reactor_, id_.get(), options_, *sink_, op);
+  const int rc = queuePair_->setUp(reactor_, id_.get(), options_, *sink_, op, prepared);
   if (const CompletionDispatcher* completions = queuePair_->completions()) {
     completionStats_ = &completions->stats();
     device_ = completions->context();

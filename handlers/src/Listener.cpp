@@ -11,6 +11,8 @@
 #include "CmDispatcher.h"
 #include "CmEvent.h"
 #include "Logging.h"
+#include "PreparedMappings.h"
+#include "QueuePair.h"
 #include "ReactorMember.h"
 #include "evrdma/Address.h"
 #include "evrdma/PrivateData.h"
@@ -33,7 +35,7 @@ struct Listener::Worker {
   Reactor* reactor;
   std::atomic<size_t> agents{0};
   std::atomic<uint64_t> accepted{0}, rejected{0}, abandoned{0}, closed{0};
-  std::atomic<uint64_t> heldForLaterTurn{0};
+  std::atomic<uint64_t> heldForLaterTurn{0}, heldForMemory{0};
   std::atomic<uint32_t> mostInOneTurn{0};
   Listener::Ptr side;  // touched on the worker's thread only
 };
@@ -74,7 +76,8 @@ void Listener::releaseWorkerSides() noexcept {
 }
 
 size_t Listener::agentCount() const noexcept {
-  size_t count = agents_.size();
+  // Accepted requests not set up yet count too (a worker counts those handed to it already).
+  size_t count = agents_.size() + (servesWorker_ ? 0 : admitted_.size());
   for (const std::shared_ptr<Worker>& worker : workers_) count += worker->agents.load();
   return count;
 }
@@ -90,6 +93,7 @@ std::vector<WorkerFigures> Listener::workerFigures() const {
     f.closed = worker->closed.load();
     f.heldForLaterTurn = worker->heldForLaterTurn.load();
     f.mostInOneTurn = worker->mostInOneTurn.load();
+    f.heldForMemory = worker->heldForMemory.load();
     figures.push_back(f);
   }
   return figures;
@@ -101,8 +105,8 @@ void Listener::onReactorGone() noexcept {
   drainTimer_.reset();
   drained_ = nullptr;
   dropWaitingRequests();
-  for (HandedOver& handed : handedOver_) rdma_destroy_id(handed.id);  // its event is acked already
-  handedOver_.clear();
+  for (Admitted& admitted : admitted_) rdma_destroy_id(admitted.id);  // its event is acked already
+  admitted_.clear();
   nextTurn_.reset();
   id_.reset();
   agents_.clear();
@@ -156,16 +160,21 @@ uint16_t Listener::port() const noexcept { return id_ ? ntohs(rdma_get_src_port(
 void Listener::close() noexcept {
   id_.reset();  // no more connect requests
   rejectWaiting("the server is shutting down");
-  // A worker's side: requests handed over and not set up yet are told no, their handlers closed.
-  while (!handedOver_.empty()) {
-    HandedOver handed = std::move(handedOver_.front());
-    handedOver_.pop_front();
-    ++stats_.rejectedClosing;
-    ++servesWorker_->rejected;
-    reject(handed.id, "the server is shutting down");
-    endUnaccepted(std::move(handed.decision), 0, nullptr);
-  }
+  rejectAdmitted("the server is shutting down");
   closeAgents();
+}
+
+void Listener::rejectAdmitted(const char* reason) noexcept {
+  // Accepted, not set up yet: the client is told no, the handler the factory made hears onClosed.
+  while (!admitted_.empty()) {
+    Admitted admitted = std::move(admitted_.front());
+    admitted_.pop_front();
+    if (admitted.begun) unestablishedBytes_ -= admitted.bytes;
+    ++stats_.rejectedClosing;
+    if (servesWorker_) ++servesWorker_->rejected;
+    reject(admitted.id, reason);
+    endUnaccepted(std::move(admitted.decision), 0, nullptr);
+  }
 }
 
 void Listener::rejectWaiting(const char* reason) noexcept {
@@ -192,6 +201,7 @@ void Listener::drain(std::chrono::milliseconds grace, std::function<void()> drai
     drainDeadline_ = deadline;
     id_.reset();  // no more requests
     rejectWaiting("the server is draining");
+    rejectAdmitted("the server is draining");
   } else if (deadline < drainDeadline_) {
     drainDeadline_ = deadline;
   }
@@ -267,14 +277,16 @@ void Listener::onCmEvent(const CmEvent& event) noexcept {
 
 void Listener::onConnectRequest(const CmEvent& event) noexcept {
   ++stats_.requests;
-  if (options_.acceptsPerTurn == 0 || (answeredThisTurn_ < options_.acceptsPerTurn && waiting_.empty())) {
+  // (Admitted requests that wait for memory do not hold it back: it may fit where they do not.)
+  if (waiting_.empty() && (options_.acceptsPerTurn == 0 || answeredThisTurn_ < options_.acceptsPerTurn)) {
     countAnswerThisTurn();
     answer(event);
     return;
   }
-  if (waiting_.size() >= options_.maxWaitingRequests) {
+  if (waiting_.size() + admitted_.size() >= options_.maxWaitingRequests) {
     ++stats_.rejectedWaiting;
-    reject(event.id, "server busy: " + std::to_string(waiting_.size()) + " requests waiting to be accepted");
+    reject(event.id, "server busy: " + std::to_string(waiting_.size() + admitted_.size()) +
+                         " requests waiting to be accepted");
     return;
   }
   ++stats_.heldForLaterTurn;
@@ -284,39 +296,135 @@ void Listener::onConnectRequest(const CmEvent& event) noexcept {
 void Listener::countAnswerThisTurn() noexcept {
   ++answeredThisTurn_;
   if (servesWorker_ && answeredThisTurn_ > servesWorker_->mostInOneTurn.load()) servesWorker_->mostInOneTurn = answeredThisTurn_;
+  armNextTurn();  // the count starts over then
+}
+
+void Listener::armNextTurn() noexcept {
   if (!nextTurn_) nextTurn_ = std::make_unique<Timer>(reactor_, [this] { onNextTurn(); });
-  if (!nextTurn_->active()) nextTurn_->startOnce(std::chrono::milliseconds(0));  // the count starts over then
+  if (!nextTurn_->active()) nextTurn_->startOnce(std::chrono::milliseconds(0));
 }
 
 void Listener::onNextTurn() noexcept {
   answeredThisTurn_ = 0;
-  // A listening Listener answers the requests that waited; a worker's side sets up those handed
-  // over. Either may close or release the listener meanwhile: its lines are then empty.
-  while ((!waiting_.empty() || !handedOver_.empty()) && answeredThisTurn_ < options_.acceptsPerTurn) {
+  populatedThisTurn_ = 0;
+  serveLines();
+}
+
+void Listener::serveLines() noexcept {
+  // A listening Listener answers the requests that waited; either side sets up the admitted ones
+  // (a worker's side: those handed over), which go first. When every admitted one waits for
+  // memory, waiting requests are answered all the same: smaller ones may fit. The factory or a
+  // handler may close or release the listener meanwhile: its lines are then empty.
+  const uint32_t limit = options_.acceptsPerTurn;
+  while (limit == 0 || answeredThisTurn_ < limit) {
+    if (!admitted_.empty()) {
+      const Step step = stepAdmitted(true);
+      if (step == Step::SetUp) continue;
+      if (step == Step::NextTurn) {
+        armNextTurn();
+        return;
+      }
+      // WaitsForMemory: until an agent is established or ends (releaseUnestablished).
+    }
+    if (waiting_.empty()) return;
     countAnswerThisTurn();
-    if (!waiting_.empty()) {
-      CmEvent event = std::move(waiting_.front());
-      waiting_.pop_front();
-      answer(event);
-    } else {
-      HandedOver handed = std::move(handedOver_.front());
-      handedOver_.pop_front();
-      adopt(handed.id, std::move(handed.decision));
+    CmEvent event = std::move(waiting_.front());
+    waiting_.pop_front();
+    answer(event);
+  }
+  // This turn's count is spent (countAnswerThisTurn armed the next turn).
+}
+
+uint64_t Listener::maxUnestablished() const noexcept {
+  if (options_.maxUnestablishedMemory != 0) return options_.maxUnestablishedMemory;
+  const uint64_t budget = reactor_.memoryBudget();
+  return budget != 0 ? std::max<uint64_t>(budget / 4, 1) : uint64_t{256} << 20;
+}
+
+bool Listener::waitsForMemory(uint64_t bytes) const noexcept {
+  // Large requests (over an eighth of the bound) share three quarters of it: the last quarter is
+  // kept for small ones, which a few large requests whose clients never complete would otherwise
+  // hold up until acceptTimeout. One request always goes when no other holds any: else one larger
+  // than the bound never would.
+  const uint64_t bound = maxUnestablished();
+  const uint64_t limit = bytes > bound / 8 ? bound - bound / 4 : bound;
+  return unestablishedBytes_ > 0 && bytes > limit - std::min(limit, unestablishedBytes_);
+}
+
+void Listener::admit(rdma_cm_id* id, AcceptDecision decision, bool handedOver, bool thisTurn) noexcept {
+  Admitted admitted{id, std::move(decision), handedOver, false, false, 0, {}, nullptr};
+  detail::QueuePair::MemoryNeeds needs = detail::QueuePair::memoryNeeds(admitted.decision.options);
+  const uint64_t pool = admitted.decision.options.lendingPoolBytes;
+  admitted.bytes = needs.pinned + (pool > 0 ? detail::BufferMemory::pinnedBytes(pool) : 0);
+  admitted.ownRegions = std::move(needs.ownRegions);
+  admitted_.push_back(std::move(admitted));
+  if (!thisTurn) return;
+  // Its answer was counted already (answer() or takeHandedOver()). It goes now unless older ones
+  // go first, or it waits for memory.
+  if (stepAdmitted(false) == Step::NextTurn) armNextTurn();
+}
+
+Listener::Step Listener::stepAdmitted(bool countAnswer) noexcept {
+  // The one whose buffers are being populated goes on; else the oldest whose memory fits: one
+  // that does not fit lets smaller ones behind it go first (a request for large buffers whose
+  // client never completes must not hold up every other client until acceptTimeout).
+  auto it = std::find_if(admitted_.begin(), admitted_.end(), [](const Admitted& a) { return a.begun; });
+  if (it == admitted_.end()) {
+    for (it = admitted_.begin(); it != admitted_.end() && waitsForMemory(it->bytes); ++it) {
+      if (it->heldForMemory) continue;
+      it->heldForMemory = true;
+      ++stats_.heldForMemory;
+      if (servesWorker_) ++servesWorker_->heldForMemory;
+    }
+    if (it == admitted_.end()) return Step::WaitsForMemory;
+    it->begun = true;
+    unestablishedBytes_ += it->bytes;
+    stats_.mostUnestablishedMemory = std::max(stats_.mostUnestablishedMemory, unestablishedBytes_);
+    uint64_t large = 0;
+    for (size_t bytes : it->ownRegions) large += bytes;
+    if (large > kPopulatePerTurn) {
+      it->prepared = std::make_unique<detail::PreparedMappings>();
+      if (it->prepared->map(it->ownRegions) != 0) it->prepared.reset();  // then registered as they come
     }
   }
+  if (it->prepared && !it->prepared->populated()) {
+    // A piece per turn: the loop serves its connected peers, timers and sockets in between.
+    while (!it->prepared->populated() && populatedThisTurn_ < kPopulatePerTurn) {
+      const size_t populated = it->prepared->populate(kPopulatePerTurn - populatedThisTurn_);
+      populatedThisTurn_ += populated;
+      stats_.populatedAhead += populated;
+    }
+    stats_.mostPopulatedInOneTurn = std::max(stats_.mostPopulatedInOneTurn, populatedThisTurn_);
+    if (!it->prepared->populated()) return Step::NextTurn;
+  }
+  Admitted admitted = std::move(*it);
+  admitted_.erase(it);
+  if (countAnswer) countAnswerThisTurn();
+  if (admitted.handedOver)
+    adopt(admitted.id, std::move(admitted.decision), std::move(admitted.prepared), admitted.bytes);
+  else
+    setUpAgent(admitted.id, std::move(admitted.decision), std::move(admitted.prepared), admitted.bytes);
+  return Step::SetUp;
+}
+
+void Listener::releaseUnestablished(Agent* agent) noexcept {
+  if (agent->unestablishedBytes_ == 0) return;
+  unestablishedBytes_ -= agent->unestablishedBytes_;
+  agent->unestablishedBytes_ = 0;
+  if (!admitted_.empty()) armNextTurn();  // the head may fit now
 }
 
 void Listener::takeHandedOver(rdma_cm_id* id, AcceptDecision decision) noexcept {
   // Paced as the listening side paces its requests: a storm handed over in one batch of posts
   // would otherwise be set up in one turn of the worker's loop, its connected peers waiting.
-  if (options_.acceptsPerTurn == 0 || (answeredThisTurn_ < options_.acceptsPerTurn && handedOver_.empty())) {
+  if (options_.acceptsPerTurn == 0 || answeredThisTurn_ < options_.acceptsPerTurn) {
     countAnswerThisTurn();
-    adopt(id, std::move(decision));
+    admit(id, std::move(decision), true, true);
     return;
   }
   ++servesWorker_->heldForLaterTurn;
-  handedOver_.push_back(HandedOver{id, std::move(decision)});
-  if (!nextTurn_->active()) nextTurn_->startOnce(std::chrono::milliseconds(0));
+  admit(id, std::move(decision), true, false);
+  armNextTurn();
 }
 
 bool Listener::onWaitingRequestEvent(const CmEvent& event) noexcept {
@@ -325,6 +433,17 @@ bool Listener::onWaitingRequestEvent(const CmEvent& event) noexcept {
     // Its client went away before its turn came (REJECTED, DISCONNECTED...): nobody to answer.
     waiting_.erase(it);
     forgetAbandonedRequest(event.id);
+    return true;
+  }
+  // Accepted by the factory, not set up yet (a handed-over id's events no longer come here).
+  for (auto it = admitted_.begin(); it != admitted_.end(); ++it) {
+    if (it->id != event.id || it->handedOver) continue;
+    Admitted admitted = std::move(*it);
+    admitted_.erase(it);
+    if (admitted.begun) unestablishedBytes_ -= admitted.bytes;
+    forgetAbandonedRequest(event.id);
+    endUnaccepted(std::move(admitted.decision), 0, nullptr);
+    if (!admitted_.empty()) armNextTurn();
     return true;
   }
   return false;
@@ -362,16 +481,18 @@ void Listener::answer(const CmEvent& event) noexcept {
   if (!workers_.empty())
     handOver(event.id, std::move(decision));
   else
-    setUpAgent(event.id, std::move(decision));
+    admit(event.id, std::move(decision), false, true);
 }
 
-void Listener::setUpAgent(rdma_cm_id* id, AcceptDecision decision) noexcept {
+void Listener::setUpAgent(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<detail::PreparedMappings> prepared,
+                          uint64_t bytes) noexcept {
   std::unique_ptr<Agent> owned(
       new Agent(*this, reactor_, std::move(decision.handler), decision.options, options_.acceptTimeout));
   Agent* agent = owned.get();
   agents_.emplace(agent, std::move(owned));
+  agent->unestablishedBytes_ = bytes;  // given back once it is established or ends
   const char* op = nullptr;
-  if (int rc = agent->accept(CmId(id), decision.privateData, op); rc != 0) {
+  if (int rc = agent->accept(CmId(id), decision.privateData, op, prepared.get()); rc != 0) {
     // The client gave up meanwhile: that, not `op`, failed. (On iWARP its TCP connection is gone:
     // the accept's MPA reply meets a reset.)
     if (rc == -ECONNRESET || !requestStillWaiting(agent->cmId())) {
@@ -417,13 +538,15 @@ void Listener::handOver(rdma_cm_id* id, AcceptDecision decision) noexcept {
   });
 }
 
-void Listener::adopt(rdma_cm_id* id, AcceptDecision decision) noexcept {
+void Listener::adopt(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<detail::PreparedMappings> prepared,
+                     uint64_t bytes) noexcept {
   int error = 0;
   CmDispatcher* cm = reactor_.cm(error);
   // Its CM events come to this Reactor from now on. (librdmacm waits, if need be, until the
   // listening Reactor has acked those it read already: it acks before dispatching.)
   if (cm != nullptr && rdma_migrate_id(id, cm->channel()) != 0) error = errno ? -errno : -EINVAL;
   if (error != 0) {
+    unestablishedBytes_ -= bytes;  // no agent will hold them
     const std::string why = std::string("server could not set up the connection: rdma_migrate_id: ") + strerror(-error);
     reject(id, why);
     ++stats_.rejectedSetup;
@@ -432,12 +555,13 @@ void Listener::adopt(rdma_cm_id* id, AcceptDecision decision) noexcept {
     return;
   }
   if (!requestStillWaiting(id)) {
+    unestablishedBytes_ -= bytes;
     forgetAbandonedRequest(id);
     ++servesWorker_->abandoned;
     endUnaccepted(std::move(decision), 0, nullptr);
     return;
   }
-  setUpAgent(id, std::move(decision));
+  setUpAgent(id, std::move(decision), std::move(prepared), bytes);
 }
 
 void Listener::endUnaccepted(AcceptDecision decision, int err, const char* op) noexcept {

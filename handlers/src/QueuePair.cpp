@@ -12,11 +12,11 @@
 
 namespace evrdma::detail {
 
-int SendBuffers::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, uint32_t count,
-                          size_t size) noexcept {
+int SendBuffers::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, uint32_t count, size_t size,
+                          PreparedMappings* prepared) noexcept {
   if (count == 0 || size == 0) return -EINVAL;
   if (size > SIZE_MAX / count) return -EOVERFLOW;
-  if (int rc = memory_.allocate(arena, account, pd, size_t{count} * size, 0); rc != 0) return rc;
+  if (int rc = memory_.allocate(arena, account, pd, size_t{count} * size, 0, prepared); rc != 0) return rc;
   size_ = size;
   free_.reserve(count);
   for (uint32_t index = count; index-- > 0;) free_.push_back(index);
@@ -37,8 +37,30 @@ size_t QueuePair::bufferSize(const ConnectionOptions& options) noexcept {
   return Frame::kHeaderSize + std::max<size_t>(options.maxMessageSize, Frame::kLargestControlPayload);
 }
 
+namespace {
+// The three blocks setUp() registers: the receive ring, postSend()'s buffers, the frame slots.
+struct BufferBytes {
+  size_t ring, send, slots;
+};
+BufferBytes bufferBytes(const ConnectionOptions& options, size_t bufferSize) noexcept {
+  return BufferBytes{options.sharedReceiveQueue ? 0 : bufferSize * options.recvDepth, bufferSize * options.sendDepth,
+                     options.framed ? size_t{options.sendDepth + 1} * FramedSender::kSlotSize : 0};
+}
+}  // namespace
+
+QueuePair::MemoryNeeds QueuePair::memoryNeeds(const ConnectionOptions& options) {
+  MemoryNeeds needs;
+  const BufferBytes blocks = bufferBytes(options, bufferSize(options));
+  for (size_t bytes : {blocks.ring, blocks.send, blocks.slots}) {
+    if (bytes == 0) continue;
+    needs.pinned += BufferMemory::pinnedBytes(bytes);
+    if (!SmallBufferArena::serves(bytes)) needs.ownRegions.push_back(bytes);
+  }
+  return needs;
+}
+
 int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& options, CompletionHandler& handler,
-                     const char*& op) noexcept {
+                     const char*& op, PreparedMappings* prepared) noexcept {
   bufferSize_ = bufferSize(options);
   int error = 0;
   op = "completion channel";
@@ -66,15 +88,15 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
     attachment_->receiveThrough(srq);
   }
   op = "receive/send buffer registration";
-  const size_t ringBytes = shared ? 0 : bufferSize_ * options.recvDepth, sendBytes = bufferSize_ * options.sendDepth;
-  const size_t slotBytes = options.framed ? size_t{options.sendDepth + 1} * FramedSender::kSlotSize : 0;
+  const BufferBytes blocks = bufferBytes(options, bufferSize_);
+  const size_t ringBytes = blocks.ring, sendBytes = blocks.send, slotBytes = blocks.slots;
   SmallBufferArena& arena = completions_->smallBuffers();
   MemoryAccount& account = completions_->memoryAccount();
-  if (!shared) error = recvRing_.allocate(arena, account, pd_, ringBytes, kLocalWrite);
-  if (error == 0) error = sendBuffers_.allocate(arena, account, pd_, options.sendDepth, bufferSize_);
+  if (!shared) error = recvRing_.allocate(arena, account, pd_, ringBytes, kLocalWrite, prepared);
+  if (error == 0) error = sendBuffers_.allocate(arena, account, pd_, options.sendDepth, bufferSize_, prepared);
   if (error == 0 && options.framed) {
     frameSlotCount_ = options.sendDepth + 1;
-    error = frameSlots_.allocate(arena, account, pd_, slotBytes, 0);
+    error = frameSlots_.allocate(arena, account, pd_, slotBytes, 0, prepared);
   }
   if (error != 0) {
     // Registered memory counts against RLIMIT_MEMLOCK; past it the kernel says only ENOMEM.

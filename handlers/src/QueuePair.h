@@ -32,7 +32,8 @@ namespace evrdma::detail {
 // index.
 class SendBuffers {
  public:
-  int allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, uint32_t count, size_t size) noexcept;
+  int allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, uint32_t count, size_t size,
+               PreparedMappings* prepared) noexcept;
   explicit operator bool() const noexcept { return static_cast<bool>(memory_); }
   int acquire() noexcept;  // an index, or -ENOBUFS
   void release(uint32_t index) noexcept;
@@ -56,10 +57,20 @@ class QueuePair {
   QueuePair(const QueuePair&) = delete;
   QueuePair& operator=(const QueuePair&) = delete;
 
+  // What setUp() registers for a connection with `options`: the bytes it pins, and the lengths of
+  // the buffers too large for the device's arena (regions of their own, which a PreparedMappings
+  // may hold ready).
+  struct MemoryNeeds {
+    uint64_t pinned = 0;
+    std::vector<size_t> ownRegions;
+  };
+  static MemoryNeeds memoryNeeds(const ConnectionOptions& options);
+
   // Makes everything on the device of `id` (whose address is resolved) and posts every receive.
-  // Completions go to `handler`. Returns 0, or -errno with `op` naming the failing call.
+  // Completions go to `handler`. Large buffers take their memory from `prepared` where it holds
+  // some. Returns 0, or -errno with `op` naming the failing call.
   int setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& options, CompletionHandler& handler,
-            const char*& op) noexcept;
+            const char*& op, PreparedMappings* prepared = nullptr) noexcept;
 
   // Posts receive buffer `slot` (again): into the QP's own receive queue, or back to the shared
   // receive queue's pool. 0 or -errno.
@@ -114,7 +125,7 @@ class QueuePair {
   // Creation order; destroyed in reverse.
   std::unique_ptr<CompletionDispatcher::Attachment> attachment_;
   SharedReceives sharedReceives_;
-  BufferMemory recvRing_;  // bufferSize per slot (none with a shared receive queue) (none with a shared receive queue)
+  BufferMemory recvRing_;  // bufferSize per slot (none with a shared receive queue)
   SendBuffers sendBuffers_;    // postSend()'s buffers
   BufferMemory frameSlots_;
   CmQueuePair qp_;

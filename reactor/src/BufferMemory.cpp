@@ -2,14 +2,17 @@
 
 namespace evrdma::detail {
 
-int BufferMemory::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes,
-                           int access) noexcept {
+int BufferMemory::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes, int access,
+                           PreparedMappings* prepared) noexcept {
   int error = 0;
   // The arena registers for local write: enough for anything but remote access.
   if (SmallBufferArena::serves(bytes) && (access & ~kLocalWrite) == 0) {
     lease_ = arena.take(bytes, error);
   } else if ((error = account.charge(pinnedBytes(bytes), charge_)) == 0) {
-    region_ = MemoryRegion::allocate(pd, bytes, access, error);
+    size_t mapped = 0;
+    void* mapping = prepared != nullptr ? prepared->take(bytes, mapped) : nullptr;
+    region_ = mapping != nullptr ? MemoryRegion::registerMapping(pd, mapping, mapped, bytes, access, error)
+                                 : MemoryRegion::allocate(pd, bytes, access, error);
     if (!region_) charge_.reset();
   }
   return error;

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "MemoryAccount.h"
+#include "PreparedMappings.h"
 #include "SmallBufferArena.h"
 #include "evrdma/MemoryRegion.h"
 
@@ -15,8 +16,10 @@ namespace evrdma::detail {
 class BufferMemory {
  public:
   // Returns 0 or -errno (-ENOBUFS: past the Reactor's memory budget, which a region of its own
-  // is charged to, as the arena's slabs are).
-  int allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes, int access) noexcept;
+  // is charged to, as the arena's slabs are). A region of its own takes its memory from
+  // `prepared` when that holds a block made for `bytes`.
+  int allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes, int access,
+               PreparedMappings* prepared = nullptr) noexcept;
   explicit operator bool() const noexcept { return static_cast<bool>(lease_) || static_cast<bool>(region_); }
   uint8_t* data() const noexcept { return lease_ ? lease_.data() : region_.data(); }
   uint32_t lkey() const noexcept { return lease_ ? lease_.lkey() : region_.lkey(); }

@@ -110,8 +110,17 @@ MemoryRegion MemoryRegion::allocate(ibv_pd* pd, size_t length, int access, int& 
     error = -ENOMEM;
     return MemoryRegion();
   }
-  std::unique_ptr<uint8_t[], FreeDeleter> owned(static_cast<uint8_t*>(memory), FreeDeleter{mapped});
-  MemoryRegion region = wrap(pd, memory, length, access, error);
+  return registerMapping(pd, memory, mapped, length, access, error);
+}
+
+MemoryRegion MemoryRegion::registerMapping(ibv_pd* pd, void* mapping, size_t mapped, size_t length, int access,
+                                           int& error) {
+  std::unique_ptr<uint8_t[], FreeDeleter> owned(static_cast<uint8_t*>(mapping), FreeDeleter{mapped});
+  if (length > mapped) {
+    error = -EINVAL;
+    return MemoryRegion();
+  }
+  MemoryRegion region = wrap(pd, mapping, length, access, error);
   if (region) region.owned_ = std::move(owned);
   return region;
 }

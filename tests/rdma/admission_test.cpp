@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "PingPong.h"
+#include "PingSr.h"
 #include "evrdma/Client.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
@@ -337,6 +339,68 @@ TEST(Admission, AClientReactorKeepsAtMostMaxConnectsInFlightRequestsOnTheWire) {
   connections.clear();
   listener.reset();
   runUntil(reactor, [] { return false; }, 300ms);
+}
+
+// A burst of requests for large messages: agents accepted but not yet established never pin more
+// than maxUnestablishedMemory together (the others wait their turn), and each agent's large buffers
+// are populated a piece per loop turn before they are registered (registering fresh pages would
+// fault them all in, in one turn). Every echo is still verified. The loop is driven a turn at a
+// time and the Listener's unestablished memory read after each.
+TEST(Admission, UnestablishedAgentsPinAtMostTheirBoundAndLargeBuffersArePopulatedAPiecePerTurn) {
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  constexpr int kClients = 4;
+  constexpr uint64_t kSize = 4u << 20;
+  constexpr uint64_t kPerAgent = 4 * kSize;  // the echo agent: 2 receives and 2 send buffers
+  evrdma::Reactor reactor;
+  pingpong::EchoFactory factory(pingsr::Limits{1000, kSize}, pingpong::Trace::Off, 0);
+  evrdma::ListenerOptions options;
+  options.maxUnestablishedMemory = kPerAgent + kPerAgent / 2;  // room for one agent at a time
+  auto listener = evrdma::Listener::create(reactor, factory, options);
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+
+  std::vector<pingpong::PingResult> results;
+  std::vector<evrdma::Client::Ptr> clients;
+  evrdma::ClientOptions clientOptions;
+  clientOptions.maxMessageSize = kSize;
+  clientOptions.recvDepth = clientOptions.sendDepth = 2;
+  clientOptions.connectTimeout = std::chrono::minutes(2);  // they wait for each other's turn
+  const pingsr::ConnectInfo info{3, kSize};
+  for (int i = 0; i < kClients; ++i) {
+    auto handler = std::make_unique<pingpong::PingClient>(static_cast<uint32_t>(i), info, true, pingpong::Trace::Off,
+                                                          [&](const pingpong::PingResult& r) { results.push_back(r); });
+    clients.push_back(evrdma::Client::create(reactor, std::move(handler), clientOptions));
+    ASSERT_EQ(clients.back()->connect(bed.ip, listener->port(), pingsr::encode(info)), 0);
+  }
+  uint64_t mostUnestablished = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 180s;
+  while (results.size() < kClients && std::chrono::steady_clock::now() < deadline) {
+    event_base_loop(reactor.base(), EVLOOP_ONCE);
+    mostUnestablished = std::max(mostUnestablished, listener->unestablishedMemory());
+  }
+  const evrdma::ListenerStats& stats = listener->stats();
+  std::printf("[ figures  ] %d requests of %llu MiB each, bound %llu MiB: at most %llu MiB unestablished; %llu held "
+              "for memory; %llu MiB populated ahead, at most %llu KiB in one turn\n",
+              kClients, static_cast<unsigned long long>(kPerAgent >> 20),
+              static_cast<unsigned long long>(options.maxUnestablishedMemory >> 20),
+              static_cast<unsigned long long>(mostUnestablished >> 20),
+              static_cast<unsigned long long>(stats.heldForMemory),
+              static_cast<unsigned long long>(stats.populatedAhead >> 20),
+              static_cast<unsigned long long>(stats.mostPopulatedInOneTurn >> 10));
+  ASSERT_EQ(results.size(), static_cast<size_t>(kClients)) << "not every client finished";
+  for (const pingpong::PingResult& r : results) {
+    EXPECT_TRUE(r.succeeded) << "client " << r.index << ": " << r.error;
+    EXPECT_EQ(r.verifiedBytes, info.count * kSize) << "client " << r.index;
+  }
+  EXPECT_GE(mostUnestablished, kPerAgent) << "no agent was ever seen unestablished: the test proved nothing";
+  EXPECT_LE(mostUnestablished, options.maxUnestablishedMemory);
+  EXPECT_GT(stats.heldForMemory, 0u) << "no request waited for memory: the test proved nothing";
+  EXPECT_GE(stats.populatedAhead, kClients * kPerAgent) << "the large buffers were registered unpopulated";
+  EXPECT_LE(stats.mostPopulatedInOneTurn, evrdma::Listener::kPopulatePerTurn);
+  EXPECT_EQ(listener->unestablishedMemory(), 0u);
+  clients.clear();
+  listener.reset();
+  runUntil(reactor, [&] { return reactor.registeredMemory() <= 64u * 1024; }, 30s);
 }
 
 }  // namespace

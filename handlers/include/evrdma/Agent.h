@@ -20,15 +20,19 @@ class Agent : public Connection {
   friend class Listener;
   Agent(Listener& listener, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
         const ConnectionOptions& options, std::chrono::milliseconds acceptTimeout);
-  // Takes the request's id, sets up verbs and accepts. Returns 0, or -errno with `op` set (the
-  // Listener then rejects the request).
-  int accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op) noexcept;
+  // Takes the request's id, sets up verbs (in `prepared`'s memory where it holds some) and
+  // accepts. Returns 0, or -errno with `op` set (the Listener then rejects the request).
+  int accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op,
+             detail::PreparedMappings* prepared) noexcept;
   void onConnectRejected(const CmEvent& event) noexcept override;
   void onConnectFailed(const CmEvent& event) noexcept override;
   void onEstablishedByRole() noexcept override;
   void onFinished() noexcept override;
 
   Listener& listener_;
+  // The memory counted against ListenerOptions::maxUnestablishedMemory until it is established
+  // or ends.
+  uint64_t unestablishedBytes_ = 0;
   std::chrono::milliseconds acceptTimeout_;
   Timer acceptTimer_;
 };

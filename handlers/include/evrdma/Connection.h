@@ -76,6 +76,7 @@ class QueuePair;
 class FramedSender;
 class RegionExchange;
 class LendingPool;
+class PreparedMappings;
 }  // namespace detail
 
 
@@ -216,9 +217,10 @@ class Connection {
 
   // Makes `id` this connection's (its events come here from now on).
   void adoptId(CmId id) noexcept;
-  // The queue pair and its resources on the id's device; posts every receive. Returns 0 or -errno
-  // and names the failing call in `op`.
-  int setUpVerbs(const char*& op) noexcept;
+  // The queue pair and its resources on the id's device (large buffers in `prepared`'s memory
+  // where it holds some); posts every receive. Returns 0 or -errno and names the failing call in
+  // `op`.
+  int setUpVerbs(const char*& op, detail::PreparedMappings* prepared = nullptr) noexcept;
   // The connection parameters from the options, carrying `privateData` (which must outlive use).
   rdma_conn_param connParam(const std::vector<uint8_t>& privateData) const noexcept;
   // Reports an asynchronous failure (unless closing) and tears down; final state Failed.

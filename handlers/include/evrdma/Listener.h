@@ -20,6 +20,9 @@ namespace evrdma {
 
 class Reactor;
 struct CmEvent;
+namespace detail {
+class PreparedMappings;
+}
 
 struct ListenerStats {
   uint64_t requests = 0;
@@ -39,6 +42,14 @@ struct ListenerStats {
   uint64_t rejectedClosing = 0;    // the listener was closing or draining
   uint64_t agentsFailed = 0;       // of agentsClosed: ended by an error (Connection::error())
   uint64_t agentsTimedOut = 0;     // of those: -ETIMEDOUT (accept, keepalive or idle timeout)
+  // Accepted requests that waited because agents not yet established held
+  // ListenerOptions::maxUnestablishedMemory already (set up once some of that came back).
+  uint64_t heldForMemory = 0;
+  uint64_t mostUnestablishedMemory = 0;  // the most pinned at once for agents not yet established
+  // Bytes of agents' large buffers populated ahead, a piece per loop turn, before they were
+  // registered; and the most populated in one turn (at most kPopulatePerTurn, or one page).
+  uint64_t populatedAhead = 0;
+  uint64_t mostPopulatedInOneTurn = 0;
 };
 
 // Admission control: what a Listener takes on before it refuses.
@@ -58,6 +69,15 @@ struct ListenerOptions {
   // The most requests waiting for their turn; past it a request is rejected "server busy: N
   // requests waiting to be accepted". (Each waiting request holds its private data and a CM id.)
   size_t maxWaitingRequests = 16384;
+  // The most memory pinned at once for agents accepted but not yet established (their buffers
+  // are registered before the accept, and a client that never completes its connect holds them
+  // until acceptTimeout). 0: a quarter of the Reactor's memory budget (a worker's: its own), or
+  // 256 MiB when it has none. Past it, accepted requests wait their turn, in order, until agents
+  // are established or end (a request that does not fit lets smaller ones behind it go first, and
+  // requests over an eighth of the bound share three quarters of it, the rest kept for small
+  // ones); one request is always let through when no other holds any, however large (the memory
+  // budget still bounds it).
+  uint64_t maxUnestablishedMemory = 0;
   // One loop per core: Reactors that run on other threads and accept posts (Reactor::acceptPosts;
   // a ReactorThread's does; listen() gives -EINVAL for one that does not), each accepted
   // connection handed to the one with the fewest agents. The Listener's own Reactor listens and
@@ -81,6 +101,7 @@ struct WorkerFigures {
   // set up in one turn (at most acceptsPerTurn, when that is not 0).
   uint64_t heldForLaterTurn = 0;
   uint32_t mostInOneTurn = 0;
+  uint64_t heldForMemory = 0;  // waited for maxUnestablishedMemory (the worker's own)
 };
 
 class Listener final {
@@ -135,6 +156,12 @@ class Listener final {
   // Per worker (ListenerOptions::workers), in order; empty without workers. Thread-safe.
   std::vector<WorkerFigures> workerFigures() const;
   const ListenerStats& stats() const noexcept { return stats_; }
+  // Memory pinned now for this Listener's own agents not yet established (and for the request
+  // whose buffers are being populated): what maxUnestablishedMemory bounds.
+  uint64_t unestablishedMemory() const noexcept { return unestablishedBytes_; }
+  // An agent's large buffers are populated (their pages faulted in) before they are registered,
+  // at most this much per loop turn: registering fresh pages would fault them all in at once.
+  static constexpr uint64_t kPopulatePerTurn = 4u << 20;
   Reactor& reactor() const noexcept { return reactor_; }
 
  private:
@@ -152,14 +179,32 @@ class Listener final {
   void onConnectRequest(const CmEvent& event) noexcept;
   void answer(const CmEvent& event) noexcept;
   // Sets up an agent for the request `id` as `decision` says and accepts, or rejects saying why.
-  void setUpAgent(rdma_cm_id* id, AcceptDecision decision) noexcept;
+  void setUpAgent(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<detail::PreparedMappings> prepared,
+                  uint64_t bytes) noexcept;
   // Hands an accepted request to the worker with the fewest agents.
   void handOver(rdma_cm_id* id, AcceptDecision decision) noexcept;
   // On a worker's side: takes a request handed over (its id still on the listening Reactor's
   // channel) and sets up its agent here.
-  void adopt(rdma_cm_id* id, AcceptDecision decision) noexcept;
+  void adopt(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<detail::PreparedMappings> prepared,
+             uint64_t bytes) noexcept;
   // On a worker's side: a request handed over, adopted now or on a later turn (acceptsPerTurn).
   void takeHandedOver(rdma_cm_id* id, AcceptDecision decision) noexcept;
+  // A request accepted by the factory (or handed over: `handedOver`) joins the admitted line; with
+  // `thisTurn`, the line takes a step at once (stepAdmitted).
+  void admit(rdma_cm_id* id, AcceptDecision decision, bool handedOver, bool thisTurn) noexcept;
+  // One step of the admitted line: the request whose buffers are being populated gets its next
+  // piece, or is set up once they are; else the oldest that fits maxUnestablishedMemory begins.
+  enum class Step { SetUp, NextTurn, WaitsForMemory };
+  Step stepAdmitted(bool countAnswer) noexcept;
+  bool waitsForMemory(uint64_t bytes) const noexcept;
+  uint64_t maxUnestablished() const noexcept;
+  // The agent was established, or ended: its memory no longer counts as unestablished.
+  void releaseUnestablished(Agent* agent) noexcept;
+  // Answers the waiting requests and sets up the admitted ones, as far as this turn allows.
+  void serveLines() noexcept;
+  void armNextTurn() noexcept;
+  // Rejects the admitted requests not set up yet (their handlers hear onClosed).
+  void rejectAdmitted(const char* reason) noexcept;
   // The request's handler, made by the factory, hears how it ended though it never connected.
   void endUnaccepted(AcceptDecision decision, int err, const char* op) noexcept;
   void countAnswerThisTurn() noexcept;
@@ -194,12 +239,22 @@ class Listener final {
   ListenerStats stats_;
   // Requests past acceptsPerTurn, oldest first, and the zero-delay timer that starts the next turn.
   std::deque<CmEvent> waiting_;
-  // On a worker's side, requests handed over past acceptsPerTurn, oldest first.
-  struct HandedOver {
+  // Requests the factory accepted (on a worker's side: handed over) whose agents are not set up
+  // yet: past acceptsPerTurn, past maxUnestablishedMemory, or their buffers being populated;
+  // oldest first.
+  struct Admitted {
     rdma_cm_id* id;
     AcceptDecision decision;
+    bool handedOver;        // its id is still on the listening Reactor's channel
+    bool begun = false;     // its bytes count as unestablished, its buffers are being populated
+    bool heldForMemory = false;
+    uint64_t bytes = 0;     // what its agent pins
+    std::vector<size_t> ownRegions;  // its buffers too large for the arena
+    std::unique_ptr<detail::PreparedMappings> prepared;
   };
-  std::deque<HandedOver> handedOver_;
+  std::deque<Admitted> admitted_;
+  uint64_t unestablishedBytes_ = 0;
+  uint64_t populatedThisTurn_ = 0;
   uint32_t answeredThisTurn_ = 0;
   std::unique_ptr<Timer> nextTurn_;
   bool released_ = false;

@@ -49,6 +49,12 @@ class MemoryRegion {
   static MemoryRegion wrap(ibv_pd* pd, void* address, size_t length, int access, int& error);
   // Allocates page-aligned, zeroed memory of `length` bytes and registers it; the region owns it.
   static MemoryRegion allocate(ibv_pd* pd, size_t length, int access, int& error);
+  // Registers the first `length` bytes of an anonymous mapping of `mapped` bytes (mmap, whole
+  // pages), which the region then owns: it unmaps it when it goes (at once if this fails). With
+  // its pages populated beforehand (e.g. MADV_POPULATE_WRITE), the registration does not fault
+  // them in: allocate() in two steps, the costly one where the caller chooses.
+  static MemoryRegion registerMapping(ibv_pd* pd, void* mapping, size_t mapped, size_t length, int access,
+                                      int& error);
   // [offset, offset + length) of `parent` as a region of its own that shares parent's
   // registration: its lkey, and its rkey, which reaches all of parent. It owns nothing and must not
   // outlive parent; its access is `access` (at most parent's). Empty if out of bounds.
