@@ -36,6 +36,10 @@ void usage(FILE* out, const char* prog) {
                "  -c N      largest count a client may ask for (default 1000000000)\n"
                "  -s BYTES  largest data_size a client may ask for (default 16777216)\n"
                "  -m N      at most N clients at once; more are rejected (default 0: no limit)\n"
+               "  -W MS     how long an accepted client may take to complete its connection (default\n"
+               "            10000; 0: for ever); then its agent fails and its memory goes back\n"
+               "  -U MIB    most memory pinned at once for clients accepted but not yet connected (default\n"
+               "            0: a quarter of -M, per worker with -w); past it requests wait their turn\n"
                "  -M MIB    most memory registered for all clients together, in MiB (default 1024; 0:\n"
                "            no limit; with -w, shared evenly by the workers): past it a request is\n"
                "            rejected saying what is in use and how many such clients the budget holds\n"
@@ -66,10 +70,10 @@ int main(int argc, char** argv) {
   pingpong::Trace trace = pingpong::Trace::Off;
   bool figures = false, disconnectAfterLast = false, sharedReceives = false;
   unsigned long long backlog = 0;  // the kernel's limit
-  unsigned long long workerCount = 0, pollingWindow = 0, budgetMiB = 1024;
+  unsigned long long workerCount = 0, pollingWindow = 0, budgetMiB = 1024, acceptTimeoutMs = 10000, unestablishedMiB = 0;
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:e:w:P:SDvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:W:U:e:w:P:SDvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -85,6 +89,8 @@ int main(int argc, char** argv) {
       case 's': ok = pingpong::parseNumber(optarg, 1ull << 30, maxSize) && maxSize > 0; break;
       case 'm': ok = pingpong::parseNumber(optarg, 1u << 20, maxAgents); break;
       case 'M': ok = pingpong::parseNumber(optarg, 1ull << 30, budgetMiB); break;
+      case 'W': ok = pingpong::parseNumber(optarg, 86400000, acceptTimeoutMs); break;
+      case 'U': ok = pingpong::parseNumber(optarg, 1ull << 30, unestablishedMiB); break;
       case 'e': ok = pingpong::parseNumber(optarg, ~0ull, exitAfter); break;
       case 'D': disconnectAfterLast = true; break;
       case 'S': sharedReceives = true; break;
@@ -115,6 +121,8 @@ int main(int argc, char** argv) {
   pingsr::Limits limits{maxCount, maxSize};
   pingpong::EchoFactory factory(limits, trace, 0);
   listenerOptions.maxAgents = maxAgents;  // the Listener refuses past it before the factory is asked
+  listenerOptions.acceptTimeout = std::chrono::milliseconds(acceptTimeoutMs);
+  listenerOptions.maxUnestablishedMemory = unestablishedMiB << 20;
   // Declared after the factory: the workers (and the agents on them) go before it.
   std::vector<std::unique_ptr<evrdma::ReactorThread>> workers;
   for (unsigned long long w = 0; w < workerCount; ++w) {
@@ -198,20 +206,23 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(srq.growthRefusals));
     }
     std::printf("pingpong-server: listener: %llu requests, %llu accepted, %llu rejected (%llu past -m, %llu past the "
-                "waiting limit), %llu abandoned by their clients, %llu answered on a later loop turn (-A)\n",
+                "waiting limit), %llu abandoned by their clients, %llu answered on a later loop turn (-A), %llu waited "
+                "for memory (-U), at most %llu MiB pinned at once for clients not yet connected\n",
                 static_cast<unsigned long long>(stats.requests), static_cast<unsigned long long>(stats.accepted),
                 static_cast<unsigned long long>(stats.rejected), static_cast<unsigned long long>(stats.rejectedBusy),
                 static_cast<unsigned long long>(stats.rejectedWaiting), static_cast<unsigned long long>(stats.abandoned),
-                static_cast<unsigned long long>(stats.heldForLaterTurn));
+                static_cast<unsigned long long>(stats.heldForLaterTurn), static_cast<unsigned long long>(stats.heldForMemory),
+                static_cast<unsigned long long>(stats.mostUnestablishedMemory >> 20));
     for (auto& worker : workers) worker->runAndWait([] {});  // each has finished its last agent
     const std::vector<evrdma::WorkerFigures> perWorker = listener->workerFigures();
     for (size_t w = 0; w < perWorker.size(); ++w)
       std::printf("pingpong-server: worker %zu: %llu clients accepted, %llu closed, %llu could not be set up, %llu "
-                  "abandoned\n",
+                  "abandoned, %llu waited for memory\n",
                   w, static_cast<unsigned long long>(perWorker[w].accepted),
                   static_cast<unsigned long long>(perWorker[w].closed),
                   static_cast<unsigned long long>(perWorker[w].rejected),
-                  static_cast<unsigned long long>(perWorker[w].abandoned));
+                  static_cast<unsigned long long>(perWorker[w].abandoned),
+                  static_cast<unsigned long long>(perWorker[w].heldForMemory));
   }
   listener.reset();
   // Clients cut short by a signal are a clean shutdown; errors, or clients that left early

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -43,16 +44,19 @@ constexpr Attack kAttacks[] = {
     {"bad-rkey-write", "ping-sr {10, 64}: an RDMA write with an rkey the server never gave, then silence"},
     {"keepalive-flood", "framed: a hello granting no credits, then keepalive probes until -w ends, no credit ever"},
     {"region-ask-flood", "framed: a hello granting no credits, then 2000 region requests, no credit ever"},
+    {"half-open", "ping-sr {10, -s}: -n connect requests, their answers never read (RoCE: no QP, no RTU ever)"},
 };
 
 void usage(FILE* out, const char* prog) {
   std::fprintf(out,
-               "usage: %s -a ADDR -p PORT [-w MS] [-i USEC] ATTACK\n"
+               "usage: %s -a ADDR -p PORT [-w MS] [-i USEC] [-n COUNT] [-s BYTES] ATTACK\n"
                "Attacks a demo server with raw librdmacm/verbs and prints how it answered.\n"
                "  -a ADDR   server address (numeric)\n"
                "  -p PORT   server port\n"
                "  -w MS     how long to wait for the server's answer (default 10000)\n"
                "  -i USEC   the floods: pause USEC between sends (default 0)\n"
+               "  -n COUNT  half-open: how many requests (default 1000)\n"
+               "  -s BYTES  half-open: the message size asked for (default 64)\n"
                "  -h        this help\n"
                "Attacks:\n",
                prog);
@@ -292,6 +296,136 @@ class Peer {
   std::vector<uint8_t> buffer_;
 };
 
+// `count` connect requests on one event channel, none ever completed. InfiniBand and RoCE: from
+// ids without a QP (the request names a made-up QP number): librdmacm sends the RTU only for an id
+// with a QP, or when the application accepts the answer itself, which this never does, so the
+// server holds an agent for each until its acceptTimeout. iWARP needs a QP to connect, and its
+// kernels complete the connection by themselves: there each id gets a QP (siw holds about 70 per
+// process) and the connections are established, never used. Prints "answered K of N (A accepted,
+// R rejected)" as answers come, then holds everything until `waitMs` has passed.
+bool halfOpen(const char* address, const char* port, uint64_t count, uint64_t size, int waitMs, std::string& outcome) {
+  addrinfo hints{}, *ai = nullptr;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  if (getaddrinfo(address, port, &hints, &ai) != 0) {
+    outcome = "could not attack: bad address";
+    return false;
+  }
+  rdma_event_channel* channel = rdma_create_event_channel();
+  if (channel == nullptr) {
+    freeaddrinfo(ai);
+    outcome = "could not attack: no event channel";
+    return false;
+  }
+  // At most kInFlight requests unanswered at once: past the server's backlog (1024 by default) its
+  // kernel would reject them before the server sees them.
+  constexpr uint64_t kInFlight = 256;
+  enum class Answer : uint8_t { None, Accepted, Rejected, Failed };
+  std::vector<rdma_cm_id*> ids(count, nullptr);
+  std::vector<Answer> answers(count, Answer::None);
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  const std::vector<uint8_t> request = pingSr(10, size);
+  uint64_t started = 0, accepted = 0, rejected = 0, failed = 0, endedLater = 0;
+  std::string failure, firstReason;
+  const auto fail = [&](uint64_t i, std::string why) {
+    if (answers[i] != Answer::None) return;
+    answers[i] = Answer::Failed;
+    ++failed;
+    failure = std::move(why);
+  };
+  const auto startNext = [&] {
+    const uint64_t i = started++;
+    if (rdma_create_id(channel, &ids[i], reinterpret_cast<void*>(i), RDMA_PS_TCP) != 0 ||
+        rdma_resolve_addr(ids[i], nullptr, ai->ai_addr, 5000) != 0)
+      fail(i, std::string("rdma_resolve_addr: ") + std::strerror(errno));
+  };
+  while (started < count && started < kInFlight) startNext();
+  const auto start = Clock::now();
+  const auto elapsed = [&] {
+    return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  };
+  uint64_t reported = 0;
+  while (elapsed() < waitMs) {
+    while (started < count && started - (accepted + rejected + failed) < kInFlight) startNext();
+    pollfd p{channel->fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    rdma_cm_event* event = nullptr;
+    if (rdma_get_cm_event(channel, &event) != 0) continue;
+    rdma_cm_id* id = event->id;
+    const uint64_t i = reinterpret_cast<uintptr_t>(id->context);
+    const rdma_cm_event_type type = event->event;
+    const int status = event->status;
+    if (type == RDMA_CM_EVENT_REJECTED && firstReason.empty()) {
+      const auto* data = static_cast<const uint8_t*>(event->param.conn.private_data);
+      const size_t length = event->param.conn.private_data_len;
+      firstReason = "status " + std::to_string(status);
+      if (data != nullptr && length >= 5 && std::memcmp(data, "EVRJ", 4) == 0 && 5u + data[4] <= length)
+        firstReason.assign(reinterpret_cast<const char*>(data) + 5, data[4]);
+    }
+    rdma_ack_cm_event(event);
+    if (type == RDMA_CM_EVENT_ADDR_RESOLVED) {
+      if (rdma_resolve_route(id, 5000) != 0) fail(i, std::string("rdma_resolve_route: ") + std::strerror(errno));
+    } else if (type == RDMA_CM_EVENT_ROUTE_RESOLVED) {
+      rdma_conn_param param{};
+      param.private_data = request.data();
+      param.private_data_len = static_cast<uint8_t>(request.size());
+      param.responder_resources = param.initiator_depth = 1;
+      param.retry_count = 7;
+      param.rnr_retry_count = 7;
+      // Far above the device's own QP numbers: over the loopback, a made-up number that a real QP
+      // of the server also has makes its CM take the pair for a stale connection (REJ reason 10).
+      param.qp_num = 0xf00000 + static_cast<uint32_t>(i);
+      if (id->verbs->device->transport_type == IBV_TRANSPORT_IWARP) {
+        if (pd == nullptr) pd = ibv_alloc_pd(id->verbs);
+        if (cq == nullptr && pd != nullptr) cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
+        ibv_qp_init_attr attr{};
+        attr.send_cq = attr.recv_cq = cq;
+        attr.qp_type = IBV_QPT_RC;
+        attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+        attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+        if (cq == nullptr || rdma_create_qp(id, pd, &attr) != 0) {
+          fail(i, std::string("rdma_create_qp: ") + std::strerror(errno));
+          continue;
+        }
+      }
+      if (rdma_connect(id, &param) != 0) fail(i, std::string("rdma_connect: ") + std::strerror(errno));
+    } else if (answers[i] != Answer::None) {
+      ++endedLater;  // e.g. the server's agent gave up waiting (acceptTimeout): a reject after the answer
+    } else if (type == RDMA_CM_EVENT_CONNECT_RESPONSE || type == RDMA_CM_EVENT_ESTABLISHED) {
+      answers[i] = Answer::Accepted;  // and never completed (iWARP: never used)
+      ++accepted;
+    } else if (type == RDMA_CM_EVENT_REJECTED) {
+      answers[i] = Answer::Rejected;
+      ++rejected;
+    } else {
+      fail(i, std::string(rdma_event_str(type)) + " (status " + std::to_string(status) + ")");
+    }
+    const uint64_t answered = accepted + rejected;
+    if (answered != reported && (answered % 100 == 0 || answered + failed == count)) {
+      reported = answered;
+      std::printf("answered %llu of %llu (%llu accepted, %llu rejected)\n", static_cast<unsigned long long>(answered),
+                  static_cast<unsigned long long>(count), static_cast<unsigned long long>(accepted),
+                  static_cast<unsigned long long>(rejected));
+      std::fflush(stdout);
+    }
+    if (failed == count) break;
+  }
+  freeaddrinfo(ai);
+  outcome = "half-open: " + std::to_string(accepted) + " accepted (never completed), " + std::to_string(rejected) +
+            " rejected" + (firstReason.empty() ? "" : " (the first: " + firstReason + ")") + ", " + std::to_string(failed) + " failed" + (failure.empty() ? "" : " (" + failure + ")") + ", " +
+            std::to_string(endedLater) + " ended by the server later, after " + std::to_string(elapsed()) + " ms";
+  for (rdma_cm_id* id : ids) {
+    if (id == nullptr) continue;
+    if (id->qp != nullptr) rdma_destroy_qp(id);
+    rdma_destroy_id(id);
+  }
+  if (cq != nullptr) ibv_destroy_cq(cq);
+  if (pd != nullptr) ibv_dealloc_pd(pd);
+  rdma_destroy_event_channel(channel);
+  if (accepted + rejected == 0) outcome = "could not attack: " + outcome;
+  return accepted + rejected > 0;
+}
+
 // What the attack `name` does; false if it could not be made (outcome says why).
 bool attack(const std::string& name, const char* address, const char* port, int waitMs, int intervalUs,
             std::string& outcome) {
@@ -394,18 +528,22 @@ int main(int argc, char** argv) {
   const char* address = nullptr;
   const char* port = nullptr;
   int waitMs = 10000, intervalUs = 0;
+  long long count = 1000, size = 64;
   int opt;
-  while ((opt = getopt(argc, argv, "a:p:w:i:h")) != -1) {
+  while ((opt = getopt(argc, argv, "a:p:w:i:n:s:h")) != -1) {
     switch (opt) {
       case 'a': address = optarg; break;
       case 'p': port = optarg; break;
       case 'w': waitMs = std::atoi(optarg); break;
       case 'i': intervalUs = std::atoi(optarg); break;
+      case 'n': count = std::atoll(optarg); break;
+      case 's': size = std::atoll(optarg); break;
       case 'h': usage(stdout, argv[0]); return 0;
       default: usage(stderr, argv[0]); return 2;
     }
   }
-  if (address == nullptr || port == nullptr || optind + 1 != argc || waitMs <= 0 || intervalUs < 0) {
+  if (address == nullptr || port == nullptr || optind + 1 != argc || waitMs <= 0 || intervalUs < 0 || count <= 0 ||
+      count > 100000 || size <= 0) {
     usage(stderr, argv[0]);
     return 2;
   }
@@ -417,7 +555,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string outcome;
-  const bool made = attack(name, address, port, waitMs, intervalUs, outcome);
+  const bool made = name == "half-open" ? halfOpen(address, port, static_cast<uint64_t>(count),
+                                                   static_cast<uint64_t>(size), waitMs, outcome)
+                                        : attack(name, address, port, waitMs, intervalUs, outcome);
   std::printf("%s\n", outcome.c_str());
   return made ? 0 : 1;
 }
