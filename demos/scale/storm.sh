@@ -3,7 +3,8 @@
 # server. One pingpong-server; an observer client ping-pongs 64 B messages throughout; a second
 # client process opens N connections at once (5 verified round trips each). Prints the observer's
 # longest round trip during the storm, against the same observer on the quiet server just before,
-# and the server's RSS before the storm, at its height and once its connections have closed.
+# and the server's RSS before the storm, at its height and once its connections have closed, and the
+# storm client's peak RSS (with GNU time installed).
 # Meant for tools/rdma-run (make scale).
 #   storm.sh [connections (1000)] [server options...]; STORM_SIZE: the storm's message size (64 B)
 set -u
@@ -43,8 +44,9 @@ rss_before=$(rss) fds_before=$(fds) rss_peak=$rss_before
 # The server's RSS at its height, sampled while the storm runs.
 ( while kill -0 $server 2>/dev/null; do rss; sleep 0.1; done ) >"$log/rss" 2>/dev/null &
 sampler=$!
+timed=""; [ -x /usr/bin/time ] && timed="/usr/bin/time -f %M -o '$log/client_peak'"
 read -r storm_status storm_seconds < <(observe "$log/observer" sh -c \
-    "exec '$build/demos/pingpong-client' -a '$ip' -p 7480 -n '$connections' -c 5 -s '${STORM_SIZE:-64}' -v >'$log/storm' 2>&1")
+    "exec $timed '$build/demos/pingpong-client' -a '$ip' -p 7480 -n '$connections' -c 5 -s '${STORM_SIZE:-64}' -v >'$log/storm' 2>&1")
 # Every storm connection closed: the server is back to its descriptors of before (bounded wait).
 for _ in $(seq 200); do [ "$(fds)" -le "$fds_before" ] && break; sleep 0.05; done
 kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
@@ -60,5 +62,6 @@ printf "  storm:    %s of %s connections completed their verified round trips in
 printf "  observer: longest round trip %8.3f ms during the storm (%s round trips)\n" "${storm_ms:-nan}" "${storm_trips:-?}"
 printf "            longest round trip %8.3f ms on the quiet server (%s round trips in %.1f s)\n" "${quiet_ms:-nan}" "${quiet_trips:-?}" "$quiet_seconds"
 printf "  server RSS: %s KiB before the storm, %s KiB at its height, %s KiB once its connections closed\n" "$rss_before" "${rss_peak:-?}" "$rss_after"
+printf "  storm client's peak RSS: %s KiB (%s connections in one process)\n" "$(tail -n 1 "$log/client_peak" 2>/dev/null || echo '?')" "$connections"
 grep -E "^pingpong-server: served" "$log/server" | sed 's/^/  /'
 [ "$storm_status" = 0 ] || { echo "  the storm's client failed:"; grep -v "^connection [0-9]*: [0-9]* round" "$log/storm" | head -n 5; }
