@@ -16,6 +16,7 @@
 
 #include "BlastProtocol.h"
 #include "evrdma/BufferPool.h"
+#include "ServerFactory.h"
 #include "evrdma/Callbacks.h"
 #include "evrdma/Connection.h"
 #include "evrdma/MemoryCharge.h"
@@ -128,14 +129,10 @@ class BlastAgent : public evrdma::ConnectionHandler {
   uint64_t filled_ = 0;                         // read mode: bytes of offered_ filled so far
 };
 
-class BlastFactory : public evrdma::AgentFactory {
+class BlastFactory : public ServerFactory {
  public:
   BlastFactory(Limits limits, bool trace) : limits_(limits), trace_(trace) {}
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest& request) noexcept override;
-  void onListenerError(int err, const char* op) noexcept override {
-    std::fprintf(stderr, "blast-server: listener: %s: %s\n", op, std::strerror(-err));
-    if (listenerErrorHook) listenerErrorHook(err);
-  }
 
   // Read-mode agents register the region their client reads themselves: each is charged to
   // `reactor`'s memory budget (Reactor::chargeMemory) from the request to the agent's close, next
@@ -146,7 +143,6 @@ class BlastFactory : public evrdma::AgentFactory {
   uint64_t agentsServed = 0, agentsFailed = 0, agentsIncomplete = 0;  // rejections: Listener::stats()
   size_t regionsBeingFilled = 0;  // read-mode agents filling their region now
   std::function<void(const BlastAgent&, const evrdma::Connection&)> agentClosedHook;
-  std::function<void(int err)> listenerErrorHook;  // the listener stopped (e.g. -ENODEV)
 
  private:
   Limits limits_;

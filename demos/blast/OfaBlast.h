@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "ServerFactory.h"
 #include "evrdma/Callbacks.h"
 #include "evrdma/Connection.h"
 #include "evrdma/Watch.h"
@@ -117,18 +118,13 @@ class Agent final : public evrdma::ConnectionHandler {
   evrdma::Connection* connection_ = nullptr;
 };
 
-class Factory final : public evrdma::AgentFactory {
+class Factory final : public ServerFactory {
  public:
   Factory(const Limits& limits, bool verify) : limits_(limits), verify_(verify) {}
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest& request) noexcept override;
-  void onListenerError(int err, const char* op) noexcept override {
-    std::fprintf(stderr, "blast-server: listener: %s: %s\n", op, std::strerror(-err));
-    if (listenerErrorHook) listenerErrorHook(err);
-  }
   std::atomic<size_t> activeAgents{0};
   uint64_t agentsServed = 0, agentsFailed = 0, agentsIncomplete = 0;
   std::function<void(const Agent&, const evrdma::Connection&)> agentClosedHook;
-  std::function<void(int err)> listenerErrorHook;  // the listener stopped (e.g. -ENODEV)
 
  private:
   Limits limits_;
