@@ -169,7 +169,7 @@ void Listener::rejectAdmitted(const char* reason) noexcept {
   while (!admitted_.empty()) {
     Admitted admitted = std::move(admitted_.front());
     admitted_.pop_front();
-    if (admitted.begun) unestablishedBytes_ -= admitted.bytes;
+    if (admitted.begun) giveBackUnestablished(admitted.bytes);
     ++stats_.rejectedClosing;
     if (servesWorker_) ++servesWorker_->rejected;
     reject(admitted.id, reason);
@@ -408,10 +408,15 @@ Listener::Step Listener::stepAdmitted(bool countAnswer) noexcept {
 }
 
 void Listener::releaseUnestablished(Agent* agent) noexcept {
-  if (agent->unestablishedBytes_ == 0) return;
-  unestablishedBytes_ -= agent->unestablishedBytes_;
+  const uint64_t bytes = agent->unestablishedBytes_;
   agent->unestablishedBytes_ = 0;
-  if (!admitted_.empty()) armNextTurn();  // the head may fit now
+  giveBackUnestablished(bytes);
+}
+
+void Listener::giveBackUnestablished(uint64_t bytes) noexcept {
+  if (bytes == 0) return;
+  unestablishedBytes_ -= bytes;
+  if (!admitted_.empty()) armNextTurn();  // one that waited for memory may fit now
 }
 
 void Listener::takeHandedOver(rdma_cm_id* id, AcceptDecision decision) noexcept {
@@ -440,10 +445,9 @@ bool Listener::onWaitingRequestEvent(const CmEvent& event) noexcept {
     if (it->id != event.id || it->handedOver) continue;
     Admitted admitted = std::move(*it);
     admitted_.erase(it);
-    if (admitted.begun) unestablishedBytes_ -= admitted.bytes;
+    if (admitted.begun) giveBackUnestablished(admitted.bytes);
     forgetAbandonedRequest(event.id);
     endUnaccepted(std::move(admitted.decision), 0, nullptr);
-    if (!admitted_.empty()) armNextTurn();
     return true;
   }
   return false;
@@ -546,7 +550,7 @@ void Listener::adopt(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<de
   // listening Reactor has acked those it read already: it acks before dispatching.)
   if (cm != nullptr && rdma_migrate_id(id, cm->channel()) != 0) error = errno ? -errno : -EINVAL;
   if (error != 0) {
-    unestablishedBytes_ -= bytes;  // no agent will hold them
+    giveBackUnestablished(bytes);  // no agent will hold them
     const std::string why = std::string("server could not set up the connection: rdma_migrate_id: ") + strerror(-error);
     reject(id, why);
     ++stats_.rejectedSetup;
@@ -555,7 +559,7 @@ void Listener::adopt(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<de
     return;
   }
   if (!requestStillWaiting(id)) {
-    unestablishedBytes_ -= bytes;
+    giveBackUnestablished(bytes);
     forgetAbandonedRequest(id);
     ++servesWorker_->abandoned;
     endUnaccepted(std::move(decision), 0, nullptr);

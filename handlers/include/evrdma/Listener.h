@@ -200,6 +200,8 @@ class Listener final {
   uint64_t maxUnestablished() const noexcept;
   // The agent was established, or ended: its memory no longer counts as unestablished.
   void releaseUnestablished(Agent* agent) noexcept;
+  // `bytes` no longer count as unestablished; the admitted line may go on.
+  void giveBackUnestablished(uint64_t bytes) noexcept;
   // Answers the waiting requests and sets up the admitted ones, as far as this turn allows.
   void serveLines() noexcept;
   void armNextTurn() noexcept;
