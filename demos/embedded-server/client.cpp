@@ -4,6 +4,7 @@
 // exponential backoff (evrdma::ReconnectingClient) and sends again what was not echoed.
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -26,28 +27,32 @@
 namespace {
 
 const char* const kUsage =
-    "usage: echo-client -a ADDRESS [-p PORT] [-n MESSAGES] [-s SIZE] [-w WINDOW] [-i INTERVAL_MS]\n"
-    "                   [-k KEEPALIVE_MS] [-r] [-v]\n"
+    "usage: echo-client -a ADDRESS [-p PORT] [-n MESSAGES] [-s SIZE] [-w WINDOW] [-d DEPTH]\n"
+    "                   [-i INTERVAL_MS] [-k KEEPALIVE_MS] [-r] [-v]\n"
     "  -a ADDRESS    the server's numeric address (embedded-server)\n"
     "  -p PORT       its RDMA port (default 7475)\n"
     "  -n MESSAGES   messages to have echoed and checked (default 1000; 0: until SIGINT)\n"
     "  -s SIZE       bytes per message, 8 .. 65536 (default 64)\n"
-    "  -w WINDOW     messages in flight at once, 1 .. 8 (default 4)\n"
+    "  -w WINDOW     messages in flight at once, 1 .. DEPTH (default 4)\n"
+    "  -d DEPTH      receives and sends posted, 5 .. 64 (default 8; the server's -d must be as large)\n"
     "  -i INTERVAL   send one message every INTERVAL ms (pacing; window 1) instead of a window\n"
     "  -k MS         keepalive: probe a silent server after MS ms, give up after 3 x MS\n"
     "  -r            reconnect when the connection fails or ends (backoff 100 ms doubling to 2 s),\n"
     "                and send again what was not echoed\n"
     "  -v            report the library's log (info and above) on stderr\n"
     "Prints one JSON line: messages, verified, mismatches, sent, bytes_sent, bytes_received,\n"
-    "connections, attempts, last_error. Exit 0 when every message came back intact.\n";
+    "connections, attempts, longest_ms (the longest a message waited for its echo, from its\n"
+    "postSend), last_error. Exit 0 when every message came back intact.\n";
 
 struct Run {
   uint64_t total = 1000;
   size_t size = 64;
   uint32_t window = 4;
+  uint32_t depth = 8;
   std::chrono::milliseconds interval{0};
   uint64_t verified = 0, mismatches = 0, nextSeq = 0;
   uint64_t sent = 0, bytesSent = 0, bytesReceived = 0, connections = 0;
+  std::chrono::steady_clock::duration longest{0};
   std::string lastError;
   bool done() const { return total != 0 && verified >= total; }
 };
@@ -67,12 +72,13 @@ class EchoClient final : public evrdma::ConnectionHandler {
       fillWindow();
   }
   void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override {
-    if (inFlight_.empty() || length != run_.size || !echo::check(data, length, inFlight_.front())) {
+    if (inFlight_.empty() || length != run_.size || !echo::check(data, length, inFlight_.front().seq)) {
       ++run_.mismatches;
       run_.lastError = "an echo that is not the message sent";
       c.close();
       return;
     }
+    run_.longest = std::max(run_.longest, std::chrono::steady_clock::now() - inFlight_.front().sent);
     inFlight_.pop_front();
     ++run_.verified;
     if (run_.done()) {
@@ -109,13 +115,17 @@ class EchoClient final : public evrdma::ConnectionHandler {
     if (connection_ == nullptr || (run_.total != 0 && run_.nextSeq >= run_.total)) return false;
     echo::fill(message_.data(), message_.size(), run_.nextSeq);
     if (connection_->postSend(message_.data(), message_.size()) != 0) return false;
-    inFlight_.push_back(run_.nextSeq++);
+    inFlight_.push_back(InFlight{run_.nextSeq++, std::chrono::steady_clock::now()});
     return true;
   }
 
   Run& run_;
   std::vector<uint8_t> message_;
-  std::deque<uint64_t> inFlight_;
+  struct InFlight {
+    uint64_t seq;
+    std::chrono::steady_clock::time_point sent;
+  };
+  std::deque<InFlight> inFlight_;
   evrdma::Connection* connection_ = nullptr;
   evrdma::Timer pacer_;
   std::function<void()> finished_;
@@ -129,7 +139,7 @@ int main(int argc, char** argv) {
   bool reconnect = false, verbose = false;
   Run run;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:n:s:w:i:k:rvh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:n:s:w:d:i:k:rvh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -139,7 +149,8 @@ int main(int argc, char** argv) {
         ok = pingpong::parseNumber(optarg, echo::kMaxMessage, value) && value >= echo::kMinMessage;
         run.size = value;
         break;
-      case 'w': ok = pingpong::parseNumber(optarg, 8, value) && value >= 1; run.window = static_cast<uint32_t>(value); break;
+      case 'w': ok = pingpong::parseNumber(optarg, 64, value) && value >= 1; run.window = static_cast<uint32_t>(value); break;
+      case 'd': ok = pingpong::parseNumber(optarg, 64, value) && value >= 5; run.depth = static_cast<uint32_t>(value); break;
       case 'i':
         ok = pingpong::parseNumber(optarg, 3600000, value) && value >= 1;
         run.interval = std::chrono::milliseconds(value);
@@ -158,6 +169,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "echo-client: -a ADDRESS is required\n%s", kUsage);
     return 2;
   }
+  if (run.window > run.depth) {
+    std::fprintf(stderr, "echo-client: -w %u is more than -d %u\n", run.window, run.depth);
+    return 2;
+  }
   if (verbose) evrdma::setLogCallback(evrdma::LogLevel::Info, evrdma::logToStderr);
 
   evrdma::Reactor reactor;
@@ -165,8 +180,8 @@ int main(int argc, char** argv) {
   evrdma::ClientOptions options;
   options.framed = true;
   options.maxMessageSize = echo::kMaxMessage;
-  options.recvDepth = 8;
-  options.sendDepth = 8;
+  options.recvDepth = run.depth;
+  options.sendDepth = run.depth;
   options.keepaliveInterval = std::chrono::milliseconds(keepaliveMs);
   options.resolveTimeout = std::chrono::milliseconds(2000);
   options.connectTimeout = std::chrono::milliseconds(3000);
@@ -222,8 +237,8 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"messages\": %" PRIu64 ", \"verified\": %" PRIu64 ", \"mismatches\": %" PRIu64 ", \"sent\": %" PRIu64
       ", \"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ", \"connections\": %" PRIu64
-      ", \"attempts\": %u, \"last_error\": %s}\n",
+      ", \"attempts\": %u, \"longest_ms\": %.3f, \"last_error\": %s}\n",
       run.total, run.verified, run.mismatches, run.sent, run.bytesSent, run.bytesReceived, run.connections, attempts,
-      echo::jsonString(run.lastError).c_str());
+      std::chrono::duration<double, std::milli>(run.longest).count(), echo::jsonString(run.lastError).c_str());
   return run.done() && run.mismatches == 0 ? 0 : 1;
 }

@@ -29,7 +29,7 @@ namespace {
 
 const char* const kUsage =
     "usage: embedded-server -a ADDRESS [-p PORT] [-H HTTP_PORT] [-g GRACE_MS] [-k KEEPALIVE_MS]\n"
-    "                       [-I IDLE_MS] [-m MAX_AGENTS] [-t TICK_MS] [-v]\n"
+    "                       [-I IDLE_MS] [-m MAX_AGENTS] [-t TICK_MS] [-d DEPTH] [-v]\n"
     "  -a ADDRESS     the numeric address to serve RDMA on (0.0.0.0: all)\n"
     "  -p PORT        the RDMA echo service's port (default 7475; 0: any free one)\n"
     "  -H HTTP_PORT   the HTTP port on 127.0.0.1 for /metrics and /agents (default 9475; 0: any free one)\n"
@@ -38,6 +38,8 @@ const char* const kUsage =
     "  -I MS          close an agent that moved no message for MS ms (default off)\n"
     "  -m MAX_AGENTS  reject connect requests past this many agents (default 1024)\n"
     "  -t TICK_MS     the application's own periodic timer (default 1000)\n"
+    "  -d DEPTH       receives and sends posted per agent, 5 .. 64 (default 8): a client may keep\n"
+    "                 this many messages in flight (echo-client -d, -w)\n"
     "  -v             report the library's log (info and above) on stderr\n"
     "Prints 'rdma ADDRESS:PORT http 127.0.0.1:PORT' once it serves.\n";
 
@@ -115,10 +117,10 @@ struct EchoFactory final : evrdma::AgentFactory {
 int main(int argc, char** argv) {
   const char* address = nullptr;
   unsigned long long port = echo::kDefaultPort, httpPort = 9475, graceMs = 5000, keepaliveMs = 0, idleMs = 0,
-                     maxAgents = 1024, tickMs = 1000;
+                     maxAgents = 1024, tickMs = 1000, depth = 8;
   bool verbose = false;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:H:g:k:I:m:t:vh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:H:g:k:I:m:t:d:vh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -129,6 +131,7 @@ int main(int argc, char** argv) {
       case 'I': ok = pingpong::parseNumber(optarg, 86400000, idleMs) && idleMs > 0; break;
       case 'm': ok = pingpong::parseNumber(optarg, 1000000, maxAgents) && maxAgents > 0; break;
       case 't': ok = pingpong::parseNumber(optarg, 3600000, tickMs) && tickMs > 0; break;
+      case 'd': ok = pingpong::parseNumber(optarg, 64, depth) && depth >= 5; break;
       case 'v': verbose = true; break;
       case 'h': std::fputs(kUsage, stdout); return 0;
       default: std::fputs(kUsage, stderr); return 2;
@@ -169,8 +172,8 @@ int main(int argc, char** argv) {
     EchoFactory factory;
     factory.options.framed = true;
     factory.options.maxMessageSize = echo::kMaxMessage;
-    factory.options.recvDepth = 8;
-    factory.options.sendDepth = 8;
+    factory.options.recvDepth = static_cast<uint32_t>(depth);
+    factory.options.sendDepth = static_cast<uint32_t>(depth);
     factory.options.keepaliveInterval = std::chrono::milliseconds(keepaliveMs);
     factory.options.idleTimeout = std::chrono::milliseconds(idleMs);
     evrdma::ListenerOptions listenerOptions;
