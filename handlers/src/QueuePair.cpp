@@ -101,7 +101,7 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   if (error != 0) {
     // Registered memory counts against RLIMIT_MEMLOCK; past it the kernel says only ENOMEM.
     auto pinned = BufferMemory::pinnedBytes;  // 0 for 0 bytes
-    const uint64_t perConnection = pinned(ringBytes) + pinned(sendBytes) + pinned(slotBytes);
+    const uint64_t perConnection = memoryNeeds(options).pinned;
     uint64_t more = pinned(ringBytes);
     if (recvRing_ || shared) more = pinned(sendBytes);
     if ((recvRing_ || shared) && sendBuffers_) more = pinned(slotBytes);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "PreparedMappings.h"
 #include "evrdma/ByteOrder.h"
 
 namespace evrdma {
@@ -99,14 +100,9 @@ MemoryRegion MemoryRegion::allocate(ibv_pd* pd, size_t length, int access, int& 
   // Whole pages of their own, zeroed by the kernel, and given back to the system when freed. From
   // the allocator, buffers freed after connections closed stayed with the process (1000 clients:
   // a server's RSS 18 -> 159 MB, and still 159 MB once every connection had closed).
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  if (length > SIZE_MAX - page) {
-    error = -ENOMEM;
-    return MemoryRegion();
-  }
-  const size_t mapped = (length + page - 1) / page * page;
-  void* memory = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) {
+  size_t mapped = 0;
+  void* memory = detail::mapPages(length, mapped);
+  if (memory == nullptr) {
     error = -ENOMEM;
     return MemoryRegion();
   }

@@ -17,18 +17,24 @@ namespace {
 size_t pageSize() noexcept { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 }  // namespace
 
+void* mapPages(size_t length, size_t& mapped) noexcept {
+  const size_t page = pageSize();
+  if (length == 0 || length > SIZE_MAX - page) return nullptr;
+  mapped = (length + page - 1) / page * page;
+  void* memory = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return memory == MAP_FAILED ? nullptr : memory;
+}
+
 PreparedMappings::~PreparedMappings() {
   for (const Block& block : blocks_)
     if (block.memory != nullptr) munmap(block.memory, block.mapped);
 }
 
 int PreparedMappings::map(const std::vector<size_t>& lengths) noexcept {
-  const size_t page = pageSize();
   for (size_t length : lengths) {
-    if (length == 0 || length > SIZE_MAX - page) return -ENOMEM;
-    const size_t mapped = (length + page - 1) / page * page;
-    void* memory = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (memory == MAP_FAILED) return -ENOMEM;
+    size_t mapped = 0;
+    void* memory = mapPages(length, mapped);
+    if (memory == nullptr) return -ENOMEM;
     blocks_.push_back(Block{memory, length, mapped, 0});
     mapped_ += mapped;
   }

@@ -11,6 +11,10 @@
 
 namespace evrdma::detail {
 
+// Maps whole pages of anonymous, zeroed memory for `length` bytes; their number of bytes in
+// `mapped`. Null if it cannot (nothing mapped).
+void* mapPages(size_t length, size_t& mapped) noexcept;
+
 class PreparedMappings {
  public:
   PreparedMappings() = default;
@@ -23,7 +27,6 @@ class PreparedMappings {
   // Populates about `bytes` more (whole pages, at least one); returns what it populated.
   size_t populate(size_t bytes) noexcept;
   bool populated() const noexcept { return populated_ == mapped_; }
-  uint64_t bytes() const noexcept { return mapped_; }
 
   // Gives away a populated block made for `length` bytes (its memory and mapped size, which the
   // caller unmaps), or nullptr if none is left.
