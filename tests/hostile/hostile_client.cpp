@@ -98,6 +98,15 @@ std::vector<uint8_t> blastRequest(uint8_t mode, uint32_t buffers, uint32_t size,
   return d;
 }
 
+// The reason an evrdma server put in a reject ("EVRJ" | u8 length | text), or `otherwise`.
+std::string rejectReason(const rdma_cm_event& event, std::string otherwise) {
+  const auto* data = static_cast<const uint8_t*>(event.param.conn.private_data);
+  const size_t length = event.param.conn.private_data_len;
+  if (data != nullptr && length >= 5 && std::memcmp(data, "EVRJ", 4) == 0 && 5u + data[4] <= length)
+    return std::string(reinterpret_cast<const char*>(data) + 5, data[4]);
+  return otherwise;
+}
+
 class Peer {
  public:
   ~Peer() {
@@ -146,11 +155,7 @@ class Peer {
     if (!nextEvent(10000, event)) return failed("no answer to the connect request within 10 s");
     const rdma_cm_event_type type = event->event;
     if (type == RDMA_CM_EVENT_REJECTED) {
-      std::string reason = "(no reason)";
-      const auto* data = static_cast<const uint8_t*>(event->param.conn.private_data);
-      const size_t length = event->param.conn.private_data_len;
-      if (data != nullptr && length >= 5 && std::memcmp(data, "EVRJ", 4) == 0 && 5u + data[4] <= length)
-        reason.assign(reinterpret_cast<const char*>(data) + 5, data[4]);
+      const std::string reason = rejectReason(*event, "(no reason)");
       rdma_ack_cm_event(event);
       outcome = "rejected: " + reason;
       return false;
@@ -355,13 +360,8 @@ bool halfOpen(const char* address, const char* port, uint64_t count, uint64_t si
     const uint64_t i = reinterpret_cast<uintptr_t>(id->context);
     const rdma_cm_event_type type = event->event;
     const int status = event->status;
-    if (type == RDMA_CM_EVENT_REJECTED && firstReason.empty()) {
-      const auto* data = static_cast<const uint8_t*>(event->param.conn.private_data);
-      const size_t length = event->param.conn.private_data_len;
-      firstReason = "status " + std::to_string(status);
-      if (data != nullptr && length >= 5 && std::memcmp(data, "EVRJ", 4) == 0 && 5u + data[4] <= length)
-        firstReason.assign(reinterpret_cast<const char*>(data) + 5, data[4]);
-    }
+    if (type == RDMA_CM_EVENT_REJECTED && firstReason.empty())
+      firstReason = rejectReason(*event, "status " + std::to_string(status));
     rdma_ack_cm_event(event);
     if (type == RDMA_CM_EVENT_ADDR_RESOLVED) {
       if (rdma_resolve_route(id, 5000) != 0) fail(i, std::string("rdma_resolve_route: ") + std::strerror(errno));
