@@ -266,7 +266,6 @@ void Listener::onCmEvent(const CmEvent& event) noexcept {
       // The ids must go for the removal to complete; listen() again once the device is back.
       id_.reset();
       dropWaitingRequests();
-      forgetRemovedDevices();
       EVRDMA_LOG(LogLevel::Error, "a listener's device is being removed: it stopped listening");
       factory_.onListenerError(-ENODEV, "device removal: the listener stopped (listen again once the device is back)");
       return;

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "DeviceUsers.h"
 #include "Logging.h"
 #include "evrdma/Reactor.h"
 
@@ -61,6 +62,7 @@ CompletionDispatcher::~CompletionDispatcher() { releaseVerbs(); }
 void CompletionDispatcher::markDeviceRemoved() noexcept {
   if (removed_) return;
   removed_ = true;
+  detail::DeviceUsers::instance().markRemoved(context_);
   EVRDMA_LOG(LogLevel::Info, "%s: the device is going away: its connections fail, and its CQs, channel and PD go "
              "once none uses them", deviceName());
   // Every other Reactor on the device must let go of it too, also one with no CM id on it that
@@ -119,9 +121,13 @@ void CompletionDispatcher::releaseVerbs() noexcept {
   channel_.reset();
   smallBuffers_.reset();  // every connection on the device is gone: no block is leased
   pd_.reset();
+  if (holdsDevice_) detail::DeviceUsers::instance().release(context_);  // last, once nothing is left on it
+  holdsDevice_ = false;
 }
 
 int CompletionDispatcher::init() noexcept {
+  detail::DeviceUsers::instance().hold(context_);
+  holdsDevice_ = true;
   ibv_device_attr attr{};
   if (int rc = ibv_query_device(context_, &attr); rc != 0) return -rc;
   maxCqe_ = attr.max_cqe;

@@ -235,6 +235,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   uint32_t nextSerial_ = 1;
   size_t attachments_ = 0;
   bool removed_ = false;
+  bool holdsDevice_ = false;  // counted in DeviceUsers until releaseVerbs
   bool releaseScheduled_ = false;
   CompletionStats& stats_;
 };

@@ -9,6 +9,7 @@
 #include "CmDispatcher.h"
 #include "AsyncEventRouter.h"
 #include "CompletionDispatcher.h"
+#include "DeviceUsers.h"
 #include "ConnectGate.h"
 #include "Logging.h"
 #include "Mailbox.h"
@@ -163,10 +164,12 @@ CmDispatcher* Reactor::cm(int& error) {
 void Reactor::releaseCompletions(ibv_context* device) noexcept {
   auto it = completions_.find(device);
   if (it != completions_.end() && it->second->deviceRemoved()) completions_.erase(it);
-  forgetRemovedDevices();
 }
 
 void Reactor::deviceRemoved(ibv_context* device) noexcept {
+  // Marked now, on this thread: other Reactors hear of it later, and until they let go of the
+  // device librdmacm must not close it (see DeviceUsers).
+  detail::DeviceUsers::instance().markRemoved(device);
   if (auto it = completions_.find(device); it != completions_.end()) {
     it->second->markDeviceRemoved();  // tells the other Reactors on the device too
     return;
@@ -174,15 +177,8 @@ void Reactor::deviceRemoved(ibv_context* device) noexcept {
   // Nothing of ours on it (a listening Reactor whose agents live on workers), but other Reactors
   // may hold CQs, a channel and a PD there with no CM id to tell them: the removal waits for them.
   detail::AsyncEventRouter::instance().announceRemoval(device, nullptr);
-}
-
-void forgetRemovedDevices() noexcept {
-  // librdmacm keeps each device's verbs context open until it notices, while listing the
-  // devices, that one is gone; then it closes it once no id uses it. A device whose driver
-  // cannot disassociate its users (rxe, siw) is only removed once that context is closed.
-  int count = 0;
-  if (ibv_context** devices = rdma_get_devices(&count)) rdma_free_devices(devices);
-  EVRDMA_LOG(LogLevel::Debug, "listed the RDMA devices (%d): librdmacm lets go of those removed and unused", count);
+  // After the handler (it destroys its id), unless a Reactor holding the device does it later.
+  defer([] { detail::DeviceUsers::instance().forgetRemovedIfUnheld(); });
 }
 
 CompletionDispatcher* Reactor::completions(ibv_context* device, int& error) {

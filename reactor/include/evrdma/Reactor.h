@@ -243,8 +243,4 @@ class Reactor {
   std::unique_ptr<CmDispatcher> cm_;
 };
 
-// Lets librdmacm close the verbs context of a removed device once nothing uses it any more (it
-// only notices a removal when it lists the devices). Called when evrdma let go of a device.
-void forgetRemovedDevices() noexcept;
-
 }  // namespace evrdma
