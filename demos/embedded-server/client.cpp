@@ -1,6 +1,6 @@
 // echo-client: a client of embedded-server's echo service. Sends MESSAGES framed messages (a
-// window of them in flight, or one every INTERVAL ms), checks every byte of every echo, and prints
-// what it did as one JSON line. With -r it survives a server restart: it reconnects with
+// window of them in flight, or one every INTERVAL ms) on each of CONNECTIONS connections, checks
+// every byte of every echo, and prints what it did as one JSON line. With -r it survives a server restart: it reconnects with
 // exponential backoff (evrdma::ReconnectingClient) and sends again what was not echoed.
 #include <signal.h>
 
@@ -27,11 +27,15 @@
 namespace {
 
 const char* const kUsage =
-    "usage: echo-client -a ADDRESS [-p PORT] [-n MESSAGES] [-s SIZE] [-w WINDOW] [-d DEPTH]\n"
-    "                   [-i INTERVAL_MS] [-k KEEPALIVE_MS] [-r] [-v]\n"
+    "usage: echo-client -a ADDRESS [-p PORT] [-n MESSAGES] [-c CONNECTIONS] [-s SIZE] [-w WINDOW]\n"
+    "                   [-d DEPTH] [-i INTERVAL_MS] [-k KEEPALIVE_MS] [-r] [-v]\n"
     "  -a ADDRESS    the server's numeric address (embedded-server)\n"
     "  -p PORT       its RDMA port (default 7475)\n"
-    "  -n MESSAGES   messages to have echoed and checked (default 1000; 0: until SIGINT)\n"
+    "  -n MESSAGES   messages to have echoed and checked, per connection (default 1000; 0: until\n"
+    "                SIGINT)\n"
+    "  -c CONNECTIONS  connections at once from this one thread, 1 .. 1024 (default 1; not with -r)\n"
+    "  -b            begin together: no connection sends before all are established (their setup,\n"
+    "                buffers registered on both sides, then stays out of the waits measured)\n"
     "  -s SIZE       bytes per message, 8 .. 65536 (default 64)\n"
     "  -w WINDOW     messages in flight at once, 1 .. DEPTH (default 4)\n"
     "  -d DEPTH      receives and sends posted, 5 .. 64 (default 8; the server's -d must be as large)\n"
@@ -40,9 +44,11 @@ const char* const kUsage =
     "  -r            reconnect when the connection fails or ends (backoff 100 ms doubling to 2 s),\n"
     "                and send again what was not echoed\n"
     "  -v            report the library's log (info and above) on stderr\n"
-    "Prints one JSON line: messages, verified, mismatches, sent, bytes_sent, bytes_received,\n"
-    "connections, attempts, longest_ms (the longest a message waited for its echo, from its\n"
-    "postSend), last_error. Exit 0 when every message came back intact.\n";
+    "Prints one JSON line, summed over the connections: messages, verified, mismatches, sent,\n"
+    "bytes_sent, bytes_received, connections (made, reconnections included), attempts,\n"
+    "mean_ms and longest_ms (what a message waited for its echo, from its postSend), over_100ms\n"
+    "(echoes that waited longer than 100 ms), last_error. Exit 0 when every message of every\n"
+    "connection came back intact.\n";
 
 struct Run {
   uint64_t total = 1000;
@@ -53,8 +59,22 @@ struct Run {
   uint64_t verified = 0, mismatches = 0, nextSeq = 0;
   uint64_t sent = 0, bytesSent = 0, bytesReceived = 0, connections = 0;
   std::chrono::steady_clock::duration longest{0};
+  uint64_t over100ms = 0;
+  std::chrono::steady_clock::duration waited{0};  // summed over the echoes: their mean
   std::string lastError;
   bool done() const { return total != 0 && verified >= total; }
+};
+
+// -b: connections wait here until the last one is established, then all begin.
+struct StartLine {
+  size_t expected = 0, established = 0;
+  std::vector<std::function<void()>> waiting;
+  void arrive(std::function<void()> begin) {
+    waiting.push_back(std::move(begin));
+    if (++established < expected) return;
+    for (auto& go : waiting) go();
+    waiting.clear();
+  }
 };
 
 class EchoClient final : public evrdma::ConnectionHandler {
@@ -66,10 +86,10 @@ class EchoClient final : public evrdma::ConnectionHandler {
     connection_ = &c;
     ++run_.connections;
     run_.nextSeq = run_.verified;  // what the previous connection did not get back goes again
-    if (run_.interval.count() > 0)
-      pacer_.startPeriodic(run_.interval);
+    if (startLine != nullptr)
+      startLine->arrive([this] { begin(); });
     else
-      fillWindow();
+      begin();
   }
   void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override {
     if (inFlight_.empty() || length != run_.size || !echo::check(data, length, inFlight_.front().seq)) {
@@ -78,7 +98,10 @@ class EchoClient final : public evrdma::ConnectionHandler {
       c.close();
       return;
     }
-    run_.longest = std::max(run_.longest, std::chrono::steady_clock::now() - inFlight_.front().sent);
+    const auto waited = std::chrono::steady_clock::now() - inFlight_.front().sent;
+    run_.longest = std::max(run_.longest, waited);
+    run_.waited += waited;
+    if (waited > std::chrono::milliseconds(100)) ++run_.over100ms;
     inFlight_.pop_front();
     ++run_.verified;
     if (run_.done()) {
@@ -102,8 +125,15 @@ class EchoClient final : public evrdma::ConnectionHandler {
     if (closedHook) closedHook();
   }
   std::function<void()> closedHook;
+  StartLine* startLine = nullptr;
 
  private:
+  void begin() {
+    if (run_.interval.count() > 0)
+      pacer_.startPeriodic(run_.interval);
+    else
+      fillWindow();
+  }
   void pace() {
     if (inFlight_.empty()) sendNext();
   }
@@ -136,15 +166,17 @@ class EchoClient final : public evrdma::ConnectionHandler {
 int main(int argc, char** argv) {
   const char* address = nullptr;
   unsigned long long port = echo::kDefaultPort, value = 0, keepaliveMs = 0;
-  bool reconnect = false, verbose = false;
+  bool reconnect = false, verbose = false, together = false;
+  unsigned long long connections = 1;
   Run run;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:n:s:w:d:i:k:rvh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:n:c:bs:w:d:i:k:rvh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
       case 'p': ok = pingpong::parseNumber(optarg, 65535, port) && port > 0; break;
       case 'n': ok = pingpong::parseNumber(optarg, UINT64_MAX, value); run.total = value; break;
+      case 'c': ok = pingpong::parseNumber(optarg, 1024, connections) && connections >= 1; break;
       case 's':
         ok = pingpong::parseNumber(optarg, echo::kMaxMessage, value) && value >= echo::kMinMessage;
         run.size = value;
@@ -158,6 +190,7 @@ int main(int argc, char** argv) {
         break;
       case 'k': ok = pingpong::parseNumber(optarg, 3600000, keepaliveMs) && keepaliveMs >= 1; break;
       case 'r': reconnect = true; break;
+      case 'b': together = true; break;
       case 'v': verbose = true; break;
       case 'h': std::fputs(kUsage, stdout); return 0;
       default: std::fputs(kUsage, stderr); return 2;
@@ -171,6 +204,10 @@ int main(int argc, char** argv) {
   }
   if (run.window > run.depth) {
     std::fprintf(stderr, "echo-client: -w %u is more than -d %u\n", run.window, run.depth);
+    return 2;
+  }
+  if (reconnect && connections > 1) {
+    std::fprintf(stderr, "echo-client: -r takes one connection (-c 1)\n");
     return 2;
   }
   if (verbose) evrdma::setLogCallback(evrdma::LogLevel::Info, evrdma::logToStderr);
@@ -188,21 +225,32 @@ int main(int argc, char** argv) {
 
   bool stopping = false;
   std::unique_ptr<evrdma::ReconnectingClient> reconnecting;
-  evrdma::Client::Ptr client;
+  std::vector<Run> runs(connections, run);  // one per connection, never moved: handlers keep a reference
+  std::vector<evrdma::Client::Ptr> clients(connections);
+  size_t closed = 0;
+  StartLine startLine;
+  startLine.expected = connections;
   auto stop = [&] {
     if (stopping) return;
     stopping = true;
     if (reconnecting) {
       if (reconnecting->client() == nullptr) reactor.stop();  // between attempts: nothing to close
       reconnecting->stop();
-    } else if (client) {
-      client->close();
+    } else {
+      for (auto& client : clients)
+        if (client) client->close();
     }
   };
-  auto makeHandler = [&]() {
-    auto handler = std::make_unique<EchoClient>(run, reactor, stop);
+  auto makeHandler = [&](size_t k) {
+    // One connection done closes it; the run ends when all have closed (or SIGINT closes them).
+    auto finished = [&, k] {
+      if (reconnecting) stop();
+      else if (clients[k]) clients[k]->close();
+    };
+    auto handler = std::make_unique<EchoClient>(runs[k], reactor, finished);
+    if (together && !reconnecting) handler->startLine = &startLine;
     handler->closedHook = [&] {
-      if (!reconnecting || stopping) reactor.stop();
+      if (reconnecting ? stopping : ++closed == clients.size()) reactor.stop();
     };
     return handler;
   };
@@ -215,7 +263,7 @@ int main(int argc, char** argv) {
     evrdma::ReconnectOptions backoff;
     backoff.initialDelay = std::chrono::milliseconds(100);
     backoff.maxDelay = std::chrono::milliseconds(2000);
-    reconnecting = std::make_unique<evrdma::ReconnectingClient>(reactor, makeHandler, options, backoff);
+    reconnecting = std::make_unique<evrdma::ReconnectingClient>(reactor, [&] { return makeHandler(0); }, options, backoff);
     reconnecting->onGiveUp = [&](int) { reactor.stop(); };
     reconnecting->onRetry = [&](int err, std::chrono::milliseconds delay) {
       std::fprintf(stderr, "echo-client: connection ended (%s); next attempt in %lld ms\n",
@@ -223,22 +271,47 @@ int main(int argc, char** argv) {
     };
     rc = reconnecting->start(address, static_cast<uint16_t>(port));
   } else {
-    client = evrdma::Client::create(reactor, makeHandler(), options);
-    rc = client->connect(address, static_cast<uint16_t>(port));
+    for (size_t k = 0; k < clients.size() && rc == 0; ++k) {
+      clients[k] = evrdma::Client::create(reactor, makeHandler(k), options);
+      rc = clients[k]->connect(address, static_cast<uint16_t>(port));
+      if (rc != 0) clients[k].reset();  // a failed connect never calls back
+    }
   }
   if (rc != 0) {
     std::fprintf(stderr, "echo-client: connect: %s%s\n", std::strerror(-rc), pingpong::setupErrorHint(rc));
     return 1;
   }
   reactor.run();
-  const uint32_t attempts = reconnecting ? reconnecting->attempts() : 1;
+  const uint32_t attempts = reconnecting ? reconnecting->attempts() : static_cast<uint32_t>(clients.size());
   reconnecting.reset();
-  client.reset();
+  clients.clear();
+  Run all = runs[0];
+  all.total = 0;
+  all.verified = all.mismatches = all.sent = all.bytesSent = all.bytesReceived = all.connections = all.over100ms = 0;
+  all.waited = {};
+  bool allDone = true;
+  for (const Run& one : runs) {
+    all.total += one.total;
+    all.verified += one.verified;
+    all.mismatches += one.mismatches;
+    all.sent += one.sent;
+    all.bytesSent += one.bytesSent;
+    all.bytesReceived += one.bytesReceived;
+    all.connections += one.connections;
+    all.over100ms += one.over100ms;
+    all.waited += one.waited;
+    all.longest = std::max(all.longest, one.longest);
+    if (!one.lastError.empty()) all.lastError = one.lastError;
+    allDone = allDone && one.done();
+  }
+  run = all;
   std::printf(
       "{\"messages\": %" PRIu64 ", \"verified\": %" PRIu64 ", \"mismatches\": %" PRIu64 ", \"sent\": %" PRIu64
       ", \"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ", \"connections\": %" PRIu64
-      ", \"attempts\": %u, \"longest_ms\": %.3f, \"last_error\": %s}\n",
+      ", \"attempts\": %u, \"mean_ms\": %.3f, \"longest_ms\": %.3f, \"over_100ms\": %" PRIu64 ", \"last_error\": %s}\n",
       run.total, run.verified, run.mismatches, run.sent, run.bytesSent, run.bytesReceived, run.connections, attempts,
-      std::chrono::duration<double, std::milli>(run.longest).count(), echo::jsonString(run.lastError).c_str());
-  return run.done() && run.mismatches == 0 ? 0 : 1;
+      run.verified > 0 ? std::chrono::duration<double, std::milli>(run.waited).count() / static_cast<double>(run.verified) : 0.0,
+      std::chrono::duration<double, std::milli>(run.longest).count(), run.over100ms,
+      echo::jsonString(run.lastError).c_str());
+  return allDone && run.mismatches == 0 ? 0 : 1;
 }
