@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RDMA_RUN ?= tools/rdma-run
 
-.PHONY: all deps build install deb test test-asan test-valgrind fuzz demo bench link-bench scale clean
+.PHONY: all deps build install deb test check test-repeat test-asan test-valgrind fuzz demo bench link-bench scale clean
 
 all: build
 
@@ -27,6 +27,18 @@ deb: build
 
 test:
 	BUILD_DIR=$(BUILD_DIR) tools/run-tests
+
+# Before you push: the build, the unit and install tests, and the rdma label on rxe (one guest boot).
+check:
+	CHECK_ONLY=1 BUILD_DIR=$(BUILD_DIR) tools/run-tests
+
+# The rdma label again and again in one guest boot until a test fails (ctest --repeat
+# until-fail:N): N (default 5) times on DRIVER (rxe or siw), from the ASan build with ASAN=1.
+N ?= 5
+DRIVER ?= rxe
+ASAN ?= 0
+test-repeat:
+	REPEAT=$(N) REPEAT_DRIVER=$(DRIVER) REPEAT_ASAN=$(ASAN) BUILD_DIR=$(BUILD_DIR) tools/run-tests
 
 # The whole suite under AddressSanitizer and UBSan alone ($(BUILD_DIR)-asan): unit on the host, the
 # rdma and link labels in the test bed on rxe and siw; fails on any report. (make test runs it too.)
