@@ -145,7 +145,15 @@ TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBa
     }
   } joiner{stop, server};
 
-  std::this_thread::sleep_for(2s);  // the client does nothing; the server's loop runs
+  // The client does nothing; the server's loop runs until its agent is decided: on iWARP
+  // established (the kernels finish MPA), elsewhere closed by acceptTimeout. The deadline only
+  // bounds a hang.
+  for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
+    if (iwarp ? factory.events.established.load() > 0 : factory.events.closed.load() > 0) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  // On iWARP, past acceptTimeout once established: to prove its timer does not fire then.
+  if (iwarp) std::this_thread::sleep_for(options.acceptTimeout + 500ms);
   stop = true;
   server.join();  // the server's objects are only read once its thread is done
 

@@ -220,21 +220,27 @@ TEST_F(Lifetime, AListenerDroppedByItsOwnFactoryWhileDecidingRejectsThatRequest)
 // every connect timer has run out.
 TEST_F(Lifetime, AConnectionAnnouncedByAReceiveOutlivesTheConnectTimeout) {
   struct Greeter : evrdma::ConnectionHandler {
-    void onEstablished(evrdma::Connection& c) noexcept override { c.postSend("hi", 2); }
+    std::atomic<int>& greeted;
+    explicit Greeter(std::atomic<int>& g) : greeted(g) {}
+    void onEstablished(evrdma::Connection& c) noexcept override {
+      if (c.postSend("hi", 2) == 0) ++greeted;
+    }
   };
   struct GreeterFactory : evrdma::AgentFactory {
+    std::atomic<int> accepted{0}, greeted{0};
     evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
       evrdma::ConnectionOptions options;
       options.maxMessageSize = 4;
       options.recvDepth = 2;
-      return evrdma::AcceptDecision::accept(std::make_unique<Greeter>(), options);
+      ++accepted;
+      return evrdma::AcceptDecision::accept(std::make_unique<Greeter>(greeted), options);
     }
   };
+  GreeterFactory factory;  // read from this thread, used by the server's
   std::atomic<uint16_t> port{0};
   std::atomic<bool> stop{false}, serverHeld{true};
   std::thread server([&] {
     evrdma::Reactor reactor;
-    GreeterFactory factory;
     evrdma::ListenerOptions listenerOptions;
     listenerOptions.acceptsPerTurn = 64;
     auto listener = evrdma::Listener::create(reactor, factory, listenerOptions);
@@ -284,7 +290,15 @@ TEST_F(Lifetime, AConnectionAnnouncedByAReceiveOutlivesTheConnectTimeout) {
     return true;
   }));
   serverHeld = false;  // the client's loop is held from here: the server accepts and greets
-  std::this_thread::sleep_for(1000ms);
+  // On iWARP until every greeting is posted (the agents are established without the client); on
+  // RoCE until every request is accepted (the agents wait for the clients' RTU). The deadline only
+  // bounds a hang.
+  const int kClients = static_cast<int>(clients.size());
+  const bool iwarp = evrdma::test::onIwarp();
+  for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
+    if ((iwarp ? factory.greeted.load() : factory.accepted.load()) >= kClients) break;
+    std::this_thread::sleep_for(1ms);
+  }
   auto settled = [&] {
     for (size_t i = 0; i < clients.size(); ++i)
       if (greeted[i]->greetings == 0 && greeted[i]->error.empty()) return false;
