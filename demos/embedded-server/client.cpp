@@ -63,6 +63,20 @@ struct Run {
   std::chrono::steady_clock::duration waited{0};  // summed over the echoes: their mean
   std::string lastError;
   bool done() const { return total != 0 && verified >= total; }
+  // Another connection's counts, for the JSON line's sums.
+  void add(const Run& other) {
+    total += other.total;
+    verified += other.verified;
+    mismatches += other.mismatches;
+    sent += other.sent;
+    bytesSent += other.bytesSent;
+    bytesReceived += other.bytesReceived;
+    connections += other.connections;
+    over100ms += other.over100ms;
+    waited += other.waited;
+    longest = std::max(longest, other.longest);
+    if (!other.lastError.empty()) lastError = other.lastError;
+  }
 };
 
 // -b: connections wait here until the last one is established, then all begin.
@@ -285,23 +299,11 @@ int main(int argc, char** argv) {
   const uint32_t attempts = reconnecting ? reconnecting->attempts() : static_cast<uint32_t>(clients.size());
   reconnecting.reset();
   clients.clear();
-  Run all = runs[0];
+  Run all;
   all.total = 0;
-  all.verified = all.mismatches = all.sent = all.bytesSent = all.bytesReceived = all.connections = all.over100ms = 0;
-  all.waited = {};
   bool allDone = true;
   for (const Run& one : runs) {
-    all.total += one.total;
-    all.verified += one.verified;
-    all.mismatches += one.mismatches;
-    all.sent += one.sent;
-    all.bytesSent += one.bytesSent;
-    all.bytesReceived += one.bytesReceived;
-    all.connections += one.connections;
-    all.over100ms += one.over100ms;
-    all.waited += one.waited;
-    all.longest = std::max(all.longest, one.longest);
-    if (!one.lastError.empty()) all.lastError = one.lastError;
+    all.add(one);
     allDone = allDone && one.done();
   }
   run = all;
