@@ -6,12 +6,14 @@
 # the CM's ESTABLISHED event came back raced the CM's own work: Linux's CM left its REP
 # outstanding, and rdma_destroy_id blocked the server's loop for about a minute (the next client
 # got "no answer to the connect request"). A round in which that race can happen is rare (about
-# 1 in 100 attacks here), hence the count.
+# 1 in 100 attacks here), hence the count. iWARP has no RTU (its kernels complete the connection
+# before the server hears of it), so there, as in the sanitizer and valgrind stages
+# (EVRDMA_STRESS=light), 60 attacks prove that each is closed with its reason and the next answered.
 #   early_failure_test.sh <build dir> [attacks]
 set -u -o pipefail
 build=$1
 attacks=${2:-300}
-[ "${EVRDMA_STRESS:-}" = light ] && attacks=60
+{ [ "${EVRDMA_STRESS:-}" = light ] || [ "${EVRDMA_RDMA_DRIVER:-}" = siw ]; } && attacks=60
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
 address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
 log=$(mktemp -d)
