@@ -47,7 +47,7 @@ class PingPongBed : public ::testing::Test {
     // Close everything while the fixture (which the handlers report into) is still whole.
     clients_.clear();
     listener_.reset();
-    runUntil([] { return false; }, 200ms);
+    EXPECT_TRUE(runUntilNoConnections(reactor_)) << "connections left open after the test";
   }
 
   // Runs the loop until `done()` holds (checked every few ms) or `limit` passes. True if done.

@@ -23,4 +23,11 @@ inline bool runUntil(evrdma::Reactor& reactor, const std::function<bool()>& done
   return reached;
 }
 
+// Runs `reactor` until no client or agent is left on it (each closed and freed): how a test lets
+// the connections it dropped finish before it ends, instead of a fixed time. True if they did.
+inline bool runUntilNoConnections(evrdma::Reactor& reactor,
+                                  std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) {
+  return runUntil(reactor, [&] { return reactor.stats().connections.total() == 0; }, limit);
+}
+
 }  // namespace evrdma::test

@@ -63,6 +63,7 @@ struct ClientRecord : evrdma::ConnectionHandler {
 };
 
 using evrdma::test::runUntil;
+using evrdma::test::runUntilNoConnections;
 
 TEST(Admission, PastMaxAgentsARequestIsRejectedAsBusyBeforeTheFactoryIsAsked) {
   evrdma::test::TestBed bed;
@@ -102,7 +103,7 @@ TEST(Admission, PastMaxAgentsARequestIsRejectedAsBusyBeforeTheFactoryIsAsked) {
   EXPECT_TRUE(late->established);
   clients.clear();
   listener.reset();
-  runUntil(reactor, [] { return false; }, 200ms);
+  EXPECT_TRUE(runUntilNoConnections(reactor)) << "connections left open";
 }
 
 TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBack) {
@@ -170,7 +171,7 @@ TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBa
     EXPECT_EQ(listener->agentCount(), 0u);
   }
   client.reset();
-  runUntil(reactor, [] { return false; }, 200ms);
+  EXPECT_TRUE(runUntilNoConnections(reactor)) << "connections left open";
   listener.reset();
 }
 
@@ -244,7 +245,7 @@ TEST(Admission, AStormOfRequestsIsAnsweredAtMostAcceptsPerTurnPerLoopTurn) {
   EXPECT_GT(listener->stats().heldForLaterTurn, 0u) << "the requests never piled up: the test proved nothing";
   EXPECT_EQ(clientsEstablished, clients);
   listener.reset();
-  runUntil(reactor, [] { return false; }, 200ms);
+  EXPECT_TRUE(runUntilNoConnections(reactor)) << "connections left open";
 }
 
 // The Reactor's memory budget covers every connection on it: past it the Listener rejects a
@@ -346,7 +347,7 @@ TEST(Admission, AClientReactorKeepsAtMostMaxConnectsInFlightRequestsOnTheWire) {
   EXPECT_EQ(reactor.connectsWaiting(), 0u);
   connections.clear();
   listener.reset();
-  runUntil(reactor, [] { return false; }, 300ms);
+  EXPECT_TRUE(runUntilNoConnections(reactor)) << "connections left open";
 }
 
 // A burst of requests for large messages: agents accepted but not yet established never pin more

@@ -17,8 +17,7 @@ namespace {
 using namespace evrdma::test;
 
 TEST_F(PingPongBed, ClientAgainstAPortWithNoListenerGetsAClearErrorAndTheLoopGoesOn) {
-  listener_.reset();  // nobody listens on port_ any more
-  runUntil([] { return false; }, 50ms);
+  listener_.reset();  // nobody listens on port_ any more (rdma_destroy_id took the port back)
   struct Recorder : evrdma::ConnectionHandler {
     int err = 0;
     std::string op;

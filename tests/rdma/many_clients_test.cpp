@@ -70,7 +70,11 @@ TEST_F(PingPongBed, PastTheDevicesQueuePairLimitRequestsAreRejectedNamingItAndNo
   ASSERT_TRUE(runUntil([&] { return factory_->agentsServed + factory_->activeAgents >= processes * perProcess ||
                                     listener_->stats().requests >= static_cast<uint64_t>(processes * perProcess); },
                        120s));
-  runUntil([] { return false; }, 2s);
+  // Then until each request is decided (accepted, rejected naming the limit, or given up).
+  ASSERT_TRUE(runUntil([&] {
+    const evrdma::ListenerStats s = listener_->stats();
+    return s.requests >= static_cast<uint64_t>(processes * perProcess) && s.accepted + s.rejected + s.abandoned >= s.requests;
+  }, 120s)) << "requests never answered";
   for (pid_t child : children) kill(child, SIGINT);
   int hung = 0;
   for (pid_t child : children)

@@ -137,9 +137,19 @@ TEST_F(PingPongBed, AClientKilledMidRunLeavesTheServerServingTheOthers) {
   pid_t child = spawnPingClient({"-c", "100000000", "-s", "64"});
   ASSERT_GT(child, 0);
   ASSERT_TRUE(runUntil([&] { return listener_->agentCount() == 1; }, 30s)) << "the child never connected";
-  runUntil([] { return false; }, 100ms);  // the child ping-pongs meanwhile
+  auto echoedByAgents = [&] {
+    uint64_t echoed = 0;
+    listener_->forEachAgent([&](evrdma::Agent& agent) { echoed += static_cast<pingpong::EchoAgent&>(agent.handler()).echoed(); });
+    return echoed;
+  };
+  ASSERT_TRUE(runUntil([&] { return echoedByAgents() > 0; }, 30s)) << "the child never ping-ponged";
   for (int i = 0; i < 8; ++i) startClient(200, 256);
-  runUntil([] { return false; }, 30ms);  // let them get going, then kill the child
+  // Until each of them has made a round trip; then kill the child.
+  ASSERT_TRUE(runUntil([&] {
+    for (auto& c : clients_)
+      if (static_cast<pingpong::PingClient&>(c->handler()).result().roundTrips == 0) return false;
+    return true;
+  }, 30s)) << "a client made no round trip";
   ASSERT_EQ(kill(child, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
@@ -188,7 +198,6 @@ TEST_F(PingPongBed, ServerShutsDownCleanlyOnSigintWhileServing) {
     return true;
   }, 30s)) << "a client made no round trip\n" << printed;
   const auto toServeAll = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started);
-  runUntil([] { return false; }, 100ms);
   ASSERT_EQ(kill(server, SIGINT), 0);
   int status = -1;
   ASSERT_TRUE(runUntil([&] { return waitpid(server, &status, WNOHANG) == server; }, 30s)) << "server ignored SIGINT";

@@ -249,7 +249,11 @@ TEST_F(SharedReceives, BuffersOfConnectionsThatCloseAmidTrafficGoBackToThePool) 
       if (!sender->closed) return false;
     return true;
   }, 60s));
-  runUntil(reactor_, [] { return false; }, 200ms);  // completions of QPs already gone
+  // Until the completions of QPs already gone have brought their buffers back (or the deadline).
+  runUntil(reactor_, [&] {
+    const evrdma::SharedReceiveStats now = reactor_.sharedReceiveStats();
+    return now.connections == 0 && now.reserved == 0 && now.posted == now.buffers;
+  }, 30s);
   const evrdma::SharedReceiveStats after = reactor_.sharedReceiveStats();
   print("all closed", after);
   std::printf("messages handed to the agents: %llu of %zu\n", static_cast<unsigned long long>(factory_.received()),

@@ -105,8 +105,9 @@ TEST(TwoReactors, OnOneDeviceEachHearsItsOwnFailuresAndKeepsItsConnections) {
   connectionB.reset();
   listenerA.reset();
   listenerB.reset();
-  spin(a, 300ms, [] { return false; });
-  spin(b, 300ms, [] { return false; });
+  auto noConnections = [](evrdma::Reactor& r) { return r.stats().connections.total() == 0; };
+  EXPECT_TRUE(spin(a, 30s, [&] { return noConnections(a); })) << "A's connections left open";
+  EXPECT_TRUE(spin(b, 30s, [&] { return noConnections(b); })) << "B's connections left open";
 }
 
 }  // namespace
