@@ -11,14 +11,10 @@
 #   control_flood_test.sh <build dir>
 set -u -o pipefail
 build=$1
-address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 hostile=$build/tests/hostile-client
 seconds=30
 [ "${EVRDMA_STRESS:-}" = light ] && seconds=15
-log=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
-failures=0
-check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1"; failures=$((failures + 1)); fi; }
 
 "$build/demos/embedded-server" -a "$address" -p 0 -H 0 -t 50 -v >"$log/server" 2>"$log/server.err" &
 server=$!

@@ -14,10 +14,7 @@ set -u -o pipefail
 build=$1
 attacks=${2:-300}
 { [ "${EVRDMA_STRESS:-}" = light ] || [ "${EVRDMA_RDMA_DRIVER:-}" = siw ]; } && attacks=60
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
-address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
-log=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 
 "$build/demos/blast-server" -a "$address" -p 0 >"$log/server" 2>&1 &
 server=$!

@@ -18,13 +18,8 @@
 #   half_open_test.sh <build dir>
 set -u -o pipefail
 build=$1
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
-address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 hostile=$build/tests/hostile-client
-log=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
-failures=0
-check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1"; failures=$((failures + 1)); fi; }
 siw=0; [ "${EVRDMA_RDMA_DRIVER:-}" = siw ] && siw=1
 # wait_for <file> <pattern> <pid>: until <file> has a line matching <pattern> (up to 120 s; less
 # if process <pid> ends first).

@@ -7,13 +7,8 @@
 #   hostile_servers_test.sh <build dir>
 set -u -o pipefail
 build=$1
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
-address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 hostile=$build/tests/hostile-client
-log=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
-failures=0
-check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1"; failures=$((failures + 1)); fi; }
 start() {  # start <name> <program> <options...>: a server; sets port_<name>
     local name=$1 program=$2; shift 2
     "$build/demos/$program" -a "$address" -p 0 "$@" >"$log/$name" 2>&1 &

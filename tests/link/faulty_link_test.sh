@@ -15,16 +15,13 @@
 #                    new client is served
 set -u -o pipefail
 build=$1 case=$2
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
 a=${EVRDMA_LINK_A_IP:?run this under tools/rdma-run --link}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 ends="$EVRDMA_LINK_A_NETDEV $EVRDMA_LINK_B_NETDEV"
 iwarp=0; [ "${EVRDMA_RDMA_DRIVER:-}" = siw ] && iwarp=1
-log=$(mktemp -d)
-failures=0
 fault() { for end in $ends; do tc qdisc replace dev "$end" root netem "$@" || exit 1; done; }
 clear_faults() { for end in $ends; do tc qdisc del dev "$end" root 2>/dev/null; done; }
-trap 'clear_faults; kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
-check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1 (status $2)"; failures=$((failures + 1)); fi; }
+at_exit clear_faults
 tx_packets() { cat "/sys/class/net/$EVRDMA_LINK_B_NETDEV/statistics/tx_packets"; }
 # Until the client's traffic flows across the link (connected, round trips under way).
 wait_for_traffic() { local from; from=$(tx_packets); for _ in $(seq 300); do [ $(( $(tx_packets) - from )) -ge 100 ] && return 0; sleep 0.1; done; return 1; }

@@ -6,14 +6,10 @@
 #   blast_programs_test.sh <build dir>
 # A status is saved before `check`: a $(...) in check's message would overwrite $?.
 set -u
-build=$1 failures=0
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
-address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
-check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1 (status $2)"; failures=$((failures + 1)); fi; }
+build=$1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 iwarp=0
 ibv_devinfo -d "${EVRDMA_RDMA_DEV:-?}" 2>/dev/null | grep -q "transport:.*iWARP" && iwarp=1
-log=$(mktemp -d)
-trap 'rm -rf "$log"' EXIT
 
 start_server() {  # options...
     "$build/demos/blast-server" -a "$address" -p 0 "$@" >"$log/server" 2>&1 &

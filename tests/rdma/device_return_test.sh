@@ -12,15 +12,10 @@ set -u -o pipefail
 build=$1
 workers=${2:-0}
 removals=${3:-1}
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
-address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 device=${EVRDMA_RDMA_DEV:?}
 driver=${EVRDMA_RDMA_DRIVER:-}
 case $driver in rxe|siw) ;; *) echo "FAILED: this test deletes and re-adds the device: it needs the test bed's soft device"; exit 1 ;; esac
-log=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
-failures=0
-check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1"; failures=$((failures + 1)); fi; }
 wait_for() {  # wait_for <seconds> <command...>: until the command succeeds
     local limit=$1 _; shift
     for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done

@@ -13,10 +13,7 @@
 #   framed_connects_test.sh <build dir>
 set -u
 build=$1
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
-address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
-log=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$log"' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 
 rounds=100
 [ "${EVRDMA_STRESS:-}" = light ] && rounds=25

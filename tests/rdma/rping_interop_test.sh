@@ -4,13 +4,11 @@
 # server with several clients at once (ours and theirs), and clear failures.
 #   rping_interop_test.sh <build dir>
 set -u
-build=$1 failures=0
+build=$1
 ours="$build/demos/evrdma-rping"
-ip=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
-check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1 (status $2)"; failures=$((failures + 1)); fi; }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
+ip=$address
 command -v rping >/dev/null || { echo "FAILED: rping (rdmacm-utils) is not installed"; exit 1; }
-log=$(mktemp -d)
-trap 'rm -rf "$log"' EXIT
 # The real rping prints nothing when it listens: wait until the port is bound.
 wait_listening() { for _ in $(seq 100); do rdma resource show cm_id 2>/dev/null | grep -q "LISTEN.*src-addr $ip:$1\|$ip:$1.*LISTEN" && return 0; sleep 0.1; done; sleep 1; }
 
