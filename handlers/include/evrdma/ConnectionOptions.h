@@ -21,7 +21,7 @@ struct ConnectionOptions {
   // Signal every Nth send-queue request (0: sendDepth / 4); the last of each post always is.
   uint32_t signalEvery = 0;
   // Messages up to this many bytes go inline (copied into the work request: no DMA of the
-  // buffer); a framed connection asks for its 8-byte frame header on top. The device may give less.
+  // buffer); a framed connection asks for its 16-byte frame header on top. The device may give less.
   uint32_t maxInlineData = 64;
   // Re-post each receive buffer after onRecv returns. When false the application re-posts with
   // Connection::postRecv(), which is how it tells the peer's sends to wait.
