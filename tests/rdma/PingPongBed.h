@@ -73,6 +73,11 @@ class PingPongBed : public ::testing::Test {
   }
 
   bool allClientsDone() const { return results_.size() == clients_.size(); }
+  bool everyClientMadeARoundTrip() const {
+    for (const auto& c : clients_)
+      if (static_cast<const pingpong::PingClient&>(c->handler()).result().roundTrips == 0) return false;
+    return true;
+  }
 
   // A listener of its own with `factory`, and a client with `handler` connecting to it.
   struct Pair {

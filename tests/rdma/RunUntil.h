@@ -23,11 +23,14 @@ inline bool runUntil(evrdma::Reactor& reactor, const std::function<bool()>& done
   return reached;
 }
 
-// Runs `reactor` until no client or agent is left on it (each closed and freed): how a test lets
-// the connections it dropped finish before it ends, instead of a fixed time. True if they did.
+// No client or agent is left on `reactor` (each closed and freed).
+inline bool noConnectionsLeft(const evrdma::Reactor& reactor) { return reactor.stats().connections.total() == 0; }
+
+// Runs `reactor` until noConnectionsLeft: how a test lets the connections it dropped finish before
+// it ends, instead of a fixed time. True if they did.
 inline bool runUntilNoConnections(evrdma::Reactor& reactor,
                                   std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) {
-  return runUntil(reactor, [&] { return reactor.stats().connections.total() == 0; }, limit);
+  return runUntil(reactor, [&] { return noConnectionsLeft(reactor); }, limit);
 }
 
 }  // namespace evrdma::test

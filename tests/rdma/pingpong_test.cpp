@@ -145,11 +145,7 @@ TEST_F(PingPongBed, AClientKilledMidRunLeavesTheServerServingTheOthers) {
   ASSERT_TRUE(runUntil([&] { return echoedByAgents() > 0; }, 30s)) << "the child never ping-ponged";
   for (int i = 0; i < 8; ++i) startClient(200, 256);
   // Until each of them has made a round trip; then kill the child.
-  ASSERT_TRUE(runUntil([&] {
-    for (auto& c : clients_)
-      if (static_cast<pingpong::PingClient&>(c->handler()).result().roundTrips == 0) return false;
-    return true;
-  }, 30s)) << "a client made no round trip";
+  ASSERT_TRUE(runUntil([&] { return everyClientMadeARoundTrip(); }, 30s)) << "a client made no round trip";
   ASSERT_EQ(kill(child, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
@@ -192,11 +188,7 @@ TEST_F(PingPongBed, ServerShutsDownCleanlyOnSigintWhileServing) {
   // SIGINT once every client is served (a sanitized server on siw can take over 300 ms to start
   // them all: a fixed wait here once caught clients that had made no round trip yet).
   const auto started = std::chrono::steady_clock::now();
-  ASSERT_TRUE(runUntil([&] {
-    for (auto& c : clients_)
-      if (static_cast<pingpong::PingClient&>(c->handler()).result().roundTrips == 0) return false;
-    return true;
-  }, 30s)) << "a client made no round trip\n" << printed;
+  ASSERT_TRUE(runUntil([&] { return everyClientMadeARoundTrip(); }, 30s)) << "a client made no round trip\n" << printed;
   const auto toServeAll = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started);
   ASSERT_EQ(kill(server, SIGINT), 0);
   int status = -1;

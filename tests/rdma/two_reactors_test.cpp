@@ -19,6 +19,7 @@
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
 #include "evrdma/Watch.h"
+#include "rdma/RunUntil.h"
 #include "rdma/TestBed.h"
 
 namespace {
@@ -105,9 +106,8 @@ TEST(TwoReactors, OnOneDeviceEachHearsItsOwnFailuresAndKeepsItsConnections) {
   connectionB.reset();
   listenerA.reset();
   listenerB.reset();
-  auto noConnections = [](evrdma::Reactor& r) { return r.stats().connections.total() == 0; };
-  EXPECT_TRUE(spin(a, 30s, [&] { return noConnections(a); })) << "A's connections left open";
-  EXPECT_TRUE(spin(b, 30s, [&] { return noConnections(b); })) << "B's connections left open";
+  EXPECT_TRUE(spin(a, 30s, [&] { return evrdma::test::noConnectionsLeft(a); })) << "A's connections left open";
+  EXPECT_TRUE(spin(b, 30s, [&] { return evrdma::test::noConnectionsLeft(b); })) << "B's connections left open";
 }
 
 }  // namespace
