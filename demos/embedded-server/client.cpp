@@ -79,15 +79,28 @@ struct Run {
   }
 };
 
-// -b: connections wait here until the last one is established, then all begin.
+// -b: connections wait here until the last one is established, then all begin. A connection that
+// ends before it is established (refused, rejected, timed out) leaves the line: the others must
+// not wait for it for ever.
 struct StartLine {
   size_t expected = 0, established = 0;
   std::vector<std::function<void()>> waiting;
   void arrive(std::function<void()> begin) {
     waiting.push_back(std::move(begin));
-    if (++established < expected) return;
-    for (auto& go : waiting) go();
+    ++established;
+    startIfAllIn();
+  }
+  void leave() {
+    --expected;
+    startIfAllIn();
+  }
+
+ private:
+  void startIfAllIn() {
+    if (established < expected || waiting.empty()) return;
+    auto go = std::move(waiting);
     waiting.clear();
+    for (auto& begin : go) begin();
   }
 };
 
@@ -100,8 +113,10 @@ class EchoClient final : public evrdma::ConnectionHandler {
     connection_ = &c;
     ++run_.connections;
     run_.nextSeq = run_.verified;  // what the previous connection did not get back goes again
-    if (startLine != nullptr)
+    if (startLine != nullptr) {
+      arrived_ = true;
       startLine->arrive([this] { begin(); });
+    }
     else
       begin();
   }
@@ -132,6 +147,7 @@ class EchoClient final : public evrdma::ConnectionHandler {
   }
   void onClosed(evrdma::Connection& c) noexcept override {
     pacer_.cancel();
+    if (startLine != nullptr && !arrived_) startLine->leave();
     connection_ = nullptr;
     run_.sent += c.stats().messagesSent;
     run_.bytesSent += c.stats().bytesSent;
@@ -171,6 +187,7 @@ class EchoClient final : public evrdma::ConnectionHandler {
   };
   std::deque<InFlight> inFlight_;
   evrdma::Connection* connection_ = nullptr;
+  bool arrived_ = false;  // at the start line (-b)
   evrdma::Timer pacer_;
   std::function<void()> finished_;
 };

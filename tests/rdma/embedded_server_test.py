@@ -10,6 +10,8 @@
      grace period finishes, one that does not is closed when it ends, and the server exits 0.
   D. reconnect: the server is killed and restarted in the middle of a client's run; the client
      (echo-client -r) reconnects and gets every message back intact.
+  E. echo-client -b (all connections begin together) with some of them rejected: the admitted ones
+     run; none waits for a connection that will never come.
 
 usage: embedded_server_test.py BUILD_DIR
 """
@@ -322,6 +324,25 @@ def phase_d():
     check("the restarted server drains and exits 0", server.wait(timeout=15) == 0)
 
 
+def phase_e():
+    print("--- E: clients that begin together, some of them turned away")
+    # echo-client -b holds every connection at a start line until all are established. Two of the
+    # four are rejected (-m 2): they leave the line, and the two admitted run. Before, the two
+    # waited for ever for connections that would never come.
+    server = start_server("-m", "2")
+    client = start_client(server.rdma_port, "-c", "4", "-b", "-n", "100")
+    try:
+        status, result, err = finish_client(client, limit=60)
+    except subprocess.TimeoutExpired:
+        client.kill()
+        status, result, err = "hung", {}, ""
+    check("the 2 admitted connections of a -b run with 2 rejected get their 100 echoes each",
+          result.get("verified") == 200 and result.get("mismatches") == 0
+          and "server busy" in result.get("last_error", ""), f"{status} {result} {err.strip()[-300:]}")
+    server.send_signal(signal.SIGINT)
+    check("the server exits 0", server.wait(timeout=15) == 0)
+
+
 def main():
     if not ADDRESS:
         raise SystemExit("EVRDMA_RDMA_IP is not set: run under tools/rdma-run")
@@ -331,6 +352,7 @@ def main():
     server.wait(timeout=15)
     phase_c(start_server("-g", str(GRACE_S * 1000)))
     phase_d()
+    phase_e()
     print(f"{checked['scrapes']} scrapes of /metrics ({checked['families']} families, {checked['samples']} samples), "
           f"each parsed by prometheus_client and checked strictly; {checked['agents']} of /agents")
     print(f"{failures} failures")
