@@ -1,3 +1,5 @@
+// The blast roles (Blast.h): the client that keeps its operations in flight and checks every byte,
+// the server's agent for each mode, and the factory that reads a client's request.
 #include "Blast.h"
 
 #include "evrdma/Reactor.h"

@@ -1,3 +1,5 @@
+// Encoding and checking the blast request of BlastProtocol.h (the client's 24 bytes of connect
+// private data).
 #include "BlastProtocol.h"
 
 #include <cstring>

@@ -1,3 +1,5 @@
+// blast-sr-2's roles on the wire (OfaBlast.h): the server's acks and the client's sends, as the OFA
+// notes' programs make them.
 #include "OfaBlast.h"
 
 #include <algorithm>

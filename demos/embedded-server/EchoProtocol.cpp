@@ -1,3 +1,5 @@
+// Filling and checking an echo message: the sequence number and the bytes derived from it
+// (EchoProtocol.h).
 #include "EchoProtocol.h"
 
 #include "evrdma/ByteOrder.h"

@@ -1,3 +1,5 @@
+// embedded-server's /metrics (Prometheus text) and /agents (JSON) pages, written from the Reactor's
+// and the Listener's snapshots (Metrics.h).
 #include "Metrics.h"
 
 #include <chrono>

@@ -1,3 +1,5 @@
+// The host application of HostApp.h: its evhttp server and client, its timer and the probes that
+// time them.
 #include "HostApp.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,5 @@
+// The pingpong roles (PingPong.h): the echoing agent and its factory, and the pinging client that
+// verifies every byte and times each round trip.
 #include "PingPong.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Encoding and decoding ping-sr's 16-byte connect request (PingSr.h).
 #include "PingSr.h"
 
 #include <endian.h>

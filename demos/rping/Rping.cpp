@@ -1,3 +1,5 @@
+// rping's roles on evrdma (Rping.h): the server's read-then-write and the client's advertisements,
+// step by step as rdma-core's rping runs them.
 #include "Rping.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Parsing numeric IPv4 and IPv6 addresses into socket addresses (Address.h), and printing them
+// back.
 #include "evrdma/Address.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,5 @@
+// Agent: accepting the connect request it was made from (its accept timeout), and telling its
+// Listener when it is established or finished.
 #include "evrdma/Agent.h"
 
 #include <cerrno>

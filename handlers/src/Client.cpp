@@ -1,3 +1,5 @@
+// Client: address and route resolution, the connect request (through the Reactor's ConnectGate),
+// the connect timeout, and its own release.
 #include "evrdma/Client.h"
 
 #include <cerrno>

@@ -1,3 +1,5 @@
+// checkOptions: which ConnectionOptions can be used together, and the name of the one at fault when
+// not.
 #include "evrdma/ConnectionOptions.h"
 
 #include <cerrno>

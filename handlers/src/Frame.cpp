@@ -1,3 +1,5 @@
+// Frame: writing and parsing the 16-byte header of a framed connection's messages, and the bodies
+// of its protocol frames.
 #include "Frame.h"
 
 #include <cerrno>

@@ -1,3 +1,5 @@
+// FramedSender: spending and waiting for credits, the frame slots, and the line of frames that wait
+// for a credit.
 #include "FramedSender.h"
 
 #include <cerrno>

@@ -1,3 +1,5 @@
+// LendingPool: registering the lending memory once, and carving, zeroing and taking back its
+// pieces.
 #include "LendingPool.h"
 
 #include <algorithm>

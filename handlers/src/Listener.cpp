@@ -1,3 +1,5 @@
+// Listener: listening, admission (limits, the waiting line, memory), hand-over to workers, drain,
+// and its figures.
 #include "evrdma/Listener.h"
 
 #include <netinet/in.h>

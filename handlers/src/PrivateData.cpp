@@ -1,3 +1,4 @@
+// The transports' private-data limits, and the encoding of a reject reason (PrivateData.h).
 #include "evrdma/PrivateData.h"
 
 #include <infiniband/verbs.h>

@@ -1,3 +1,5 @@
+// QueuePair: creating one connection's verbs resources in order (CQ entries, rings, QP), posting
+// receives, and releasing them in member order.
 #include "QueuePair.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// ReconnectingClient: one attempt after another, the backoff with jitter between them, and giving
+// up.
 #include "evrdma/ReconnectingClient.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// RegionExchange: recording, matching and releasing the regions requested, granted, lent and sent.
 #include "RegionExchange.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// SendQueue: posting within the QP's room, the backlog in order, selective signaling, and batching
+// a poll's sends into one post.
 #include "SendQueue.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,5 @@
+// AsyncEventRouter: reading a device's async events once per process and handing each to the
+// Reactor whose CQ, QP or SRQ it names.
 #include "AsyncEventRouter.h"
 
 namespace evrdma::detail {

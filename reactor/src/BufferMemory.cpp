@@ -1,3 +1,4 @@
+// BufferMemory: a block from the small-buffer arena or a region of its own, chosen by size.
 #include "BufferMemory.h"
 
 namespace evrdma::detail {

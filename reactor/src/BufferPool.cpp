@@ -1,3 +1,4 @@
+// BufferPool: registering its one region and handing its buffers out and back by index.
 #include "evrdma/BufferPool.h"
 
 #include <cerrno>

@@ -1,3 +1,5 @@
+// CmDispatcher: reading the CM channel a budget at a time, acking each event before it is
+// dispatched by id->context.
 #include "CmDispatcher.h"
 
 #include <event2/event.h>

@@ -1,3 +1,5 @@
+// CompletionDispatcher: the device's CQ pool and completion channel, polling with a budget per
+// turn, arming, adaptive polling, async events, SRQs and device removal.
 #include "CompletionDispatcher.h"
 
 #include <event2/event.h>

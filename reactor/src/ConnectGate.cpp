@@ -1,3 +1,5 @@
+// ConnectGate: counting the connects on the wire, and letting the waiting ones go in order as
+// others finish.
 #include "ConnectGate.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Reading a port's hardware counters from sysfs (DeviceCounters.h): all of them, or the RNR ones.
 #include "evrdma/DeviceCounters.h"
 
 #include <dirent.h>

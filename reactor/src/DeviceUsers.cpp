@@ -1,3 +1,5 @@
+// DeviceUsers: the process-wide holds on each verbs context, under a mutex, and removed devices
+// forgotten once no Reactor holds them.
 #include "DeviceUsers.h"
 
 #include <rdma/rdma_cma.h>

@@ -1,3 +1,4 @@
+// The log callback and level (Log.h), and logf(), which formats only what the level lets through.
 #include "Logging.h"
 
 #include <cstdarg>

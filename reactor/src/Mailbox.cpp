@@ -1,3 +1,5 @@
+// Mailbox: the locked list of closures from other threads, and the eventfd that wakes the loop for
+// the first one.
 #include "Mailbox.h"
 
 #include <event2/event.h>

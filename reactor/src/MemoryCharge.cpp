@@ -1,3 +1,4 @@
+// MemoryCharge: giving its bytes back to the Reactor's budget when it goes.
 #include "evrdma/MemoryCharge.h"
 
 #include <cerrno>

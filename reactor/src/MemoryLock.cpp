@@ -1,3 +1,5 @@
+// MemoryLock: what RLIMIT_MEMLOCK allows and what is pinned, to name the cause of a failed
+// registration.
 #include "MemoryLock.h"
 
 #include "MemoryAccount.h"

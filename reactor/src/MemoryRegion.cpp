@@ -1,3 +1,5 @@
+// MemoryRegion and RemoteRegion: registering with the least access asked for, views and wraps, and
+// the 24-byte wire form of a remote region with its bounds check.
 #include "evrdma/MemoryRegion.h"
 
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// NextTurn: a zero-timeout libevent timer, so the callback runs after the backend was polled again.
 #include "NextTurn.h"
 
 #include <event2/event.h>

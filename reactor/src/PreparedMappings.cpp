@@ -1,3 +1,4 @@
+// PreparedMappings: mapping large buffers and faulting in their pages a piece per loop turn.
 #include "PreparedMappings.h"
 
 #include <sys/mman.h>

@@ -1,3 +1,5 @@
+// Reactor: its event_base (borrowed or owned), run and stop, deferred closures, posts from other
+// threads, the memory budget and the stats snapshot.
 #include "evrdma/Reactor.h"
 
 #include <event2/event.h>

@@ -1,3 +1,4 @@
+// ReactorThread: starting a Reactor's loop on a thread of its own, and stopping and joining it.
 #include "evrdma/ReactorThread.h"
 
 #include <condition_variable>

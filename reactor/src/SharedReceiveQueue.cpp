@@ -1,3 +1,5 @@
+// SharedReceiveQueue: creating the SRQ, feeding it from its buffer pool, and growing the pool on
+// the limit event.
 #include "SharedReceiveQueue.h"
 
 #include <algorithm>

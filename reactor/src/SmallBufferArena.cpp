@@ -1,3 +1,5 @@
+// SmallBufferArena: registering 16 KiB slabs, carving small buffers out of them, and taking them
+// back.
 #include "SmallBufferArena.h"
 
 #include <cerrno>

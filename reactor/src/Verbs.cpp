@@ -1,3 +1,4 @@
+// The deleters of the RAII types in Verbs.h, opening a device, and creating completion queues.
 #include "evrdma/Verbs.h"
 
 #include <fcntl.h>

@@ -1,3 +1,5 @@
+// Timer, SignalWatch and FdWatch: each one libevent event, added, fired and removed on the
+// Reactor's base.
 #include "evrdma/Watch.h"
 
 #include <event2/event.h>

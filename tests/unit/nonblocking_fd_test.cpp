@@ -1,3 +1,5 @@
+// setNonBlocking (Verbs.h): a read on an empty pipe returns EAGAIN instead of blocking; a bad fd is
+// -EBADF.
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -1,3 +1,5 @@
+// Private data: each transport's limit, a reject reason through padded, cut, foreign and truncated
+// bytes, and numeric address parsing.
 #include "evrdma/PrivateData.h"
 
 #include <infiniband/verbs.h>

@@ -1,3 +1,4 @@
+// UniqueHandle: its object destroyed exactly once, through scope, moves, release and reset.
 #include "evrdma/UniqueHandle.h"
 
 #include <gtest/gtest.h>
