@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RDMA_RUN ?= tools/rdma-run
 
-.PHONY: all deps build install deb test check test-repeat test-asan test-valgrind fuzz demo bench link-bench scale clean
+.PHONY: all deps build install deb test check test-repeat test-asan test-valgrind fuzz demo bench link-bench scale docs clean
 
 all: build
 
@@ -91,6 +91,12 @@ link-bench: build
 # the device's counts back to idle).
 scale: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3600 --mem 4G -- sh -c 'demos/scale/agents.sh 10000 5 10 && echo && demos/scale/agents.sh 10000 5 10 -S && echo && demos/scale/storm.sh 1000 && echo && STORM_SIZE=4096 demos/scale/storm.sh 1000 && echo && demos/scale/churn.sh 10000 && echo && demos/scale/workers.sh'
+
+# The API reference, from the installed headers (Doxygen, docs/Doxyfile): $(BUILD_DIR)/docs/html.
+# Any Doxygen warning fails it; the unit label runs it too.
+docs:
+	mkdir -p $(BUILD_DIR)/docs && EVRDMA_DOCS_DIR=$(abspath $(BUILD_DIR))/docs doxygen docs/Doxyfile
+	@echo "docs: $(BUILD_DIR)/docs/html/index.html"
 
 clean:
 	rm -rf $(BUILD_DIR)

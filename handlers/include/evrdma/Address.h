@@ -1,4 +1,5 @@
-// Numeric socket addresses only: resolving a host name (getaddrinfo) can block the loop.
+/// \file
+/// Numeric socket addresses only: resolving a host name (getaddrinfo) can block the loop.
 #pragma once
 
 #include <sys/socket.h>
@@ -8,10 +9,10 @@
 
 namespace evrdma {
 
-// Fills `out` from a numeric IPv4 or IPv6 address and a port. Returns 0, or -EINVAL (with a
-// host name, an empty string or garbage).
+/// Fills `out` from a numeric IPv4 or IPv6 address and a port. Returns 0, or -EINVAL (with a
+/// host name, an empty string or garbage).
 int parseAddress(const std::string& address, uint16_t port, sockaddr_storage& out) noexcept;
-// "192.0.2.1:12321" / "[fe80::1]:12321"; "?" for anything else.
+/// "192.0.2.1:12321" / "[fe80::1]:12321"; "?" for anything else.
 std::string formatAddress(const sockaddr* address);
 
 }  // namespace evrdma

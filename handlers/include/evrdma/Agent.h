@@ -1,5 +1,6 @@
-// Agent: the passive side of one connection, made by a Listener from a connect request its
-// factory accepted. Owned by the Listener, which frees it after onClosed.
+/// \file
+/// Agent: the passive side of one connection, made by a Listener from a connect request its
+/// factory accepted. Owned by the Listener, which frees it after onClosed.
 #pragma once
 
 #include <chrono>
@@ -20,8 +21,8 @@ class Agent : public Connection {
   friend class Listener;
   Agent(Listener& listener, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
         const ConnectionOptions& options, std::chrono::milliseconds acceptTimeout);
-  // Takes the request's id, sets up verbs (in `prepared`'s memory where it holds some) and
-  // accepts. Returns 0, or -errno with `op` set (the Listener then rejects the request).
+  /// Takes the request's id, sets up verbs (in `prepared`'s memory where it holds some) and
+  /// accepts. Returns 0, or -errno with `op` set (the Listener then rejects the request).
   int accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op,
              detail::PreparedMappings* prepared) noexcept;
   void onConnectRejected(const CmEvent& event) noexcept override;
@@ -30,8 +31,8 @@ class Agent : public Connection {
   void onFinished() noexcept override;
 
   Listener& listener_;
-  // The memory counted against ListenerOptions::maxUnestablishedMemory until it is established
-  // or ends.
+  /// The memory counted against ListenerOptions::maxUnestablishedMemory until it is established
+  /// or ends.
   uint64_t unestablishedBytes_ = 0;
   std::chrono::milliseconds acceptTimeout_;
   Timer acceptTimer_;

@@ -1,4 +1,5 @@
-// Options of one connection, and its counters.
+/// \file
+/// Options of one connection, and its counters.
 #pragma once
 
 #include <chrono>
@@ -8,81 +9,81 @@
 namespace evrdma {
 
 struct ConnectionOptions {
-  // The fewest receives a framed connection works with: three kept for evrdma's protocol frames
-  // (credit returns, keepalive), which go on while the application holds the rest, and two for
-  // data (with one, every credit would have to come back before each message).
+  /// The fewest receives a framed connection works with: three kept for evrdma's protocol frames
+  /// (credit returns, keepalive), which go on while the application holds the rest, and two for
+  /// data (with one, every credit would have to come back before each message).
   static constexpr uint32_t kMinFramedRecvDepth = 5;
-  // The largest message, and the largest zero-copy operation.
+  /// The largest message, and the largest zero-copy operation.
   static constexpr size_t kMaxMessageSize = size_t{1} << 30;
 
-  size_t maxMessageSize = 4096;  // bytes per send and receive buffer: 1 B .. 1 GiB
-  uint32_t recvDepth = 16;       // receive buffers, all posted while connected
-  uint32_t sendDepth = 16;       // send queue depth, and send buffers for postSend()
-  // Signal every Nth send-queue request (0: sendDepth / 4); the last of each post always is.
+  size_t maxMessageSize = 4096;  ///< bytes per send and receive buffer: 1 B .. 1 GiB
+  uint32_t recvDepth = 16;       ///< receive buffers, all posted while connected
+  uint32_t sendDepth = 16;       ///< send queue depth, and send buffers for postSend()
+  /// Signal every Nth send-queue request (0: sendDepth / 4); the last of each post always is.
   uint32_t signalEvery = 0;
-  // Messages up to this many bytes go inline (copied into the work request: no DMA of the
-  // buffer); a framed connection asks for its 16-byte frame header on top. The device may give less.
+  /// Messages up to this many bytes go inline (copied into the work request: no DMA of the
+  /// buffer); a framed connection asks for its 16-byte frame header on top. The device may give less.
   uint32_t maxInlineData = 64;
-  // Re-post each receive buffer after onRecv returns. When false the application re-posts with
-  // Connection::postRecv(), which is how it tells the peer's sends to wait.
+  /// Re-post each receive buffer after onRecv returns. When false the application re-posts with
+  /// Connection::postRecv(), which is how it tells the peer's sends to wait.
   bool autoPostRecv = true;
-  // Receive through the shared receive queue of the device and Reactor (one per buffer size)
-  // instead of a receive queue of the connection's own: the buffers come from one pool, which
-  // grows when the device says it runs low, so thousands of mostly idle connections do not each
-  // pin recvDepth buffers. A framed connection (and any connection on iWARP, which has no RNR
-  // retry) is still guaranteed recvDepth buffers; on RoCE an unframed one is guaranteed none, and
-  // a peer that finds the pool empty retries (rnrRetryCount). Needs autoPostRecv. See
-  // Reactor::sharedReceiveStats().
+  /// Receive through the shared receive queue of the device and Reactor (one per buffer size)
+  /// instead of a receive queue of the connection's own: the buffers come from one pool, which
+  /// grows when the device says it runs low, so thousands of mostly idle connections do not each
+  /// pin recvDepth buffers. A framed connection (and any connection on iWARP, which has no RNR
+  /// retry) is still guaranteed recvDepth buffers; on RoCE an unframed one is guaranteed none, and
+  /// a peer that finds the pool empty retries (rnrRetryCount). Needs autoPostRecv. See
+  /// Reactor::sharedReceiveStats().
   bool sharedReceiveQueue = false;
-  uint8_t retryCount = 7;         // transport retries before a send fails (0-7)
-  uint8_t rnrRetryCount = 7;      // retries when the peer has no receive posted (7 = without end)
-  uint8_t responderResources = 1;  // RDMA reads the peer may have outstanding against us
-  uint8_t initiatorDepth = 1;      // RDMA reads we may have outstanding
-  // evrdma's own message protocol; both sides must agree. Every message then carries a 16-byte
-  // frame header, which brings credit-based flow control (a sender never outruns the peer's posted
-  // receives: no RNR retries, and on iWARP, which has none, no broken connection) and memory-region
-  // exchange (requestRegion, sendRegion). Needs recvDepth >= 5. Off: a message is the
-  // application's bytes only, as raw peers (ping-sr, rping) expect.
+  uint8_t retryCount = 7;         ///< transport retries before a send fails (0-7)
+  uint8_t rnrRetryCount = 7;      ///< retries when the peer has no receive posted (7 = without end)
+  uint8_t responderResources = 1;  ///< RDMA reads the peer may have outstanding against us
+  uint8_t initiatorDepth = 1;      ///< RDMA reads we may have outstanding
+  /// evrdma's own message protocol; both sides must agree. Every message then carries a 16-byte
+  /// frame header, which brings credit-based flow control (a sender never outruns the peer's posted
+  /// receives: no RNR retries, and on iWARP, which has none, no broken connection) and memory-region
+  /// exchange (requestRegion, sendRegion). Needs recvDepth >= 5. Off: a message is the
+  /// application's bytes only, as raw peers (ping-sr, rping) expect.
   bool framed = false;
-  // Framed: how many bytes this side registers at most, in all, for the peer's requestRegion().
-  // Small by default: lending pins memory on the peer's say-so (a server that lends must size
-  // this for its protocol, as blast-server does); 0 refuses every request (-ENOMEM).
+  /// Framed: how many bytes this side registers at most, in all, for the peer's requestRegion().
+  /// Small by default: lending pins memory on the peer's say-so (a server that lends must size
+  /// this for its protocol, as blast-server does); 0 refuses every request (-ENOMEM).
   uint64_t maxLentBytes = uint64_t{1} << 20;
-  // Framed: how many regions this side lends at once: past it a request is refused (-ENOSPC at
-  // the peer). Bytes alone do not bound the cost: without a lending pool each region is its own
-  // registration and pins whole pages, so a peer asking for 1-byte regions would otherwise get a
-  // page and a memory region each, up to maxLentBytes of them.
+  /// Framed: how many regions this side lends at once: past it a request is refused (-ENOSPC at
+  /// the peer). Bytes alone do not bound the cost: without a lending pool each region is its own
+  /// registration and pins whole pages, so a peer asking for 1-byte regions would otherwise get a
+  /// page and a memory region each, up to maxLentBytes of them.
   uint32_t maxLentRegions = 64;
-  // Framed: bytes registered once, when the connection is set up, that the peer's requests are
-  // served from (0, the default: each request is allocated and registered when it arrives, in the
-  // receive path). Pieces are zeroed when given back. One registration covers the pool: a piece's
-  // rkey reaches all of it, for reading and writing (the pool is this one peer's). A request
-  // larger than the pool's largest free range is refused (-ENOMEM at the peer).
+  /// Framed: bytes registered once, when the connection is set up, that the peer's requests are
+  /// served from (0, the default: each request is allocated and registered when it arrives, in the
+  /// receive path). Pieces are zeroed when given back. One registration covers the pool: a piece's
+  /// rkey reaches all of it, for reading and writing (the pool is this one peer's). A request
+  /// larger than the pool's largest free range is refused (-ENOMEM at the peer).
   uint64_t lendingPoolBytes = 0;
-  // Framed: how many of the peer's regions this side keeps track of at once (granted and sent);
-  // a peer that sends more breaks the protocol, and requestRegion() beyond it gives -ENOSPC.
+  /// Framed: how many of the peer's regions this side keeps track of at once (granted and sent);
+  /// a peer that sends more breaks the protocol, and requestRegion() beyond it gives -ENOSPC.
   uint32_t maxPeerRegions = 1024;
-  // Framed: when the peer has sent nothing for this long, send it a keepalive probe, which the
-  // peer's evrdma answers from its loop (0, the default: never). RDMA has no transport keepalive,
-  // and a peer whose process hangs or is stopped is not noticed otherwise: its device still
-  // acknowledges every packet. Both sides answer probes whatever their own options.
+  /// Framed: when the peer has sent nothing for this long, send it a keepalive probe, which the
+  /// peer's evrdma answers from its loop (0, the default: never). RDMA has no transport keepalive,
+  /// and a peer whose process hangs or is stopped is not noticed otherwise: its device still
+  /// acknowledges every packet. Both sides answer probes whatever their own options.
   std::chrono::milliseconds keepaliveInterval{0};
-  // Framed, with keepaliveInterval: a peer that has sent nothing at all (probe answers included)
-  // for this long fails the connection with onError(-ETIMEDOUT, "keepalive: ..."), noticed within
-  // a quarter of it more (0: 3 x keepaliveInterval). At least keepaliveInterval.
+  /// Framed, with keepaliveInterval: a peer that has sent nothing at all (probe answers included)
+  /// for this long fails the connection with onError(-ETIMEDOUT, "keepalive: ..."), noticed within
+  /// a quarter of it more (0: 3 x keepaliveInterval). At least keepaliveInterval.
   std::chrono::milliseconds keepaliveTimeout{0};
-  // Any connection: no application message either way (sent, received, or a zero-copy operation
-  // completed) for this long fails it with onError(-ETIMEDOUT, "idle timeout: ...") (0, the
-  // default: never). Keepalive probes and credit frames are not messages.
+  /// Any connection: no application message either way (sent, received, or a zero-copy operation
+  /// completed) for this long fails it with onError(-ETIMEDOUT, "idle timeout: ...") (0, the
+  /// default: never). Keepalive probes and credit frames are not messages.
   std::chrono::milliseconds idleTimeout{0};
-  // How long close() waits for the peer's disconnect reply and the flushed work completions
-  // before it releases the resources anyway.
+  /// How long close() waits for the peer's disconnect reply and the flushed work completions
+  /// before it releases the resources anyway.
   std::chrono::milliseconds disconnectTimeout{3000};
 };
 
 struct ClientOptions : ConnectionOptions {
-  std::chrono::milliseconds resolveTimeout{2000};   // address, then route resolution, each
-  std::chrono::milliseconds connectTimeout{10000};  // from rdma_connect to established/rejected
+  std::chrono::milliseconds resolveTimeout{2000};   ///< address, then route resolution, each
+  std::chrono::milliseconds connectTimeout{10000};  ///< from rdma_connect to established/rejected
 };
 
 struct ConnectionStats {
@@ -90,19 +91,19 @@ struct ConnectionStats {
   uint64_t messagesReceived = 0;
   uint64_t bytesSent = 0;
   uint64_t bytesReceived = 0;
-  uint64_t flushedCompletions = 0;  // work handed back unexecuted at disconnect
-  uint64_t opsCompleted = 0;        // send / rdmaWrite / rdmaWriteWithImm / rdmaRead
-  uint64_t requestsDropped = 0;     // queued behind a full send queue when the connection closed
+  uint64_t flushedCompletions = 0;  ///< work handed back unexecuted at disconnect
+  uint64_t opsCompleted = 0;        ///< send / rdmaWrite / rdmaWriteWithImm / rdmaRead
+  uint64_t requestsDropped = 0;     ///< queued behind a full send queue when the connection closed
   uint64_t bytesWritten = 0, bytesRead = 0;
-  // Framed connections.
-  uint64_t creditFramesSent = 0;    // credit-only frames (credits otherwise ride on messages)
-  uint64_t creditWaits = 0;         // times a message had to wait for the peer's credits
-  uint64_t regionsLent = 0;         // regions registered for the peer's requestRegion()
-  uint64_t keepaliveProbesSent = 0;   // keepaliveInterval: probes sent to a silent peer
-  uint64_t keepaliveRepliesSent = 0;  // answers to the peer's probes that went out (probes that
-                                      // came while one waited for credits share it)
+  /// Framed connections.
+  uint64_t creditFramesSent = 0;    ///< credit-only frames (credits otherwise ride on messages)
+  uint64_t creditWaits = 0;         ///< times a message had to wait for the peer's credits
+  uint64_t regionsLent = 0;         ///< regions registered for the peer's requestRegion()
+  uint64_t keepaliveProbesSent = 0;   ///< keepaliveInterval: probes sent to a silent peer
+  uint64_t keepaliveRepliesSent = 0;  ///< answers to the peer's probes that went out (probes that
+                                      ///< came while one waited for credits share it)
 
-  // Adds another connection's (e.g. for a Listener's totals).
+  /// Adds another connection's (e.g. for a Listener's totals).
   ConnectionStats& operator+=(const ConnectionStats& other) noexcept {
     messagesSent += other.messagesSent;
     messagesReceived += other.messagesReceived;
@@ -122,16 +123,16 @@ struct ConnectionStats {
   }
 };
 
-// 0 if `options` can be used, else -EINVAL with `problem` naming the option at fault.
+/// 0 if `options` can be used, else -EINVAL with `problem` naming the option at fault.
 int checkOptions(const ConnectionOptions& options, const char*& problem) noexcept;
 
-// What a connection's send queue did (Connection::sendQueueStats).
+/// What a connection's send queue did (Connection::sendQueueStats).
 struct SendQueueStats {
-  uint64_t requests = 0;  // work requests handed to the device
-  uint64_t posts = 0;     // ibv_post_send calls (a batch is one)
-  uint64_t signaled = 0;  // requests that asked for a completion
-  size_t inFlight = 0;    // posted, not completed yet
-  size_t backlog = 0;     // waiting for room in the send queue
+  uint64_t requests = 0;  ///< work requests handed to the device
+  uint64_t posts = 0;     ///< ibv_post_send calls (a batch is one)
+  uint64_t signaled = 0;  ///< requests that asked for a completion
+  size_t inFlight = 0;    ///< posted, not completed yet
+  size_t backlog = 0;     ///< waiting for room in the send queue
 };
 
 }  // namespace evrdma

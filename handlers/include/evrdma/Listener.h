@@ -1,5 +1,6 @@
-// Listener: binds and listens, and turns each connect request into an Agent, or rejects it with a
-// reason the client can read, as its AgentFactory decides. It owns its Agents.
+/// \file
+/// Listener: binds and listens, and turns each connect request into an Agent, or rejects it with a
+/// reason the client can read, as its AgentFactory decides. It owns its Agents.
 #pragma once
 
 #include <chrono>
@@ -27,150 +28,150 @@ class PreparedMappings;
 struct ListenerStats {
   uint64_t requests = 0;
   uint64_t accepted = 0;
-  uint64_t rejected = 0;       // by the factory, past maxAgents, or because the agent could not be set up
-  uint64_t rejectedBusy = 0;   // of those: past maxAgents
-  // Requests whose client gave up before we accepted (its connect timed out while the request
-  // waited in the backlog, or it went away): not rejected, not failed. Seen before the factory
-  // is asked, the factory never hears of it; seen later (the client refused our accept), the
-  // agent's handler hears onClosed only, without onError, and the agent never was established.
+  uint64_t rejected = 0;       ///< by the factory, past maxAgents, or because the agent could not be set up
+  uint64_t rejectedBusy = 0;   ///< of those: past maxAgents
+  /// Requests whose client gave up before we accepted (its connect timed out while the request
+  /// waited in the backlog, or it went away): not rejected, not failed. Seen before the factory
+  /// is asked, the factory never hears of it; seen later (the client refused our accept), the
+  /// agent's handler hears onClosed only, without onError, and the agent never was established.
   uint64_t abandoned = 0;
   uint64_t agentsClosed = 0;
-  uint64_t heldForLaterTurn = 0;  // requests past acceptsPerTurn, answered on a later turn
-  uint64_t rejectedWaiting = 0;   // rejected because maxWaitingRequests waited already
-  uint64_t rejectedByFactory = 0;  // the factory said no (its reason went to the client)
-  uint64_t rejectedSetup = 0;      // the agent could not be set up (memory budget, device limits...)
-  uint64_t rejectedClosing = 0;    // the listener was closing or draining
-  uint64_t agentsFailed = 0;       // of agentsClosed: ended by an error (Connection::error())
-  uint64_t agentsTimedOut = 0;     // of those: -ETIMEDOUT (accept, keepalive or idle timeout)
-  // Accepted requests that waited because agents not yet established held
-  // ListenerOptions::maxUnestablishedMemory already (set up once some of that came back).
+  uint64_t heldForLaterTurn = 0;  ///< requests past acceptsPerTurn, answered on a later turn
+  uint64_t rejectedWaiting = 0;   ///< rejected because maxWaitingRequests waited already
+  uint64_t rejectedByFactory = 0;  ///< the factory said no (its reason went to the client)
+  uint64_t rejectedSetup = 0;      ///< the agent could not be set up (memory budget, device limits...)
+  uint64_t rejectedClosing = 0;    ///< the listener was closing or draining
+  uint64_t agentsFailed = 0;       ///< of agentsClosed: ended by an error (Connection::error())
+  uint64_t agentsTimedOut = 0;     ///< of those: -ETIMEDOUT (accept, keepalive or idle timeout)
+  /// Accepted requests that waited because agents not yet established held
+  /// ListenerOptions::maxUnestablishedMemory already (set up once some of that came back).
   uint64_t heldForMemory = 0;
-  uint64_t mostUnestablishedMemory = 0;  // the most pinned at once for agents not yet established
-  // Bytes of agents' large buffers populated ahead, a piece per loop turn, before they were
-  // registered; and the most populated in one turn (at most kPopulatePerTurn, or one page).
+  uint64_t mostUnestablishedMemory = 0;  ///< the most pinned at once for agents not yet established
+  /// Bytes of agents' large buffers populated ahead, a piece per loop turn, before they were
+  /// registered; and the most populated in one turn (at most kPopulatePerTurn, or one page).
   uint64_t populatedAhead = 0;
   uint64_t mostPopulatedInOneTurn = 0;
 };
 
-// Admission control: what a Listener takes on before it refuses.
+/// Admission control: what a Listener takes on before it refuses.
 struct ListenerOptions {
-  // The most agents at once (0: no limit); past it a request is rejected with "server busy: N
-  // agents (maxAgents)" before the factory is asked, and nothing is allocated for it.
+  /// The most agents at once (0: no limit); past it a request is rejected with "server busy: N
+  /// agents (maxAgents)" before the factory is asked, and nothing is allocated for it.
   size_t maxAgents = 0;
-  // How long an accepted agent may wait for the client to complete the connection (0: for ever);
-  // then it fails with -ETIMEDOUT and its resources go back.
+  /// How long an accepted agent may wait for the client to complete the connection (0: for ever);
+  /// then it fails with -ETIMEDOUT and its resources go back.
   std::chrono::milliseconds acceptTimeout{10000};
-  // The most connect requests answered in one loop turn (0: no limit). Setting up an agent
-  // (queue pair, registered buffers, the accept) costs milliseconds under load; answering a
-  // storm of requests in one go would keep every connected peer, timer and socket of the loop
-  // waiting. Past it, requests wait for later turns, in the order they came; a client that gives
-  // up meanwhile is counted as abandoned.
+  /// The most connect requests answered in one loop turn (0: no limit). Setting up an agent
+  /// (queue pair, registered buffers, the accept) costs milliseconds under load; answering a
+  /// storm of requests in one go would keep every connected peer, timer and socket of the loop
+  /// waiting. Past it, requests wait for later turns, in the order they came; a client that gives
+  /// up meanwhile is counted as abandoned.
   uint32_t acceptsPerTurn = 4;
-  // The most requests waiting for their turn; past it a request is rejected "server busy: N
-  // requests waiting to be accepted". (Each waiting request holds its private data and a CM id.)
+  /// The most requests waiting for their turn; past it a request is rejected "server busy: N
+  /// requests waiting to be accepted". (Each waiting request holds its private data and a CM id.)
   size_t maxWaitingRequests = 16384;
-  // The most memory pinned at once for agents accepted but not yet established (their buffers
-  // are registered before the accept, and a client that never completes its connect holds them
-  // until acceptTimeout). 0: a quarter of the Reactor's memory budget (a worker's: its own), or
-  // 256 MiB when it has none. Past it, accepted requests wait their turn, in order, until agents
-  // are established or end (a request that does not fit lets smaller ones behind it go first, and
-  // requests over an eighth of the bound share three quarters of it, the rest kept for small
-  // ones); one request is always let through when no other holds any, however large (the memory
-  // budget still bounds it).
+  /// The most memory pinned at once for agents accepted but not yet established (their buffers
+  /// are registered before the accept, and a client that never completes its connect holds them
+  /// until acceptTimeout). 0: a quarter of the Reactor's memory budget (a worker's: its own), or
+  /// 256 MiB when it has none. Past it, accepted requests wait their turn, in order, until agents
+  /// are established or end (a request that does not fit lets smaller ones behind it go first, and
+  /// requests over an eighth of the bound share three quarters of it, the rest kept for small
+  /// ones); one request is always let through when no other holds any, however large (the memory
+  /// budget still bounds it).
   uint64_t maxUnestablishedMemory = 0;
-  // One loop per core: Reactors that run on other threads and accept posts (Reactor::acceptPosts;
-  // a ReactorThread's does; listen() gives -EINVAL for one that does not), each accepted
-  // connection handed to the one with the fewest agents. The Listener's own Reactor listens and
-  // its factory decides there; the request's CM id then moves to the worker's event channel
-  // (rdma_migrate_id), where its queue pair, buffers and completions are set up and its handler
-  // runs from then on: what handlers share across workers must be thread-safe. The workers must
-  // live until the Listener is dropped, and the factory until its agents are gone (dropping the
-  // Listener closes the agents on their workers, each worker's once its loop has run them to
-  // onClosed; destroying a worker's Reactor closes its agents silently, as ~Reactor does).
+  /// One loop per core: Reactors that run on other threads and accept posts (Reactor::acceptPosts;
+  /// a ReactorThread's does; listen() gives -EINVAL for one that does not), each accepted
+  /// connection handed to the one with the fewest agents. The Listener's own Reactor listens and
+  /// its factory decides there; the request's CM id then moves to the worker's event channel
+  /// (rdma_migrate_id), where its queue pair, buffers and completions are set up and its handler
+  /// runs from then on: what handlers share across workers must be thread-safe. The workers must
+  /// live until the Listener is dropped, and the factory until its agents are gone (dropping the
+  /// Listener closes the agents on their workers, each worker's once its loop has run them to
+  /// onClosed; destroying a worker's Reactor closes its agents silently, as ~Reactor does).
   std::vector<Reactor*> workers;
 };
 
-// What the agents handed to one worker did (Listener::workerFigures), read from any thread.
+/// What the agents handed to one worker did (Listener::workerFigures), read from any thread.
 struct WorkerFigures {
-  size_t agents = 0;        // on the worker now (handed over, not yet closed)
-  uint64_t accepted = 0;    // set up and accepted there
-  uint64_t rejected = 0;    // could not be set up there (the client was told why)
-  uint64_t abandoned = 0;   // the client gave up before the accept reached it
+  size_t agents = 0;        ///< on the worker now (handed over, not yet closed)
+  uint64_t accepted = 0;    ///< set up and accepted there
+  uint64_t rejected = 0;    ///< could not be set up there (the client was told why)
+  uint64_t abandoned = 0;   ///< the client gave up before the accept reached it
   uint64_t closed = 0;
-  // Handed over past acceptsPerTurn, set up on a later turn of the worker's loop; and the most it
-  // set up in one turn (at most acceptsPerTurn, when that is not 0).
+  /// Handed over past acceptsPerTurn, set up on a later turn of the worker's loop; and the most it
+  /// set up in one turn (at most acceptsPerTurn, when that is not 0).
   uint64_t heldForLaterTurn = 0;
   uint32_t mostInOneTurn = 0;
-  uint64_t heldForMemory = 0;  // waited for maxUnestablishedMemory (the worker's own)
+  uint64_t heldForMemory = 0;  ///< waited for maxUnestablishedMemory (the worker's own)
 };
 
 class Listener final {
  public:
-  // Dropping a Ptr stops listening, closes every agent, and frees the Listener once the last agent
-  // has closed; safe from inside callbacks.
+  /// Dropping a Ptr stops listening, closes every agent, and frees the Listener once the last agent
+  /// has closed; safe from inside callbacks.
   struct Release {
     void operator()(Listener* listener) const noexcept;
   };
   using Ptr = std::unique_ptr<Listener, Release>;
 
-  // `factory` is borrowed: it must outlive the Listener.
+  /// `factory` is borrowed: it must outlive the Listener.
   static Ptr create(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options = {});
 
-  // Binds to a numeric IPv4/IPv6 address ("0.0.0.0" or "::" for all) and port (0: any free one)
-  // and listens. Returns 0 or -errno: -EINVAL (not a numeric address), -EADDRINUSE (port taken),
-  // -EADDRNOTAVAIL (not an address of this machine), -ENODEV (no RDMA CM, or no RDMA device
-  // serves that address: its netdev has none, or its device was removed), -EALREADY,
-  // -ESHUTDOWN (its Reactor is gone). `backlog`: connect requests the kernel keeps waiting for us
-  // before it drops new ones (the client then retries seconds later); 0, the default, or anything
-  // above the kernel's limit means that limit (net.rdma_ucm.max_backlog, 1024 unless changed: see
-  // kernelMaxBacklog()). A small backlog makes bursts of connects time out.
+  /// Binds to a numeric IPv4/IPv6 address ("0.0.0.0" or "::" for all) and port (0: any free one)
+  /// and listens. Returns 0 or -errno: -EINVAL (not a numeric address), -EADDRINUSE (port taken),
+  /// -EADDRNOTAVAIL (not an address of this machine), -ENODEV (no RDMA CM, or no RDMA device
+  /// serves that address: its netdev has none, or its device was removed), -EALREADY,
+  /// -ESHUTDOWN (its Reactor is gone). `backlog`: connect requests the kernel keeps waiting for us
+  /// before it drops new ones (the client then retries seconds later); 0, the default, or anything
+  /// above the kernel's limit means that limit (net.rdma_ucm.max_backlog, 1024 unless changed: see
+  /// kernelMaxBacklog()). A small backlog makes bursts of connects time out.
   int listen(const std::string& address, uint16_t port, int backlog = 0) noexcept;
-  // The kernel's limit on a listener's backlog (net.rdma_ucm.max_backlog); 1024 if unreadable.
+  /// The kernel's limit on a listener's backlog (net.rdma_ucm.max_backlog); 1024 if unreadable.
   static int kernelMaxBacklog() noexcept;
-  // The port bound (useful after listening on port 0).
+  /// The port bound (useful after listening on port 0).
   uint16_t port() const noexcept;
 
-  // Stops listening (no more requests) and closes every agent. Agents report onClosed as usual.
-  // (If the device goes away, the listener stops by itself: onListenerError(-ENODEV), and
-  // listen() may be called again once it is back.)
+  /// Stops listening (no more requests) and closes every agent. Agents report onClosed as usual.
+  /// (If the device goes away, the listener stops by itself: onListenerError(-ENODEV), and
+  /// listen() may be called again once it is back.)
   void close() noexcept;
 
-  // Graceful shutdown: stops listening (requests still waiting for their turn are rejected "the
-  // server is draining"), lets the agents go on, closes those still open after `grace` (0: at
-  // once), and calls `drained` from a later loop turn once the last agent has closed (also when
-  // there was none). Agents on workers count too. A second call only shortens the grace. The
-  // Listener stays until its Ptr is dropped (dropping it in `drained` is fine).
+  /// Graceful shutdown: stops listening (requests still waiting for their turn are rejected "the
+  /// server is draining"), lets the agents go on, closes those still open after `grace` (0: at
+  /// once), and calls `drained` from a later loop turn once the last agent has closed (also when
+  /// there was none). Agents on workers count too. A second call only shortens the grace. The
+  /// Listener stays until its Ptr is dropped (dropping it in `drained` is fine).
   void drain(std::chrono::milliseconds grace, std::function<void()> drained);
   bool draining() const noexcept { return draining_; }
 
-  // Agents now: this Listener's own and those on its workers.
+  /// Agents now: this Listener's own and those on its workers.
   size_t agentCount() const noexcept;
-  // This Listener's own agents (not those on its workers), each once, in no particular order.
-  // `fn` may close() an agent (it goes on a later turn).
+  /// This Listener's own agents (not those on its workers), each once, in no particular order.
+  /// `fn` may close() an agent (it goes on a later turn).
   void forEachAgent(const std::function<void(Agent&)>& fn) const;
-  // This Listener's own agents by state.
+  /// This Listener's own agents by state.
   ConnectionCounts agentsByState() const noexcept;
-  // The ConnectionStats of every agent this Listener's Reactor has had, the closed ones included,
-  // summed: messages and bytes each way, credit waits, keepalive probes...
+  /// The ConnectionStats of every agent this Listener's Reactor has had, the closed ones included,
+  /// summed: messages and bytes each way, credit waits, keepalive probes...
   ConnectionStats agentTotals() const noexcept;
-  // Per worker (ListenerOptions::workers), in order; empty without workers. Thread-safe.
+  /// Per worker (ListenerOptions::workers), in order; empty without workers. Thread-safe.
   std::vector<WorkerFigures> workerFigures() const;
   const ListenerStats& stats() const noexcept { return stats_; }
-  // Memory pinned now for this Listener's own agents not yet established (and for the request
-  // whose buffers are being populated): what maxUnestablishedMemory bounds.
+  /// Memory pinned now for this Listener's own agents not yet established (and for the request
+  /// whose buffers are being populated): what maxUnestablishedMemory bounds.
   uint64_t unestablishedMemory() const noexcept { return unestablishedBytes_; }
-  // An agent's large buffers are populated (their pages faulted in) before they are registered,
-  // at most this much per loop turn: registering fresh pages would fault them all in at once.
+  /// An agent's large buffers are populated (their pages faulted in) before they are registered,
+  /// at most this much per loop turn: registering fresh pages would fault them all in at once.
   static constexpr uint64_t kPopulatePerTurn = 4u << 20;
   Reactor& reactor() const noexcept { return reactor_; }
 
  private:
   friend class Agent;
-  // Receives the listening id's CM events and the Reactor's end, for the methods below.
+  /// Receives the listening id's CM events and the Reactor's end, for the methods below.
   class Sink;
   friend class Sink;
-  // One worker of a listening Listener: shared with the closures posted to the worker's thread,
-  // where its `side` (a Listener that does not listen) owns the agents handed to it.
+  /// One worker of a listening Listener: shared with the closures posted to the worker's thread,
+  /// where its `side` (a Listener that does not listen) owns the agents handed to it.
   struct Worker;
   Listener(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options);
   ~Listener();
@@ -178,52 +179,52 @@ class Listener final {
   void onCmEvent(const CmEvent& event) noexcept;
   void onConnectRequest(const CmEvent& event) noexcept;
   void answer(const CmEvent& event) noexcept;
-  // Sets up an agent for the request `id` as `decision` says and accepts, or rejects saying why.
+  /// Sets up an agent for the request `id` as `decision` says and accepts, or rejects saying why.
   void setUpAgent(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<detail::PreparedMappings> prepared,
                   uint64_t bytes) noexcept;
-  // Hands an accepted request to the worker with the fewest agents.
+  /// Hands an accepted request to the worker with the fewest agents.
   void handOver(rdma_cm_id* id, AcceptDecision decision) noexcept;
-  // On a worker's side: takes a request handed over (its id still on the listening Reactor's
-  // channel) and sets up its agent here.
+  /// On a worker's side: takes a request handed over (its id still on the listening Reactor's
+  /// channel) and sets up its agent here.
   void adopt(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<detail::PreparedMappings> prepared,
              uint64_t bytes) noexcept;
-  // On a worker's side: a request handed over, adopted now or on a later turn (acceptsPerTurn).
+  /// On a worker's side: a request handed over, adopted now or on a later turn (acceptsPerTurn).
   void takeHandedOver(rdma_cm_id* id, AcceptDecision decision) noexcept;
-  // A request accepted by the factory (or handed over: `handedOver`) joins the admitted line; with
-  // `thisTurn`, the line takes a step at once (stepAdmitted).
+  /// A request accepted by the factory (or handed over: `handedOver`) joins the admitted line; with
+  /// `thisTurn`, the line takes a step at once (stepAdmitted).
   void admit(rdma_cm_id* id, AcceptDecision decision, bool handedOver, bool thisTurn) noexcept;
-  // One step of the admitted line: the request whose buffers are being populated gets its next
-  // piece, or is set up once they are; else the oldest that fits maxUnestablishedMemory begins.
+  /// One step of the admitted line: the request whose buffers are being populated gets its next
+  /// piece, or is set up once they are; else the oldest that fits maxUnestablishedMemory begins.
   enum class Step { SetUp, NextTurn, WaitsForMemory };
   Step stepAdmitted(bool countAnswer) noexcept;
   bool waitsForMemory(uint64_t bytes) const noexcept;
   uint64_t maxUnestablished() const noexcept;
-  // The agent was established, or ended: its memory no longer counts as unestablished.
+  /// The agent was established, or ended: its memory no longer counts as unestablished.
   void releaseUnestablished(Agent* agent) noexcept;
-  // `bytes` no longer count as unestablished; the admitted line may go on.
+  /// `bytes` no longer count as unestablished; the admitted line may go on.
   void giveBackUnestablished(uint64_t bytes) noexcept;
-  // Answers the waiting requests and sets up the admitted ones, as far as this turn allows.
+  /// Answers the waiting requests and sets up the admitted ones, as far as this turn allows.
   void serveLines() noexcept;
   void armNextTurn() noexcept;
-  // Rejects the admitted requests not set up yet (their handlers hear onClosed).
+  /// Rejects the admitted requests not set up yet (their handlers hear onClosed).
   void rejectAdmitted(const char* reason) noexcept;
-  // The request's handler, made by the factory, hears how it ended though it never connected.
+  /// The request's handler, made by the factory, hears how it ended though it never connected.
   void endUnaccepted(AcceptDecision decision, int err, const char* op) noexcept;
   void countAnswerThisTurn() noexcept;
-  // Dropped by the application: its workers' sides close their agents and go, on their threads.
+  /// Dropped by the application: its workers' sides close their agents and go, on their threads.
   void releaseWorkerSides() noexcept;
   void onNextTurn() noexcept;
-  // An event for a request still waiting its turn (its client gave up): true if it was one.
+  /// An event for a request still waiting its turn (its client gave up): true if it was one.
   bool onWaitingRequestEvent(const CmEvent& event) noexcept;
   void reject(rdma_cm_id* id, const std::string& reason) noexcept;
-  // False once the client has given up on the request `id` came with (the kernel's CM no longer
-  // waits for our answer to it).
+  /// False once the client has given up on the request `id` came with (the kernel's CM no longer
+  /// waits for our answer to it).
   static bool requestStillWaiting(rdma_cm_id* id) noexcept;
   void agentAbandoned(Agent* agent) noexcept;
-  // A request whose client gave up: counted, and its id destroyed without an answer.
+  /// A request whose client gave up: counted, and its id destroyed without an answer.
   void forgetAbandonedRequest(rdma_cm_id* id) noexcept;
-  // Destroys the ids of the requests still waiting for their turn, unanswered (the Reactor or the
-  // device is going).
+  /// Destroys the ids of the requests still waiting for their turn, unanswered (the Reactor or the
+  /// device is going).
   void dropWaitingRequests() noexcept;
   void agentFinished(Agent* agent) noexcept;
   void maybeDelete() noexcept;
@@ -239,19 +240,19 @@ class Listener final {
   CmId id_;
   std::map<Agent*, std::unique_ptr<Agent>> agents_;
   ListenerStats stats_;
-  // Requests past acceptsPerTurn, oldest first, and the zero-delay timer that starts the next turn.
+  /// Requests past acceptsPerTurn, oldest first, and the zero-delay timer that starts the next turn.
   std::deque<CmEvent> waiting_;
-  // Requests the factory accepted (on a worker's side: handed over) whose agents are not set up
-  // yet: past acceptsPerTurn, past maxUnestablishedMemory, or their buffers being populated;
-  // oldest first.
+  /// Requests the factory accepted (on a worker's side: handed over) whose agents are not set up
+  /// yet: past acceptsPerTurn, past maxUnestablishedMemory, or their buffers being populated;
+  /// oldest first.
   struct Admitted {
     rdma_cm_id* id;
     AcceptDecision decision;
-    bool handedOver;        // its id is still on the listening Reactor's channel
-    bool begun = false;     // its bytes count as unestablished, its buffers are being populated
+    bool handedOver;        ///< its id is still on the listening Reactor's channel
+    bool begun = false;     ///< its bytes count as unestablished, its buffers are being populated
     bool heldForMemory = false;
-    uint64_t bytes = 0;     // what its agent pins
-    std::vector<size_t> ownRegions;  // its buffers too large for the arena
+    uint64_t bytes = 0;     ///< what its agent pins
+    std::vector<size_t> ownRegions;  ///< its buffers too large for the arena
     std::unique_ptr<detail::PreparedMappings> prepared;
   };
   std::deque<Admitted> admitted_;
@@ -261,14 +262,14 @@ class Listener final {
   std::unique_ptr<Timer> nextTurn_;
   bool released_ = false;
   bool deleteScheduled_ = false;
-  bool orphaned_ = false;  // the Reactor was destroyed first
-  std::vector<std::shared_ptr<Worker>> workers_;  // with ListenerOptions::workers
+  bool orphaned_ = false;  ///< the Reactor was destroyed first
+  std::vector<std::shared_ptr<Worker>> workers_;  ///< with ListenerOptions::workers
   size_t nextWorker_ = 0;
-  std::shared_ptr<Worker> servesWorker_;           // set on a worker's side: its figures
-  ConnectionStats closedTotals_;                   // of the agents gone
+  std::shared_ptr<Worker> servesWorker_;           ///< set on a worker's side: its figures
+  ConnectionStats closedTotals_;                   ///< of the agents gone
   bool draining_ = false;
   std::chrono::steady_clock::time_point drainDeadline_;
-  bool drainClosedAgents_ = false;                 // the grace ran out: every agent was closed
+  bool drainClosedAgents_ = false;                 ///< the grace ran out: every agent was closed
   std::function<void()> drained_;
   std::unique_ptr<Timer> drainTimer_;
 };

@@ -1,5 +1,6 @@
-// Big-endian (network order) loads and stores of wire fields at any alignment: for the private
-// data and message formats an application defines (evrdma's own frames use them too).
+/// \file
+/// Big-endian (network order) loads and stores of wire fields at any alignment: for the private
+/// data and message formats an application defines (evrdma's own frames use them too).
 #pragma once
 
 #include <endian.h>

@@ -1,5 +1,6 @@
-// ConnectionState: where a connection (evrdma/Connection.h) is in its life; counted per state by
-// Reactor::stats() and Listener::agentsByState().
+/// \file
+/// ConnectionState: where a connection (evrdma/Connection.h) is in its life; counted per state by
+/// Reactor::stats() and Listener::agentsByState().
 #pragma once
 
 #include <array>
@@ -8,20 +9,20 @@
 namespace evrdma {
 
 enum class ConnectionState {
-  Idle,            // created, nothing started
-  ResolvingAddr,   // client: rdma_resolve_addr in progress
-  ResolvingRoute,  // client: rdma_resolve_route in progress
-  Connecting,      // client: rdma_connect sent, waiting for the answer
-  Accepting,       // agent: rdma_accept sent, waiting for ESTABLISHED
-  Established,     // data may flow
-  Disconnecting,   // teardown: waiting for DISCONNECTED and flushed work requests
-  Closed,          // final: resources released after a clean close
-  Failed,          // final: resources released after an error
+  Idle,            ///< created, nothing started
+  ResolvingAddr,   ///< client: rdma_resolve_addr in progress
+  ResolvingRoute,  ///< client: rdma_resolve_route in progress
+  Connecting,      ///< client: rdma_connect sent, waiting for the answer
+  Accepting,       ///< agent: rdma_accept sent, waiting for ESTABLISHED
+  Established,     ///< data may flow
+  Disconnecting,   ///< teardown: waiting for DISCONNECTED and flushed work requests
+  Closed,          ///< final: resources released after a clean close
+  Failed,          ///< final: resources released after an error
 };
 constexpr size_t kConnectionStates = 9;
 const char* toString(ConnectionState state) noexcept;
 
-// How many connections are in each state, indexed by the state.
+/// How many connections are in each state, indexed by the state.
 struct ConnectionCounts {
   std::array<size_t, kConnectionStates> byState{};
   size_t& operator[](ConnectionState state) noexcept { return byState[static_cast<size_t>(state)]; }

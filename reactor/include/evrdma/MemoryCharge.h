@@ -1,8 +1,9 @@
-// MemoryCharge: bytes counted against a Reactor's memory budget while the charge lives. The
-// application charges what it registers itself (its own MemoryRegions) with Reactor::chargeMemory,
-// so that its regions and evrdma's connections (whose buffers hold charges of the same kind) share
-// one budget. Move-only; it gives its bytes
-// back when it goes or is reset, and may outlive the Reactor (then it gives them to nobody).
+/// \file
+/// MemoryCharge: bytes counted against a Reactor's memory budget while the charge lives. The
+/// application charges what it registers itself (its own MemoryRegions) with Reactor::chargeMemory,
+/// so that its regions and evrdma's connections (whose buffers hold charges of the same kind) share
+/// one budget. Move-only; it gives its bytes
+/// back when it goes or is reset, and may outlive the Reactor (then it gives them to nobody).
 #pragma once
 
 #include <cstdint>

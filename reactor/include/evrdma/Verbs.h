@@ -1,5 +1,6 @@
-// RAII types for the libibverbs and librdmacm objects evrdma uses, and small helpers around them.
-// Every type here frees its object exactly once, in its destructor or reset(); none of them blocks.
+/// \file
+/// RAII types for the libibverbs and librdmacm objects evrdma uses, and small helpers around them.
+/// Every type here frees its object exactly once, in its destructor or reset(); none of them blocks.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -13,7 +14,7 @@
 namespace evrdma {
 
 namespace detail {
-// Verbs destroy calls return 0 or a positive errno (some older providers: -1 with errno set).
+/// Verbs destroy calls return 0 or a positive errno (some older providers: -1 with errno set).
 int errnoResult(int rc) noexcept;
 
 struct DeviceContextDeleter { int operator()(ibv_context* c) const noexcept; };
@@ -32,27 +33,27 @@ using CompletionChannel = UniqueHandle<ibv_comp_channel, detail::CompletionChann
 using SharedReceiveQueueHandle = UniqueHandle<ibv_srq, detail::SharedReceiveQueueDeleter>;
 using MemoryRegionHandle = UniqueHandle<ibv_mr, detail::MemoryRegionDeleter>;
 using CmEventChannel = UniqueHandle<rdma_event_channel, detail::CmEventChannelDeleter>;
-// rdma_destroy_id waits until every CM event of the id has been acked: ack before you destroy.
+/// rdma_destroy_id waits until every CM event of the id has been acked: ack before you destroy.
 using CmId = UniqueHandle<rdma_cm_id, detail::CmIdDeleter>;
-// Owns the QP that rdma_create_qp made on an id (not the id itself): destroys it with rdma_destroy_qp.
+/// Owns the QP that rdma_create_qp made on an id (not the id itself): destroys it with rdma_destroy_qp.
 using CmQueuePair = UniqueHandle<rdma_cm_id, detail::CmQueuePairDeleter>;
 
-// Opens the RDMA device called `name` (e.g. "rxe0"); on failure returns an empty handle and sets
-// `error` to -errno (-ENODEV when no device has that name).
+/// Opens the RDMA device called `name` (e.g. "rxe0"); on failure returns an empty handle and sets
+/// `error` to -errno (-ENODEV when no device has that name).
 DeviceContext openDevice(const std::string& name, int& error);
 
-// Makes `fd` non-blocking. Returns 0 or -errno.
+/// Makes `fd` non-blocking. Returns 0 or -errno.
 int setNonBlocking(int fd) noexcept;
 
-// A completion queue that remembers how many completion events it has taken from its channel.
-// Events are acked in batches (ibv_ack_cq_events takes a mutex), and whatever is still unacked is
-// flushed before ibv_destroy_cq, which would otherwise wait forever.
+/// A completion queue that remembers how many completion events it has taken from its channel.
+/// Events are acked in batches (ibv_ack_cq_events takes a mutex), and whatever is still unacked is
+/// flushed before ibv_destroy_cq, which would otherwise wait forever.
 class CompletionQueue {
  public:
   static constexpr unsigned kAckBatch = 64;
 
   CompletionQueue() noexcept = default;
-  // Returns an empty queue and sets `error` to -errno on failure. `channel` may be null (no events).
+  /// Returns an empty queue and sets `error` to -errno on failure. `channel` may be null (no events).
   static CompletionQueue create(ibv_context* context, int depth, ibv_comp_channel* channel,
                                 void* cqContext, int& error);
 
@@ -65,12 +66,12 @@ class CompletionQueue {
   ibv_cq* get() const noexcept { return cq_; }
   explicit operator bool() const noexcept { return cq_ != nullptr; }
 
-  // Counts one event taken with ibv_get_cq_event; acks when a batch is full.
+  /// Counts one event taken with ibv_get_cq_event; acks when a batch is full.
   void noteEvent() noexcept;
   unsigned unackedEvents() const noexcept { return unacked_; }
   void flushAcks() noexcept;
 
-  // Acks what is left, destroys the CQ. Returns 0 or -errno.
+  /// Acks what is left, destroys the CQ. Returns 0 or -errno.
   int reset() noexcept;
 
  private:

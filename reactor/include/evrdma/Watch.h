@@ -1,7 +1,8 @@
-// Timers, signal watches and fd watches on a Reactor. Each owns one libevent event (RAII: destroying
-// the watch removes it). Callbacks run on the loop; a watch may be stopped or even destroyed from
-// inside its own callback. Callbacks must not throw: the trampolines are noexcept, so an escaping
-// exception terminates instead of unwinding through libevent's C frames.
+/// \file
+/// Timers, signal watches and fd watches on a Reactor. Each owns one libevent event (RAII: destroying
+/// the watch removes it). Callbacks run on the loop; a watch may be stopped or even destroyed from
+/// inside its own callback. Callbacks must not throw: the trampolines are noexcept, so an escaping
+/// exception terminates instead of unwinding through libevent's C frames.
 #pragma once
 
 #include <chrono>
@@ -15,7 +16,7 @@ struct event;
 namespace evrdma {
 
 namespace detail {
-class EventHolder;  // one libevent event and its callback (reactor/src/EventHolder.h)
+class EventHolder;  ///< one libevent event and its callback (reactor/src/EventHolder.h)
 }  // namespace detail
 
 class Timer {
@@ -24,22 +25,22 @@ class Timer {
   ~Timer();
   Timer(const Timer&) = delete;
   Timer& operator=(const Timer&) = delete;
-  // Fires once after `delay`. Restarting a running timer moves its deadline. Returns 0 or -errno.
+  /// Fires once after `delay`. Restarting a running timer moves its deadline. Returns 0 or -errno.
   int startOnce(std::chrono::milliseconds delay) noexcept;
-  // Fires every `period` until cancelled. Returns 0 or -errno.
+  /// Fires every `period` until cancelled. Returns 0 or -errno.
   int startPeriodic(std::chrono::milliseconds period) noexcept;
   void cancel() noexcept;
   bool active() const noexcept;
 
  private:
   int start(std::chrono::milliseconds delay, bool periodic) noexcept;
-  std::shared_ptr<std::function<void()>> callback_;  // shared with the event: see EventHolder
+  std::shared_ptr<std::function<void()>> callback_;  ///< shared with the event: see EventHolder
   std::unique_ptr<detail::EventHolder> event_;
 };
 
-// Calls `callback(signo)` on the loop each time `signo` arrives. libevent routes a signal to one
-// event_base at a time: the one that added a watch for it last.
-// Made: check valid(); error() is -errno.
+/// Calls `callback(signo)` on the loop each time `signo` arrives. libevent routes a signal to one
+/// event_base at a time: the one that added a watch for it last.
+/// Made: check valid(); error() is -errno.
 class SignalWatch {
  public:
   SignalWatch(Reactor& reactor, int signo, std::function<void(int)> callback);
@@ -54,12 +55,12 @@ class SignalWatch {
   int error_ = 0;
 };
 
-// Calls `callback(events)` while `fd` is readable and/or writable (events: FdWatch::kRead|kWrite).
-// Does not own the fd.
+/// Calls `callback(events)` while `fd` is readable and/or writable (events: FdWatch::kRead|kWrite).
+/// Does not own the fd.
 class FdWatch {
  public:
-  static constexpr short kRead = 0x02;   // EV_READ
-  static constexpr short kWrite = 0x04;  // EV_WRITE
+  static constexpr short kRead = 0x02;   ///< EV_READ
+  static constexpr short kWrite = 0x04;  ///< EV_WRITE
   FdWatch(Reactor& reactor, int fd, short events, std::function<void(short)> callback);
   ~FdWatch();
   FdWatch(const FdWatch&) = delete;
