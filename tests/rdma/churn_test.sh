@@ -3,9 +3,9 @@
 # completes, and the server's fds and pinned memory and the device's resources return to their
 # idle counts (demos/scale/churn.sh asserts it; `make scale` runs 10 000).
 # On siw 1 at a time: with 8 at a time, siw's rdma_create_qp fails after some thousand connections
-# in one process (README, Known limitations). Linux 6.1's siw_accept leaves a client's first
-# message unread now and then (about 1 in 1000 to 10 000 sequential cycles; README, Known
-# limitations); the test bed's siw.ko has that fixed (tools/testbed/fix-siw-accept-race), and up
+# in one process (docs/limitations.md). Linux 6.1's siw_accept leaves a client's first
+# message unread now and then (about 1 in 1000 to 10 000 sequential cycles;
+# docs/limitations.md); the test bed's siw.ko has that fixed (tools/testbed/fix-siw-accept-race), and up
 # to 1% of the cycles (warm-up included) may still end "no echo within" for a siw without the fix:
 # what this test checks is that nothing is left behind.
 set -u

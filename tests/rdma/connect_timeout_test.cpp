@@ -198,7 +198,7 @@ TEST(ConnectTimeout, RequestsTheClientsGaveUpOnAreCountedAsAbandonedNotAsFailedA
   evrdma::test::TestBed bed;
   ASSERT_TRUE(evrdma::test::loadTestBed(bed));
   const size_t clients = 20;
-  // siw makes its connection inside rdma_connect (see the README's limitations): against a server
+  // siw makes its connection inside rdma_connect (see docs/limitations.md): against a server
   // that reads nothing, some of the connects return only once siw's own 10 s MPA timeout has
   // passed, with UNREACHABLE (-ETIMEDOUT) already queued: those clients gave up too, by the
   // transport's clock (4 to 8 of them in some runs). The server must count every one as abandoned.

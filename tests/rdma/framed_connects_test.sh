@@ -4,7 +4,7 @@
 # On iWARP the agent's hello answers the client's (a responder must not send first); siw holds about
 # 70 queue pairs per process and frees a closed one only once its TCP connection is gone, hence
 # 10 at a time; and under churn several at a time its rdma_create_qp and ibv_create_cq fail now and
-# then (ENOMEM) although everything was released (README, Known limitations): a fresh server per
+# then (ENOMEM) although everything was released (docs/limitations.md): a fresh server per
 # 250 did not cure it after the whole suite had run in the same guest (4 of 100 rounds, one server
 # after 140 connections), so on siw a round that fails with those words in the server's log runs
 # again on a fresh server (at most 10 times, each said; the rounds before it must all be served).
@@ -20,7 +20,7 @@ rounds=100
 per_server=$rounds
 [ "${EVRDMA_RDMA_DRIVER:-}" = siw ] && per_server=25
 connections=$((rounds * 10))
-# What the server says when siw itself runs out (README, Known limitations): a round that fails
+# What the server says when siw itself runs out (docs/limitations.md): a round that fails
 # with these words in the server's log is run again on a fresh server, at most siw_retries times
 # in all, and said so; any other failure, or one more than that, fails the test.
 siw_limit='rdma_create_qp: soft-iWARP \(siw\) holds|ibv_create_cq.*(Cannot allocate memory|Resource temporarily unavailable)'

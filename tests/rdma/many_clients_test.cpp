@@ -88,7 +88,7 @@ TEST_F(PingPongBed, PastTheDevicesQueuePairLimitRequestsAreRejectedNamingItAndNo
               static_cast<unsigned long long>(rejected), errors.empty() ? "" : ", e.g. ",
               errors.empty() ? "" : errors[0].c_str());
   if (iwarp) {
-    EXPECT_GT(rejected, 0u) << "siw held more than its documented limit: update the README and this test";
+    EXPECT_GT(rejected, 0u) << "siw held more than its documented limit: update docs/limitations.md and this test";
     for (const auto& e : errors)
       EXPECT_NE(e.find("soft-iWARP (siw) holds about 70 queue pairs per process"), std::string::npos) << e;
   } else {
