@@ -10,11 +10,12 @@
 // On readiness: every completion event is taken (ibv_get_cq_event until EAGAIN; acks batched per
 // CQ and flushed before the CQ is destroyed), each CQ that had an event is re-armed, and only then
 // polled until empty: a completion landing between the last poll and the arm still raises an
-// event. At most kBudget completions are handled per turn; the rest wait for a later turn, after
-// the loop has polled its other sources and timers, and a CQ that spent the budget goes to the
-// back of the ready list, so one busy CQ cannot starve the others. The same holds for the passes
-// over every CQ (event mode's poll before the channel's read, adaptive polling's spins): each pass
-// starts after the CQ that spent the previous one's budget.
+// event. At most kBudget completions are handled per turn, shared equally by the CQs a pass
+// serves; what a CQ holds past its share waits for a later turn, after the loop has polled its
+// other sources and timers, with that CQ at the back of the ready list, so one busy CQ cannot
+// starve the others. The same holds for the passes over every CQ (event mode's poll before the
+// channel's read, adaptive polling's spins): a pass that could not finish makes the next one start
+// a CQ further on.
 #pragma once
 
 #include <array>
@@ -177,9 +178,12 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   void startPolling() noexcept;
   void spin() noexcept;
   // Polls every CQ once, adding the completions handled to `handled`, and notes in each CQ whether
-  // it held any (foundBeforeRead). False if the budget was spent before every CQ was drained; the
-  // next pass then starts after the CQ that spent it, so every CQ gets its turn.
+  // it held any (foundBeforeRead), each up to its share of the budget, again while budget is left.
+  // False if the budget was spent before every CQ was drained; the next call then starts a CQ
+  // further on, so every CQ gets its turn at the front.
   bool pollAll(int& handled) noexcept;
+  // What each of `cqs` CQs may take of `budget` completions in one pass.
+  static int shareOf(int budget, size_t cqs) noexcept;
   // The turn's completion budget is spent: the rest is served on a later turn.
   void yieldBudget() noexcept;
   // Arms `cq` if an event was taken from it since it was last armed; a failure fails its connections.
@@ -226,7 +230,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   std::vector<std::unique_ptr<detail::SharedReceiveQueue>> srqs_;
   std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
   detail::Ring<SharedCq*> ready_;
-  size_t firstToPoll_ = 0;  // where pollAll's next pass starts: after the CQ that spent a budget
+  size_t firstToPoll_ = 0;  // where pollAll's next pass starts: one further after a pass that did not finish
   bool delivering_ = false;
   std::vector<CompletionHandler*> inPoll_;  // the handlers given completions of the current poll
   int pollReceives_ = 0;                    // how many receive completions the current poll found

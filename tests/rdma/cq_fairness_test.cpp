@@ -8,14 +8,24 @@
 // The gap is counted, not timed: how many of the busy connections' echoes the client's loop handled
 // while one round trip of a measured connection was outstanding. A CQ served only when the busy
 // CQ happens to drain lets thousands go by.
+//
+// With every CQ busy, a turn's budget is shared: a backlog on three CQs, then the loop run one turn
+// at a time, and the first turn hands out completions of all three. When the first CQ a pass reached
+// took the whole budget, a loop with more work than a turn served one CQ per turn, and what a CQ
+// held past the budget waited a whole round of the others (64 connections with 16 messages in
+// flight: echoes that waited twice the mean).
 #include <gtest/gtest.h>
 
+#include <event2/event.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "evrdma/Agent.h"
@@ -205,6 +215,115 @@ void runFairness(std::chrono::microseconds pollingWindow) {
   // The scenario held: the busy CQ kept spending budgets while the others were measured.
   EXPECT_GT(yields, 0u) << "the busy CQ never spent a turn's budget while measuring: the test proved nothing";
   EXPECT_LE(longest, kGapBound) << "a connection on another CQ waited for the busy CQ's traffic";
+
+  clients.clear();
+  server.runAndWait([&] { listener.reset(); });
+}
+
+// Echoes every message and counts the echoes whose send completed (on the server's thread).
+struct CountingEcho : evrdma::ConnectionHandler {
+  std::atomic<int>& sent;
+  explicit CountingEcho(std::atomic<int>& s) : sent(s) {}
+  void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override {
+    (void)c.postSend(data, length);
+  }
+  void onSendDone(evrdma::Connection&, uint64_t) noexcept override { sent.fetch_add(1); }
+};
+
+struct CountingEchoFactory : evrdma::AgentFactory {
+  evrdma::ConnectionOptions options;
+  std::atomic<int> sent{0};
+  evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
+    return evrdma::AcceptDecision::accept(std::make_unique<CountingEcho>(sent), options);
+  }
+};
+
+// Notes the loop turn in which its CQ first handed it a completion (its sends' or its echoes').
+struct TurnRecorder : evrdma::ConnectionHandler {
+  const int& turn;
+  bool established = false;
+  int echoes = 0, firstTurn = 0, error = 0;
+  explicit TurnRecorder(const int& t) : turn(t) {}
+  void served() {
+    if (firstTurn == 0) firstTurn = turn;
+  }
+  void onEstablished(evrdma::Connection&) noexcept override { established = true; }
+  void onRecv(evrdma::Connection&, const uint8_t*, size_t) noexcept override {
+    ++echoes;
+    served();
+  }
+  void onSendDone(evrdma::Connection&, uint64_t) noexcept override { served(); }
+  void onError(evrdma::Connection&, int err, const char*) noexcept override { error = err; }
+};
+
+TEST(CqFairness, ATurnAfterABacklogOnThreeCqsServesEachOfThemNotTheFirstAlone) {
+  constexpr int kCqs = 3;  // siw holds no more such connections, both ends in one process
+  constexpr int kMessages = 48;  // per connection, within its send and receive depths
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  evrdma::ReactorThread server;
+  ASSERT_TRUE(server.valid());
+  CountingEchoFactory factory;
+  factory.options.maxMessageSize = 64;
+  factory.options.recvDepth = factory.options.sendDepth = kDepth;
+  evrdma::Listener::Ptr listener;
+  int listened = -1;
+  server.runAndWait([&] {
+    listener = evrdma::Listener::create(server.reactor(), factory);
+    listened = listener->listen(bed.ip, 0);
+  });
+  ASSERT_EQ(listened, 0);
+
+  evrdma::Reactor reactor;
+  ASSERT_TRUE(reactor.valid());
+  evrdma::ClientOptions options;
+  options.maxMessageSize = 64;
+  options.recvDepth = options.sendDepth = kDepth;
+  int turn = 0;
+  // One at a time, so that connection i is on the client's shared CQ i / kPerCq.
+  std::vector<evrdma::Client::Ptr> clients;
+  std::vector<TurnRecorder*> recorders;
+  for (int i = 0; i < kCqs * kPerCq; ++i) {
+    auto recorder = std::make_unique<TurnRecorder>(turn);
+    recorders.push_back(recorder.get());
+    clients.push_back(evrdma::Client::create(reactor, std::move(recorder), options));
+    ASSERT_EQ(clients.back()->connect(bed.ip, listener->port()), 0);
+    TurnRecorder* one = recorders.back();
+    ASSERT_TRUE(runUntil(reactor, [&] { return one->established || one->error != 0; }, 60s)) << "connection " << i;
+    ASSERT_EQ(one->error, 0) << "connection " << i;
+  }
+
+  // The backlog: every connection sends its messages while the client's loop does not run; the
+  // server echoes them, and once their sends completed the echoes wait in the client's CQs.
+  const int total = kCqs * kPerCq * kMessages;
+  for (auto& client : clients)
+    for (int m = 0; m < kMessages; ++m) ASSERT_EQ(client->postSend("backlog", 7), 0);
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (factory.sent.load() < total && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);  // polling another thread's counter: the loop must not run
+  ASSERT_EQ(factory.sent.load(), total) << "the server did not echo the backlog";
+
+  // Now one turn of the loop at a time.
+  int delivered = 0, turns = 0;
+  while (delivered < total && turns < 10000) {
+    ++turn;
+    ASSERT_EQ(event_base_loop(reactor.base(), EVLOOP_ONCE | EVLOOP_NONBLOCK), 0);
+    int now = 0;
+    for (const TurnRecorder* one : recorders) now += one->echoes;
+    if (now > delivered) ++turns;
+    delivered = now;
+  }
+  ASSERT_EQ(delivered, total) << "the backlog was not delivered";
+  int servedInTheFirstTurn = 0;
+  for (int cq = 0; cq < kCqs; ++cq) {
+    int firstTurn = turn;
+    for (int k = 0; k < kPerCq; ++k) firstTurn = std::min(firstTurn, recorders[cq * kPerCq + k]->firstTurn);
+    std::printf("shared CQ %d: first served in turn %d\n", cq, firstTurn);
+    if (firstTurn == 1) ++servedInTheFirstTurn;
+  }
+  std::printf("%d echoes in %d turns\n", total, turns);
+  EXPECT_GT(turns, 1) << "the backlog fitted one turn's budget: the test would prove nothing";
+  EXPECT_EQ(servedInTheFirstTurn, kCqs) << "the first turn served some CQs and left the others waiting";
 
   clients.clear();
   server.runAndWait([&] { listener.reset(); });
