@@ -139,8 +139,9 @@ void Connection::maybeFinish() noexcept {
 void Connection::scheduleFinish() noexcept {
   if (finishScheduled_ || finished_) return;
   finishScheduled_ = true;
-  // Never inside a callback of this connection: the handler may still be on the stack.
-  reactor_.defer([this] { finish(); });
+  // Never inside a callback of this connection (the handler may still be on the stack), and at
+  // most a few connections per turn (Reactor::deferTeardown).
+  reactor_.deferTeardown([this] { finish(); });
 }
 
 void Connection::finish() noexcept {

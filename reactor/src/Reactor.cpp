@@ -17,6 +17,7 @@
 #include "Mailbox.h"
 #include "MemoryAccount.h"
 #include "NextTurn.h"
+#include "TurnQueue.h"
 #include "ReactorMember.h"
 
 namespace evrdma {
@@ -26,7 +27,8 @@ Reactor::Reactor()
       ownsBase_(true),
       memory_(std::make_shared<detail::MemoryAccount>()),
       connectGate_(std::make_unique<detail::ConnectGate>(*this)),
-      deferLater_(std::make_unique<detail::NextTurn>()) {
+      deferLater_(std::make_unique<detail::NextTurn>()),
+      teardowns_(std::make_unique<detail::TurnQueue>(kTeardownsPerTurn)) {
   makeDeferEvents();
 }
 
@@ -35,13 +37,15 @@ Reactor::Reactor(event_base* borrowed)
       ownsBase_(false),
       memory_(std::make_shared<detail::MemoryAccount>()),
       connectGate_(std::make_unique<detail::ConnectGate>(*this)),
-      deferLater_(std::make_unique<detail::NextTurn>()) {
+      deferLater_(std::make_unique<detail::NextTurn>()),
+      teardowns_(std::make_unique<detail::TurnQueue>(kTeardownsPerTurn)) {
   makeDeferEvents();
 }
 
 void Reactor::makeDeferEvents() noexcept {
   if (base_ != nullptr) deferEvent_ = event_new(base_, -1, 0, &Reactor::onDeferEvent, this);
-  if (deferEvent_ != nullptr && deferLater_->init(base_, &Reactor::onDeferEvent, this) != 0) {
+  if (deferEvent_ != nullptr &&
+      (deferLater_->init(base_, &Reactor::onDeferEvent, this) != 0 || teardowns_->init(base_) != 0)) {
     event_free(deferEvent_);
     deferEvent_ = nullptr;  // valid() says so
   }
@@ -51,6 +55,7 @@ Reactor::~Reactor() {
   dying_ = true;
   if (mailbox_) mailbox_->discard();
   deferred_.clear();  // destroyed unrun: nothing of the application's is called from here
+  teardowns_->discard();
   // Each member lets go of the Reactor; one may free others (a Listener its Agents) meanwhile.
   while (!members_.empty()) {
     detail::ReactorMember* member = *members_.begin();
@@ -59,11 +64,13 @@ Reactor::~Reactor() {
   }
   deferred_.clear();
   deferLater_->cancel();
+  teardowns_->discard();
   completions_.clear();
   cm_.reset();
   if (deferEvent_ != nullptr) event_free(deferEvent_);
   // Their events go before the base they are on (freed below when it is ours).
   deferLater_.reset();
+  teardowns_.reset();
   mailbox_.reset();
   if (ownsBase_ && base_ != nullptr) event_base_free(base_);
 }
@@ -80,6 +87,11 @@ void Reactor::defer(std::function<void()> fn) {
   // closure that would be no yield (libevent runs the event again in the same pass):
   // runDeferred schedules the next batch for a later turn instead.
   if (wasEmpty && !runningDeferred_) event_active(deferEvent_, EV_TIMEOUT, 0);
+}
+
+void Reactor::deferTeardown(std::function<void()> fn) {
+  if (dying_) return;
+  teardowns_->push(std::move(fn));
 }
 
 int Reactor::acceptPosts() noexcept {

@@ -2,8 +2,11 @@
 // sends, close() from inside callbacks, dropping a client from its own callback.
 #include <gtest/gtest.h>
 
+#include <event2/event.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <cstring>
 #include <thread>
 
@@ -385,6 +388,61 @@ TEST_F(PingPongBed, CompletionBudgetYieldsToOtherEventsAndLosesNothing) {
               static_cast<unsigned long long>(stats.budgetYields), ticks);
   client->close();
   ASSERT_TRUE(runUntil([&] { return listener->agentCount() == 0; }, 30s));
+}
+
+// Connections closed all at once are torn down a few per loop turn (destroying a QP and an id
+// costs about 3 ms each on the test bed), so the loop serves everything else between them: 16
+// clients closed together, and their agents on the same loop, reach onClosed at most
+// Reactor::kTeardownsPerTurn per turn. Turns are counted by an event that runs once per turn.
+TEST_F(PingPongBed, ConnectionsClosedAllAtOnceAreTornDownAFewPerLoopTurn) {
+  constexpr int kClients = 16;
+  struct Closing : evrdma::ConnectionHandler {
+    const int* turn = nullptr;
+    bool established = false;
+    int closedInTurn = 0;
+    void onEstablished(evrdma::Connection&) noexcept override { established = true; }
+    void onClosed(evrdma::Connection&) noexcept override { closedInTurn = *turn; }
+  };
+  int turn = 0;
+  std::vector<evrdma::Client::Ptr> clients;
+  std::vector<Closing*> handlers;
+  for (int i = 0; i < kClients; ++i) {
+    auto handler = std::make_unique<Closing>();
+    handler->turn = &turn;
+    handlers.push_back(handler.get());
+    clients.push_back(evrdma::Client::create(reactor_, std::move(handler)));
+    ASSERT_EQ(clients.back()->connect(bed_.ip, port_, pingsr::encode({1000, 64})), 0);
+  }
+  ASSERT_TRUE(runUntil([&] { return std::all_of(handlers.begin(), handlers.end(), [](const Closing* h) { return h->established; }); }, 60s));
+  // Counts loop turns: a zero timeout added again from its own callback is due once per pass over
+  // the timer heap (EV_PERSIST would not re-add a zero timeout).
+  struct TurnCounter {
+    int* turn;
+    event* ev;
+  } counting{&turn, nullptr};
+  counting.ev = event_new(reactor_.base(), -1, 0, [](int, short, void* arg) {
+    auto* c = static_cast<TurnCounter*>(arg);
+    ++*c->turn;
+    timeval zero{0, 0};
+    event_add(c->ev, &zero);
+  }, &counting);
+  event* counter = counting.ev;
+  ASSERT_NE(counter, nullptr);
+  timeval zero{0, 0};
+  event_add(counter, &zero);
+  turn = 1;
+  for (auto& client : clients) client->close();
+  const bool closed = runUntil([&] { return std::all_of(handlers.begin(), handlers.end(), [](const Closing* h) { return h->closedInTurn > 0; }); }, 60s);
+  event_free(counter);
+  ASSERT_TRUE(closed) << "not every client reached onClosed";
+  std::map<int, int> perTurn;
+  for (const Closing* h : handlers) ++perTurn[h->closedInTurn];
+  int most = 0;
+  for (const auto& [at, count] : perTurn) most = std::max(most, count);
+  std::printf("[ figures  ] %d clients closed at once: onClosed over %zu turns (turns %d to %d), at most %d in one\n",
+              kClients, perTurn.size(), perTurn.begin()->first, perTurn.rbegin()->first, most);
+  EXPECT_LE(most, static_cast<int>(evrdma::Reactor::kTeardownsPerTurn)) << "teardowns bunched in one turn";
+  ASSERT_TRUE(runUntil([&] { return listener_->agentCount() == 0; }, 30s));
 }
 
 // The most connect private data the device's transport carries arrives whole, and one byte more is
