@@ -130,8 +130,14 @@ TEST(Admission, AnAgentWhoseClientNeverCompletesTheConnectionGivesItsResourcesBa
   ASSERT_TRUE(runUntil(reactor, [&] { return client->state() >= evrdma::ConnectionState::Connecting; }, 30s));
   std::atomic<bool> stop{false};
   std::thread server([&] {
+    // Once told to stop, the server's loop still runs until its Listener has let go of the closed
+    // agent (a callback after onClosed, which the main thread may see first), at most 30 s more.
+    std::chrono::steady_clock::time_point giveUp{};
     evrdma::Timer check(serverReactor, [&] {
-      if (stop) serverReactor.stop();
+      if (!stop) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (giveUp == std::chrono::steady_clock::time_point{}) giveUp = now + 30s;
+      if (iwarp || listener->agentCount() == 0 || now > giveUp) serverReactor.stop();
     });
     check.startPeriodic(5ms);
     serverReactor.run();
