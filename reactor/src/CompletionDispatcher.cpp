@@ -474,8 +474,7 @@ void CompletionDispatcher::run() noexcept {
         ready_.push_back(cq);  // its share spent: behind the others
     }
   }
-  const bool yield = !ready_.empty();  // the budget is spent: the rest on a later turn
-  if (yield) yieldBudget();
+  if (!ready_.empty()) yieldBudget();  // the budget is spent: the rest on a later turn
   delivering_ = false;
   if (adaptive && !removed_) startPolling();
 }

@@ -25,7 +25,6 @@ class TurnQueue {
   void push(std::function<void()> fn);
   // Destroys what is queued without running it.
   void discard() noexcept;
-  size_t size() const noexcept { return queued_.size(); }
 
  private:
   static void onTurn(int, short, void* self) noexcept;
