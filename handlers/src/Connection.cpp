@@ -9,7 +9,7 @@
 #include <string>
 
 #include "CmEvent.h"
-#include "CompletionDispatcher.h"
+#include "Device.h"
 #include "Frame.h"
 #include "Logging.h"
 #include "FramedSender.h"
@@ -128,9 +128,9 @@ int Connection::setUpVerbs(const char*& op, detail::PreparedMappings* prepared) 
   if (int rc = checkOptions(options_, op); rc != 0) return rc;
   queuePair_ = std::make_unique<detail::QueuePair>();
   const int rc = queuePair_->setUp(reactor_, id_.get(), options_, *sink_, op, prepared);
-  if (const CompletionDispatcher* completions = queuePair_->completions()) {
-    completionStats_ = &completions->stats();
-    device_ = completions->context();
+  if (const Device* device = queuePair_->device()) {
+    completionStats_ = &device->stats();
+    device_ = device->context();
   }
   if (rc != 0) return rc;
   if (!options_.framed) return 0;
@@ -139,7 +139,7 @@ int Connection::setUpVerbs(const char*& op, detail::PreparedMappings* prepared) 
       [this](const SendOp& request) { return submit(request); });
   framedSender_->setYields(isClient_);  // when both sides wait for credits, the client answers first
   ibv_pd* pd = queuePair_->protectionDomain();
-  detail::MemoryAccount& account = queuePair_->completions()->memoryAccount();
+  detail::MemoryAccount& account = queuePair_->device()->memoryAccount();
   if (options_.lendingPoolBytes > 0) {
     // Registered now, at setup: a peer's requestRegion is then served without a registration.
     lendingPool_ = std::make_unique<detail::LendingPool>();

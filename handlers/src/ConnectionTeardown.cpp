@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "CompletionDispatcher.h"
+#include "Device.h"
 #include "Logging.h"
 #include "FramedSender.h"
 #include "HeldMessages.h"
@@ -21,7 +21,7 @@ namespace evrdma {
 
 void Connection::onDeviceGone() noexcept {
   // Every connection on the device hears it (this one too, if its QP exists): onDeviceRemoved.
-  if (queuePair_ && queuePair_->completions() != nullptr) queuePair_->completions()->markDeviceRemoved();
+  if (queuePair_ && queuePair_->device() != nullptr) queuePair_->device()->markRemoved();
   onDeviceRemoved();
 }
 

@@ -66,12 +66,12 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   bufferSize_ = bufferSize(options);
   int error = 0;
   op = "completion channel";
-  completions_ = reactor.completions(id->verbs, error);
-  if (completions_ == nullptr) return error;
-  pd_ = completions_->protectionDomain();
+  device_ = reactor.device(id->verbs, error);
+  if (device_ == nullptr) return error;
+  pd_ = device_->protectionDomain();
 
   op = "ibv_create_cq";
-  attachment_ = completions_->attach(options.recvDepth + options.sendDepth, &handler, error);
+  attachment_ = device_->attach(options.recvDepth + options.sendDepth, &handler, error);
   if (!attachment_) return error;
 
   // Receives are written by the local HCA only; sends are only read. Small buffers come from the
@@ -83,7 +83,7 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
     // receive ends the connection (no RNR retry).
     const bool iwarp = id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
     const uint32_t reserve = options.framed || iwarp ? options.recvDepth : 0;
-    SharedReceiveQueue* srq = completions_->sharedReceiveQueue(bufferSize_, reserve, error);
+    SharedReceiveQueue* srq = device_->sharedReceiveQueue(bufferSize_, reserve, error);
     if (srq == nullptr || (error = srq->join(reserve)) != 0) return error;
     sharedReceives_.srq = srq;
     sharedReceives_.reserved = reserve;
@@ -92,8 +92,8 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   op = "receive/send buffer registration";
   const BufferBytes blocks = bufferBytes(options, bufferSize_);
   const size_t ringBytes = blocks.ring, sendBytes = blocks.send, slotBytes = blocks.slots;
-  SmallBufferArena& arena = completions_->smallBuffers();
-  MemoryAccount& account = completions_->memoryAccount();
+  SmallBufferArena& arena = device_->smallBuffers();
+  MemoryAccount& account = device_->memoryAccount();
   if (!shared) error = recvRing_.allocate(arena, account, pd_, ringBytes, kLocalWrite, prepared);
   if (error == 0) error = sendBuffers_.allocate(arena, account, pd_, options.sendDepth, bufferSize_, prepared);
   if (error == 0 && options.framed) {

@@ -4,8 +4,8 @@
 // holds instead), the send buffers of postSend(), the frame slots of a framed connection, the RC
 // QP and its SendQueue; and the posting of receives. The members are declared in creation order,
 // so destroying the object releases them in the only safe order (the QP before the memory it used
-// and its CQ reservation). The protection domain is the device's (CompletionDispatcher), and so
-// is the arena small buffers come from.
+// and its CQ reservation). The protection domain is the device's (Device), and so is the arena
+// small buffers come from.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "CompletionDispatcher.h"
+#include "Device.h"
 #include "SendQueue.h"
 #include "BufferMemory.h"
 #include "SmallBufferArena.h"
@@ -92,7 +93,7 @@ class QueuePair {
   void destroyQp() noexcept { qp_.reset(); }
   bool hasQp() const noexcept { return static_cast<bool>(qp_); }
 
-  CompletionDispatcher* completions() const noexcept { return completions_; }
+  Device* device() const noexcept { return device_; }
   CompletionDispatcher::Attachment* attachment() const noexcept { return attachment_.get(); }
   ibv_pd* protectionDomain() const noexcept { return pd_; }
   SendBuffers& sendBuffers() noexcept { return sendBuffers_; }
@@ -108,7 +109,7 @@ class QueuePair {
   size_t bufferSize_ = 0;
   uint32_t frameSlotCount_ = 0;
   uint32_t postedReceives_ = 0;
-  CompletionDispatcher* completions_ = nullptr;
+  Device* device_ = nullptr;
   ibv_pd* pd_ = nullptr;
   // A place in a shared receive queue, left when the QueuePair goes.
   struct SharedReceives {

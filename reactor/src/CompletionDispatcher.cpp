@@ -1,17 +1,13 @@
-// CompletionDispatcher: the device's CQ pool and completion channel, polling with a budget per
-// turn, arming, adaptive polling, async events, SRQs and device removal.
+// CompletionDispatcher: a device's CQ pool and completion channel for one Reactor, polling with a
+// budget per turn, arming, adaptive polling, and the routing of each completion to its QP's handler.
 #include "CompletionDispatcher.h"
 
 #include <event2/event.h>
-
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include "DeviceUsers.h"
 #include "Logging.h"
 #include "evrdma/Reactor.h"
 
@@ -32,7 +28,7 @@ void CompletionDispatcher::Attachment::bind(uint32_t qpNum) noexcept {
   bound_ = true;
   owner_.byQpNum_[qpNum] = this;
   owner_.lastAttachment_ = nullptr;
-  detail::AsyncEventRouter::instance().ownQp(qpNum, owner_.context_, &owner_);
+  detail::AsyncEventRouter::instance().ownQp(qpNum, owner_.context_, &owner_.inbox_);
 }
 
 CompletionDispatcher::Attachment::~Attachment() { owner_.detach(*this); }
@@ -51,92 +47,44 @@ void CompletionDispatcher::detach(Attachment& attachment) noexcept {
     if (it != byQpNum_.end() && it->second == &attachment) {
       byQpNum_.erase(it);
       lastAttachment_ = nullptr;
-      detail::AsyncEventRouter::instance().disownQp(attachment.qpNum_, context_, this);
+      detail::AsyncEventRouter::instance().disownQp(attachment.qpNum_, context_, &inbox_);
     }
   }
   attachment.cq_.reserved -= attachment.entries_;
   --attachments_;
-  releaseIfUnused();
+  owner_.onDetached();
 }
 
 CompletionDispatcher::~CompletionDispatcher() { releaseVerbs(); }
 
-void CompletionDispatcher::markDeviceRemoved() noexcept {
+void CompletionDispatcher::stop() noexcept {
   if (removed_) return;
   removed_ = true;
-  detail::DeviceUsers::instance().markRemoved(context_);
-  EVRDMA_LOG(LogLevel::Info, "%s: the device is going away: its connections fail, and its CQs, channel and PD go "
-             "once none uses them", deviceName());
-  // Every other Reactor on the device must let go of it too, also one with no CM id on it that
-  // would tell it (a worker whose agents have all closed keeps its CQs, channel and PD): the
-  // removal waits for them. Each hears it in its own loop.
-  detail::AsyncEventRouter::instance().announceRemoval(context_, this);
   for (CompletionHandler* handler : handlersWhere([](const Attachment&) { return true; }))
     handler->onDeviceRemoved();  // they fail, and detach later
   if (event_ != nullptr) event_del(event_);
-  if (asyncEvent_ != nullptr) event_del(asyncEvent_);
   resume_.cancel();
   spinTurn_.cancel();
   polling_ = false;
   ready_.clear();
   for (auto& cq : cqs_) cq->queued = false;
-  releaseIfUnused();
-}
-
-detail::MemoryAccount& CompletionDispatcher::memoryAccount() noexcept { return reactor_.memoryAccount(); }
-
-void CompletionDispatcher::releaseIfUnused() noexcept {
-  if (!removed_ || attachments_ > 0 || releaseScheduled_ || reactor_.dying()) return;
-  releaseScheduled_ = true;
-  // Now, before the last id on the device goes: librdmacm closes the device's context then, and
-  // CQs, channel and PD left on a closed context could no longer be destroyed (the removal would
-  // wait for them forever). Not while completions are being handed out (a deferred call then).
-  if (delivering_) {
-    reactor_.defer([this] { releaseVerbs(); });
-  } else {
-    releaseVerbs();
-  }
-  // The empty dispatcher itself goes on a later turn.
-  Reactor& reactor = reactor_;
-  ibv_context* context = context_;
-  reactor.defer([&reactor, context] { reactor.releaseCompletions(context); });
 }
 
 void CompletionDispatcher::releaseVerbs() noexcept {
-  if (removed_) EVRDMA_LOG(LogLevel::Debug, "%s: releasing the removed device's CQs, channel and PD", deviceName());
-  detail::AsyncEventRouter::instance().removeInbox(this);  // no other thread posts to us from here on
-  if (inboxEvent_ != nullptr) event_free(inboxEvent_);
-  inboxEvent_ = nullptr;
-  if (inboxFd_ >= 0) close(inboxFd_);
-  inboxFd_ = -1;
   if (event_ != nullptr) event_free(event_);
-  if (asyncEvent_ != nullptr) event_free(asyncEvent_);
-  event_ = asyncEvent_ = nullptr;
+  event_ = nullptr;
   resume_.cancel();
   spinTurn_.cancel();
   polling_ = false;
   ready_.clear();
   byQpNum_.clear();
   lastAttachment_ = nullptr;
-  srqs_.clear();  // every QP that received through them is gone
+  srqs_.clear();
   cqs_.clear();  // each acks its events first
   channel_.reset();
-  smallBuffers_.reset();  // every connection on the device is gone: no block is leased
-  pd_.reset();
-  if (holdsDevice_) detail::DeviceUsers::instance().release(context_);  // last, once nothing is left on it
-  holdsDevice_ = false;
 }
 
 int CompletionDispatcher::init() noexcept {
-  detail::DeviceUsers::instance().hold(context_);
-  holdsDevice_ = true;
-  ibv_device_attr attr{};
-  if (int rc = ibv_query_device(context_, &attr); rc != 0) return -rc;
-  maxCqe_ = attr.max_cqe;
-  maxSrqWr_ = attr.max_srq > 0 && attr.max_srq_wr > 0 ? static_cast<uint32_t>(attr.max_srq_wr) : 0;
-  errno = 0;
-  pd_.reset(ibv_alloc_pd(context_));
-  if (!pd_) return errno ? -errno : -ENOMEM;
   errno = 0;
   channel_.reset(ibv_create_comp_channel(context_));
   if (!channel_) return errno ? -errno : -ENOMEM;
@@ -145,108 +93,20 @@ int CompletionDispatcher::init() noexcept {
   if (event_ == nullptr || event_add(event_, nullptr) != 0) return -ENOMEM;
   if (resume_.init(reactor_.base(), &CompletionDispatcher::onReadable, this) != 0) return -ENOMEM;
   if (spinTurn_.init(reactor_.base(), &CompletionDispatcher::onSpinTurn, this) != 0) return -ENOMEM;
-  // Errors that no completion reports (a QP that went fatal, e.g. an iWARP peer's TERMINATE) come
-  // as async events of the device.
-  if (int rc = setNonBlocking(context_->async_fd); rc != 0) return rc;
-  asyncEvent_ = event_new(reactor_.base(), context_->async_fd, EV_READ | EV_PERSIST,
-                          &CompletionDispatcher::onAsyncReadable, this);
-  if (asyncEvent_ == nullptr || event_add(asyncEvent_, nullptr) != 0) return -ENOMEM;
-  inboxFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (inboxFd_ < 0) return -errno;
-  inboxEvent_ = event_new(reactor_.base(), inboxFd_, EV_READ | EV_PERSIST, &CompletionDispatcher::onInboxReadable, this);
-  if (inboxEvent_ == nullptr || event_add(inboxEvent_, nullptr) != 0) return -ENOMEM;
-  detail::AsyncEventRouter::instance().addInbox(context_, this);
   return 0;
 }
 
-void CompletionDispatcher::post(const detail::AsyncEventCopy& event) noexcept {
-  {
-    std::lock_guard<std::mutex> lock(inboxMutex_);
-    inbox_.push_back(event);
-  }
-  const uint64_t one = 1;
-  ssize_t written = write(inboxFd_, &one, sizeof one);  // EAGAIN: the counter is full, a wake-up is due anyway
-  (void)written;
+CompletionHandler* CompletionDispatcher::handlerOfQp(uint32_t qpNum) noexcept {
+  Attachment* attachment = attachmentOf(qpNum);
+  return attachment != nullptr ? attachment->handler_ : nullptr;
 }
 
-void CompletionDispatcher::onInboxReadable(int fd, short, void* self) noexcept {
-  uint64_t count = 0;
-  ssize_t got = read(fd, &count, sizeof count);
-  (void)got;
-  auto* dispatcher = static_cast<CompletionDispatcher*>(self);
-  std::vector<detail::AsyncEventCopy> events;
-  {
-    std::lock_guard<std::mutex> lock(dispatcher->inboxMutex_);
-    events.swap(dispatcher->inbox_);
-  }
-  for (const auto& event : events) dispatcher->handleAsync(event);
+std::vector<CompletionHandler*> CompletionDispatcher::handlersOfCq(const ibv_cq* cq) const {
+  return handlersWhere([cq](const Attachment& a) { return a.cq_.cq.get() == cq; });
 }
 
-void CompletionDispatcher::onAsyncReadable(int, short, void* self) noexcept {
-  static_cast<CompletionDispatcher*>(self)->drainAsyncEvents();
-}
-
-void CompletionDispatcher::drainAsyncEvents() noexcept {
-  ibv_async_event event{};
-  for (;;) {
-    if (ibv_get_async_event(context_, &event) != 0) {
-      if (errno != EAGAIN && errno != EINTR) markDeviceRemoved();  // the device is gone: the fd stays in error
-      return;
-    }
-    ++stats_.asyncEvents;
-    EVRDMA_LOG(LogLevel::Info, "%s: device async event %s", deviceName(), ibv_event_type_str(event.event_type));
-    // Copy what is needed, then ack: destroying a QP or CQ waits for its events to be acked.
-    detail::AsyncEventCopy copy;
-    copy.type = event.event_type;
-    switch (copy.type) {
-      case IBV_EVENT_QP_FATAL:
-      case IBV_EVENT_QP_REQ_ERR:
-      case IBV_EVENT_QP_ACCESS_ERR:
-      case IBV_EVENT_PATH_MIG_ERR:
-        copy.qpNum = event.element.qp->qp_num;
-        break;
-      case IBV_EVENT_CQ_ERR:
-        copy.cq = event.element.cq;
-        break;
-      case IBV_EVENT_SRQ_LIMIT_REACHED:
-      case IBV_EVENT_SRQ_ERR:
-        copy.srq = event.element.srq;
-        break;
-      default:
-        break;
-    }
-    ibv_ack_async_event(&event);
-    // Another Reactor's QP or CQ: it goes to that Reactor (device-wide events go to all).
-    if (!detail::AsyncEventRouter::instance().forward(context_, this, copy)) handleAsync(copy);
-  }
-}
-
-void CompletionDispatcher::handleAsync(const detail::AsyncEventCopy& event) noexcept {
-  std::vector<CompletionHandler*> targets;
-  switch (event.type) {
-    case IBV_EVENT_QP_FATAL:
-    case IBV_EVENT_QP_REQ_ERR:
-    case IBV_EVENT_QP_ACCESS_ERR:
-    case IBV_EVENT_PATH_MIG_ERR:
-      if (Attachment* attachment = attachmentOf(event.qpNum)) targets.push_back(attachment->handler_);
-      break;
-    case IBV_EVENT_CQ_ERR:
-      targets = handlersWhere([&event](const Attachment& a) { return a.cq_.cq.get() == event.cq; });
-      break;
-    case IBV_EVENT_DEVICE_FATAL:
-      markDeviceRemoved();  // tells every connection on the device
-      return;
-    case IBV_EVENT_SRQ_LIMIT_REACHED:
-      for (auto& srq : srqs_)
-        if (srq->get() == event.srq) srq->onLowWatermark();
-      return;
-    case IBV_EVENT_SRQ_ERR:  // the SRQ is lost: so is every connection receiving through it
-      targets = handlersWhere([&event](const Attachment& a) { return a.srq_ != nullptr && a.srq_->get() == event.srq; });
-      break;
-    default:
-      return;  // informational (port up/down, COMM_EST, LAST_WQE_REACHED, ...): the CM reports what matters
-  }
-  for (CompletionHandler* handler : targets) handler->onAsyncError(event.type);
+std::vector<CompletionHandler*> CompletionDispatcher::handlersReceivingThrough(const ibv_srq* srq) const {
+  return handlersWhere([srq](const Attachment& a) { return a.srq_ != nullptr && a.srq_->get() == srq; });
 }
 
 std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(uint32_t entries,
@@ -277,7 +137,7 @@ std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(u
       return nullptr;
     }
     chosen = cq.get();
-    detail::AsyncEventRouter::instance().ownCq(cq->cq.get(), this);
+    detail::AsyncEventRouter::instance().ownCq(cq->cq.get(), &inbox_);
     cqs_.push_back(std::move(cq));
   }
   chosen->reserved += entries;
@@ -339,38 +199,8 @@ void CompletionDispatcher::endPoll() noexcept {
 
 detail::SharedReceiveQueue* CompletionDispatcher::sharedReceiveQueueWithSerial(uint32_t serial) const noexcept {
   for (const auto& srq : srqs_)
-    if (srq->serial() == serial) return srq.get();
+    if (srq->serial() == serial) return srq;
   return nullptr;
-}
-
-detail::SharedReceiveQueue* CompletionDispatcher::sharedReceiveQueue(size_t bufferSize, uint32_t reserve, int& error) {
-  error = 0;
-  if (removed_) {
-    error = -ENODEV;
-    return nullptr;
-  }
-  if (maxSrqWr_ == 0) {
-    error = -EOPNOTSUPP;
-    return nullptr;
-  }
-  for (auto& srq : srqs_)
-    if (srq->bufferSize() == bufferSize && srq->hasRoomFor(reserve)) return srq.get();
-  auto srq = std::make_unique<detail::SharedReceiveQueue>(pd_.get(), smallBuffers(), memoryAccount(), bufferSize,
-                                                          takeSerial());
-  const bool iwarp = context_->device->transport_type == IBV_TRANSPORT_IWARP;
-  const uint32_t capacity = iwarp ? detail::SharedReceiveQueue::kMaxCapacityIwarp : detail::SharedReceiveQueue::kMaxCapacity;
-  if ((error = srq->init(std::min(maxSrqWr_, capacity))) != 0) return nullptr;
-  if (!srq->hasRoomFor(reserve)) {
-    error = -ENOSPC;
-    return nullptr;
-  }
-  detail::AsyncEventRouter::instance().ownSrq(srq->get(), this);
-  srqs_.push_back(std::move(srq));
-  return srqs_.back().get();
-}
-
-void CompletionDispatcher::addSharedReceiveStats(SharedReceiveStats& stats) const noexcept {
-  for (const auto& srq : srqs_) srq->addTo(stats);
 }
 
 uint32_t CompletionDispatcher::takeSerial() noexcept {
@@ -430,7 +260,7 @@ void CompletionDispatcher::run() noexcept {
   for (size_t read = 0; read < mostPending; ++read) {
     if (ibv_get_cq_event(channel_.get(), &eventCq, &eventContext) != 0) {
       if (errno != EAGAIN && errno != EINTR) {  // the device is gone: the channel stays in error
-        markDeviceRemoved();
+        owner_.onChannelFailed();
         return;
       }
       break;

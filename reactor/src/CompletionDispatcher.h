@@ -16,6 +16,10 @@
 // starve the others. The same holds for the passes over every CQ (event mode's poll before the
 // channel's read, adaptive polling's spins): a pass that could not finish makes the next one start
 // a CQ further on.
+//
+// It routes completions and nothing else: the device's protection domain, buffers, SRQs, async
+// events and removal are its Device's, which it tells when its channel fails and when a
+// connection detaches (Owner).
 #pragma once
 
 #include <array>
@@ -25,16 +29,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include <mutex>
-
-#include "evrdma/Verbs.h"
 #include "AsyncEventRouter.h"
-#include "evrdma/CompletionStats.h"
-#include "WorkRequestId.h"
 #include "NextTurn.h"
 #include "Ring.h"
 #include "SharedReceiveQueue.h"
-#include "SmallBufferArena.h"
+#include "WorkRequestId.h"
+#include "evrdma/CompletionStats.h"
+#include "evrdma/Verbs.h"
 
 struct event;
 
@@ -65,11 +66,20 @@ class CompletionHandler {
   ~CompletionHandler() = default;
 };
 
-
-// Device async events are read from the context's fd, which every Reactor on the device watches:
-// one read by another Reactor arrives through this dispatcher's inbox (see AsyncEventRouter).
-class CompletionDispatcher final : private detail::AsyncInbox {
+class CompletionDispatcher final {
  public:
+  // What the dispatcher tells the Device it belongs to.
+  class Owner {
+   public:
+    // The completion channel failed: the device is gone.
+    virtual void onChannelFailed() noexcept = 0;
+    // A connection let go of its reservation (the last one, perhaps, of a removed device).
+    virtual void onDetached() noexcept = 0;
+
+   protected:
+    ~Owner() = default;
+  };
+
   static constexpr int kBudget = 256;
   static constexpr uint32_t kSharedCqEntries = 512;
   // Adaptive polling: how many polls one loop turn makes before it goes back through libevent,
@@ -114,9 +124,11 @@ class CompletionDispatcher final : private detail::AsyncInbox {
     detail::SharedReceiveQueue* srq_ = nullptr;
   };
 
-  // Counts into `stats`, which the Reactor keeps after this dispatcher is gone.
-  CompletionDispatcher(Reactor& reactor, ibv_context* context, CompletionStats& stats)
-      : reactor_(reactor), context_(context), stats_(stats) {}
+  // Counts into `stats`, which the Reactor keeps after this dispatcher is gone. `inbox` is the
+  // Device's, where another Reactor hands the async events of this dispatcher's QPs and CQs.
+  CompletionDispatcher(Reactor& reactor, ibv_context* context, int maxCqe, CompletionStats& stats,
+                       detail::AsyncInbox& inbox, Owner& owner)
+      : reactor_(reactor), context_(context), maxCqe_(maxCqe), inbox_(inbox), owner_(owner), stats_(stats) {}
   ~CompletionDispatcher();
   CompletionDispatcher(const CompletionDispatcher&) = delete;
   CompletionDispatcher& operator=(const CompletionDispatcher&) = delete;
@@ -126,31 +138,27 @@ class CompletionDispatcher final : private detail::AsyncInbox {
 
   // Reserves `entries` CQ entries for one QP whose completions go to `handler`. Null + -errno.
   std::unique_ptr<Attachment> attach(uint32_t entries, CompletionHandler* handler, int& error);
+  size_t attachments() const noexcept { return attachments_; }
+  // Receive completions that carry `srq`'s serial come from it: the buffer goes back to it when
+  // its QP is gone. The SRQ outlives every QP receiving through it (forgetSharedReceiveQueues).
+  void routeReceivesOf(detail::SharedReceiveQueue* srq) { srqs_.push_back(srq); }
+  void forgetSharedReceiveQueues() noexcept { srqs_.clear(); }
+  uint32_t takeSerial() noexcept;  // for an attachment or an SRQ: 1 .. kSerialMask, then again
+  // Whom an async event concerns: the handler bound to a QP, those on a CQ, those receiving
+  // through an SRQ.
+  CompletionHandler* handlerOfQp(uint32_t qpNum) noexcept;
+  std::vector<CompletionHandler*> handlersOfCq(const ibv_cq* cq) const;
+  std::vector<CompletionHandler*> handlersReceivingThrough(const ibv_srq* srq) const;
 
   ibv_context* context() const noexcept { return context_; }
   const char* deviceName() const noexcept { return context_ != nullptr && context_->device != nullptr ? ibv_get_device_name(context_->device) : "?"; }
-  // The device is going away (DEVICE_REMOVAL, DEVICE_FATAL, or its fds failed): every attached
-  // handler hears onDeviceRemoved, its events are removed from the loop (a removed device's fds
-  // stay readable: the loop would spin), no new attachment is accepted (-ENODEV), and once the
-  // last one is gone its CQs, channel and PD are destroyed (before librdmacm closes the device's
-  // context with the last id on it), so the device's removal can complete.
-  void markDeviceRemoved() noexcept;
-  bool deviceRemoved() const noexcept { return removed_; }
-  // The device's protection domain, shared by every connection on it and by the memory the
-  // application registers for them: a region stays usable across connections. It is freed with
-  // the Reactor, so every MemoryRegion on it must be gone by then.
-  ibv_pd* protectionDomain() const noexcept { return pd_.get(); }
-  // Registered memory for the connections' small buffers, on that protection domain.
-  detail::SmallBufferArena& smallBuffers() {
-    if (!smallBuffers_) smallBuffers_ = std::make_unique<detail::SmallBufferArena>(pd_.get(), &memoryAccount());
-    return *smallBuffers_;
-  }
-  detail::MemoryAccount& memoryAccount() noexcept;
-  // A shared receive queue of `bufferSize`-byte buffers with room to guarantee `reserve` more
-  // (made on first use; another once one is full). Null + -errno (-EOPNOTSUPP: the device has no
-  // SRQ).
-  detail::SharedReceiveQueue* sharedReceiveQueue(size_t bufferSize, uint32_t reserve, int& error);
-  void addSharedReceiveStats(SharedReceiveStats& stats) const noexcept;
+  // The device is going away: every attached handler hears onDeviceRemoved, the channel leaves
+  // the loop (a removed device's fd stays readable: the loop would spin) and no new attachment is
+  // accepted (-ENODEV).
+  void stop() noexcept;
+  // The CQs, then the channel (Device::releaseVerbs, once no connection is attached).
+  void releaseVerbs() noexcept;
+  bool delivering() const noexcept { return delivering_; }
   const CompletionStats& stats() const noexcept { return stats_; }
   size_t sharedCqCount() const noexcept { return cqs_.size(); }
 
@@ -166,11 +174,6 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   };
 
   static void onReadable(int, short, void* self) noexcept;
-  static void onAsyncReadable(int, short, void* self) noexcept;
-  void drainAsyncEvents() noexcept;
-  void handleAsync(const detail::AsyncEventCopy& event) noexcept;
-  void post(const detail::AsyncEventCopy& event) noexcept override;  // any thread
-  static void onInboxReadable(int, short, void* self) noexcept;
   void run() noexcept;
   // Adaptive polling (Reactor::setPollingWindow): keeps polling on later turns until a window
   // passes with nothing, then arms the CQs that need it and looks once more (the notify race).
@@ -203,17 +206,13 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   void handOver(CompletionHandler* handler, const ibv_wc& wc) noexcept;  // with onPollBegin first
   void endPoll() noexcept;                                              // onPollEnd for each
   detail::SharedReceiveQueue* sharedReceiveQueueWithSerial(uint32_t serial) const noexcept;
-  uint32_t takeSerial() noexcept;  // for an attachment or an SRQ: 1 .. kSerialMask, then again
   void detach(Attachment& attachment) noexcept;
-  void releaseIfUnused() noexcept;
-  void releaseVerbs() noexcept;
 
   Reactor& reactor_;
   ibv_context* context_;
   int maxCqe_ = 0;
-  uint32_t maxSrqWr_ = 0;
-  ProtectionDomain pd_;  // declared first: freed after the CQs and the channel
-  std::unique_ptr<detail::SmallBufferArena> smallBuffers_;  // freed before the PD
+  detail::AsyncInbox& inbox_;
+  Owner& owner_;
   CompletionChannel channel_;
   event* event_ = nullptr;
   detail::NextTurn resume_;  // budget spent: serve the ready CQs again on a later turn
@@ -221,13 +220,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   bool polling_ = false;
   uint32_t emptyTurns_ = 0;  // polling turns since the last completion
   std::chrono::steady_clock::time_point quietSince_{};  // read at the kTurnsPerClockRead-th of them
-  event* asyncEvent_ = nullptr;  // the device's async event fd (shared by the process's users of it)
-  int inboxFd_ = -1;              // eventfd: another Reactor handed us an async event
-  event* inboxEvent_ = nullptr;
-  std::mutex inboxMutex_;
-  std::vector<detail::AsyncEventCopy> inbox_;
-  // After every QP that receives through them, before the arena and PD their buffers come from.
-  std::vector<std::unique_ptr<detail::SharedReceiveQueue>> srqs_;
+  std::vector<detail::SharedReceiveQueue*> srqs_;  // the Device's, whose receives come through here
   std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
   detail::Ring<SharedCq*> ready_;
   size_t firstToPoll_ = 0;  // where pollAll's next pass starts: one further after a pass that did not finish
@@ -238,9 +231,7 @@ class CompletionDispatcher final : private detail::AsyncInbox {
   Attachment* lastAttachment_ = nullptr;  // attachmentOf's last find; reset whenever byQpNum_ changes
   uint32_t nextSerial_ = 1;
   size_t attachments_ = 0;
-  bool removed_ = false;
-  bool holdsDevice_ = false;  // counted in DeviceUsers until releaseVerbs
-  bool releaseScheduled_ = false;
+  bool removed_ = false;  // stop(): the device is going away
   CompletionStats& stats_;
 };
 

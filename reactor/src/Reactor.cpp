@@ -10,7 +10,7 @@
 
 #include "CmDispatcher.h"
 #include "AsyncEventRouter.h"
-#include "CompletionDispatcher.h"
+#include "Device.h"
 #include "DeviceUsers.h"
 #include "ConnectGate.h"
 #include "Logging.h"
@@ -65,7 +65,7 @@ Reactor::~Reactor() {
   deferred_.clear();
   deferLater_->cancel();
   teardowns_->discard();
-  completions_.clear();
+  devices_.clear();
   cm_.reset();
   if (deferEvent_ != nullptr) event_free(deferEvent_);
   // Their events go before the base they are on (freed below when it is ours).
@@ -133,16 +133,16 @@ size_t Reactor::connectsWaiting() const noexcept { return connectGate_->waiting(
 
 SharedReceiveStats Reactor::sharedReceiveStats() const noexcept {
   SharedReceiveStats out;
-  for (const auto& [device, completions] : completions_) completions->addSharedReceiveStats(out);
+  for (const auto& [context, device] : devices_) device->addSharedReceiveStats(out);
   return out;
 }
 
 ReactorStats Reactor::stats() const {
   ReactorStats out;
   out.cmEvents = cmEventStats();
-  for (const auto& [device, completions] : completions_) {
-    out.devices.push_back(DeviceStats{completions->deviceName(), completions->stats(), readRnrCounters(device)});
-    completions->addSharedReceiveStats(out.sharedReceives);
+  for (const auto& [context, device] : devices_) {
+    out.devices.push_back(DeviceStats{device->name(), device->stats(), readRnrCounters(context)});
+    device->addSharedReceiveStats(out.sharedReceives);
   }
   for (const detail::ReactorMember* member : members_) {
     ConnectionState state;
@@ -175,17 +175,17 @@ CmDispatcher* Reactor::cm(int& error) {
   return cm_.get();
 }
 
-void Reactor::releaseCompletions(ibv_context* device) noexcept {
-  auto it = completions_.find(device);
-  if (it != completions_.end() && it->second->deviceRemoved()) completions_.erase(it);
+void Reactor::releaseDevice(ibv_context* device) noexcept {
+  auto it = devices_.find(device);
+  if (it != devices_.end() && it->second->removed()) devices_.erase(it);
 }
 
 void Reactor::deviceRemoved(ibv_context* device) noexcept {
   // Marked now, on this thread: other Reactors hear of it later, and until they let go of the
   // device librdmacm must not close it (see DeviceUsers).
   detail::DeviceUsers::instance().markRemoved(device);
-  if (auto it = completions_.find(device); it != completions_.end()) {
-    it->second->markDeviceRemoved();  // tells the other Reactors on the device too
+  if (auto it = devices_.find(device); it != devices_.end()) {
+    it->second->markRemoved();  // tells the other Reactors on the device too
     return;
   }
   // Nothing of ours on it (a listening Reactor whose agents live on workers), but other Reactors
@@ -195,16 +195,16 @@ void Reactor::deviceRemoved(ibv_context* device) noexcept {
   defer([] { detail::DeviceUsers::instance().forgetRemovedIfUnheld(); });
 }
 
-CompletionDispatcher* Reactor::completions(ibv_context* device, int& error) {
+Device* Reactor::device(ibv_context* context, int& error) {
   error = 0;
-  auto& slot = completions_[device];
+  auto& slot = devices_[context];
   if (!slot) {
-    auto dispatcher = std::make_unique<CompletionDispatcher>(*this, device, completionStats_.emplace_back());
-    if ((error = dispatcher->init()) != 0) {
-      completions_.erase(device);
+    auto device = std::make_unique<Device>(*this, context, completionStats_.emplace_back());
+    if ((error = device->init()) != 0) {
+      devices_.erase(context);
       return nullptr;
     }
-    slot = std::move(dispatcher);
+    slot = std::move(device);
   }
   return slot.get();
 }

@@ -29,7 +29,7 @@ struct ibv_context;
 namespace evrdma {
 
 class CmDispatcher;
-class CompletionDispatcher;
+class Device;
 
 namespace detail {
 class ConnectGate;
@@ -192,7 +192,7 @@ class Reactor {
  private:
   /// What evrdma's own objects use of their Reactor; nothing for an application here.
   friend class CmDispatcher;
-  friend class CompletionDispatcher;
+  friend class Device;
   friend class Connection;
   friend class Client;
   friend class Listener;
@@ -202,17 +202,18 @@ class Reactor {
   /// The CM event channel of this reactor, made on first use. Null, with `error` = -errno, when the
   /// machine has no RDMA CM (e.g. no rdma_ucm module).
   CmDispatcher* cm(int& error);
-  /// The completion channel of this reactor for one device, made on first use; null + -errno.
-  CompletionDispatcher* completions(ibv_context* device, int& error);
+  /// What this reactor holds of one device (its PD, buffers, SRQs, completion channel and CQs),
+  /// made on first use; null + -errno.
+  Device* device(ibv_context* context, int& error);
   /// Runs a connection's last step of teardown (destroying its QP and id, onClosed) on a later
   /// turn, at most kTeardownsPerTurn per turn: many connections closed at once would otherwise
   /// cost one long turn (about 3 ms each on the test bed) while the others wait.
   void deferTeardown(std::function<void()> fn);
 
-  /// Frees the completion channel of a removed device once nothing uses it (see
-  /// CompletionDispatcher::markDeviceRemoved); the next use of the device makes a new one.
-  void releaseCompletions(ibv_context* device) noexcept;
-  /// The CM reported that `device` is being removed (see CompletionDispatcher::markDeviceRemoved).
+  /// Frees what this reactor held of a removed device once nothing uses it (see
+  /// Device::markRemoved); the next use of the device makes a new one.
+  void releaseDevice(ibv_context* device) noexcept;
+  /// The CM reported that `device` is being removed (see Device::markRemoved).
   void deviceRemoved(ibv_context* device) noexcept;
 
   /// For evrdma's own objects: what to close when the Reactor goes first (see ReactorMember).
@@ -249,8 +250,8 @@ class Reactor {
   /// ever made; a deque never moves its elements.
   std::deque<CompletionStats> completionStats_;
   /// Destroyed in this order by ~Reactor: the members first (their CQ reservations and ids must go
-  /// before the channels), then completion channels, then the CM channel.
-  std::map<ibv_context*, std::unique_ptr<CompletionDispatcher>> completions_;
+  /// before the channels), then the devices (their completion channels), then the CM channel.
+  std::map<ibv_context*, std::unique_ptr<Device>> devices_;
   std::unique_ptr<CmDispatcher> cm_;
 };
 
