@@ -63,6 +63,10 @@ void CompletionDispatcher::stop() noexcept {
   for (CompletionHandler* handler : handlersWhere([](const Attachment&) { return true; }))
     handler->onDeviceRemoved();  // they fail, and detach later
   if (event_ != nullptr) event_del(event_);
+  dropPendingWork();
+}
+
+void CompletionDispatcher::dropPendingWork() noexcept {
   resume_.cancel();
   spinTurn_.cancel();
   polling_ = false;
@@ -73,10 +77,7 @@ void CompletionDispatcher::stop() noexcept {
 void CompletionDispatcher::releaseVerbs() noexcept {
   if (event_ != nullptr) event_free(event_);
   event_ = nullptr;
-  resume_.cancel();
-  spinTurn_.cancel();
-  polling_ = false;
-  ready_.clear();
+  dropPendingWork();
   byQpNum_.clear();
   lastAttachment_ = nullptr;
   srqs_.clear();

@@ -151,7 +151,11 @@ class CompletionDispatcher final {
   std::vector<CompletionHandler*> handlersReceivingThrough(const ibv_srq* srq) const;
 
   ibv_context* context() const noexcept { return context_; }
-  const char* deviceName() const noexcept { return context_ != nullptr && context_->device != nullptr ? ibv_get_device_name(context_->device) : "?"; }
+  const char* deviceName() const noexcept { return nameOf(context_); }
+  // A device's name for the log ("?" when it has none), for the dispatcher and its Device.
+  static const char* nameOf(const ibv_context* context) noexcept {
+    return context != nullptr && context->device != nullptr ? ibv_get_device_name(context->device) : "?";
+  }
   // The device is going away: every attached handler hears onDeviceRemoved, the channel leaves
   // the loop (a removed device's fd stays readable: the loop would spin) and no new attachment is
   // accepted (-ENODEV).
@@ -207,6 +211,8 @@ class CompletionDispatcher final {
   void endPoll() noexcept;                                              // onPollEnd for each
   detail::SharedReceiveQueue* sharedReceiveQueueWithSerial(uint32_t serial) const noexcept;
   void detach(Attachment& attachment) noexcept;
+  // Nothing more is served on a later turn: no resumed pass, no polling turn, no CQ waiting.
+  void dropPendingWork() noexcept;
 
   Reactor& reactor_;
   ibv_context* context_;

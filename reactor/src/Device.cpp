@@ -21,9 +21,7 @@ Device::Device(Reactor& reactor, ibv_context* context, CompletionStats& stats)
 
 Device::~Device() { releaseVerbs(); }
 
-const char* Device::name() const noexcept {
-  return context_ != nullptr && context_->device != nullptr ? ibv_get_device_name(context_->device) : "?";
-}
+const char* Device::name() const noexcept { return CompletionDispatcher::nameOf(context_); }
 
 int Device::init() noexcept {
   detail::DeviceUsers::instance().hold(context_);
