@@ -320,7 +320,7 @@ class Peer {
 // server holds an agent for each until its acceptTimeout. iWARP needs a QP to connect, and its
 // kernels complete the connection by themselves: there each id gets a QP (siw holds about 70 per
 // process) and the connections are established, never used. Prints "answered K of N (A accepted,
-// R rejected)" as answers come, then holds everything until `waitMs` has passed.
+// R rejected) in T ms" as answers come, then holds everything until `waitMs` has passed.
 bool halfOpen(const char* address, const char* port, uint64_t count, uint64_t size, int waitMs, std::string& outcome) {
   addrinfo hints{}, *ai = nullptr;
   hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
@@ -416,9 +416,9 @@ bool halfOpen(const char* address, const char* port, uint64_t count, uint64_t si
     const uint64_t answered = accepted + rejected;
     if (answered != reported && (answered % 100 == 0 || answered + failed == count)) {
       reported = answered;
-      std::printf("answered %llu of %llu (%llu accepted, %llu rejected)\n", static_cast<unsigned long long>(answered),
-                  static_cast<unsigned long long>(count), static_cast<unsigned long long>(accepted),
-                  static_cast<unsigned long long>(rejected));
+      std::printf("answered %llu of %llu (%llu accepted, %llu rejected) in %d ms\n",
+                  static_cast<unsigned long long>(answered), static_cast<unsigned long long>(count),
+                  static_cast<unsigned long long>(accepted), static_cast<unsigned long long>(rejected), elapsed());
       std::fflush(stdout);
     }
     if (failed == count) break;
