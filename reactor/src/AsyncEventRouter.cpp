@@ -37,6 +37,11 @@ void AsyncEventRouter::ownCq(ibv_cq* cq, AsyncInbox* inbox) {
   objects_[cq] = inbox;
 }
 
+void AsyncEventRouter::disownCq(ibv_cq* cq) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  objects_.erase(cq);
+}
+
 void AsyncEventRouter::ownSrq(ibv_srq* srq, AsyncInbox* inbox) {
   std::lock_guard<std::mutex> lock(mutex_);
   objects_[srq] = inbox;

@@ -38,6 +38,7 @@ class AsyncEventRouter {
   void ownQp(uint32_t qpNum, ibv_context* context, AsyncInbox* inbox);
   void disownQp(uint32_t qpNum, ibv_context* context, AsyncInbox* inbox) noexcept;
   void ownCq(ibv_cq* cq, AsyncInbox* inbox);
+  void disownCq(ibv_cq* cq) noexcept;
   void ownSrq(ibv_srq* srq, AsyncInbox* inbox);
 
   // `reader` read `event` from `context`'s fd: true if it was handed to another inbox (or, for

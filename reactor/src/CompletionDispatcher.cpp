@@ -52,6 +52,7 @@ void CompletionDispatcher::detach(Attachment& attachment) noexcept {
   }
   attachment.cq_.reserved -= attachment.entries_;
   --attachments_;
+  if (attachment.cq_.reserved == 0 && cqs_.size() > 1) trimTurn_.schedule();
   owner_.onDetached();
 }
 
@@ -69,6 +70,7 @@ void CompletionDispatcher::stop() noexcept {
 void CompletionDispatcher::dropPendingWork() noexcept {
   resume_.cancel();
   spinTurn_.cancel();
+  trimTurn_.cancel();
   polling_ = false;
   ready_.clear();
   for (auto& cq : cqs_) cq->queued = false;
@@ -94,6 +96,7 @@ int CompletionDispatcher::init() noexcept {
   if (event_ == nullptr || event_add(event_, nullptr) != 0) return -ENOMEM;
   if (resume_.init(reactor_.base(), &CompletionDispatcher::onReadable, this) != 0) return -ENOMEM;
   if (spinTurn_.init(reactor_.base(), &CompletionDispatcher::onSpinTurn, this) != 0) return -ENOMEM;
+  if (trimTurn_.init(reactor_.base(), &CompletionDispatcher::onTrimTurn, this) != 0) return -ENOMEM;
   return 0;
 }
 
@@ -140,10 +143,52 @@ std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(u
     chosen = cq.get();
     detail::AsyncEventRouter::instance().ownCq(cq->cq.get(), &inbox_);
     cqs_.push_back(std::move(cq));
+    ++stats_.sharedCqsCreated;
   }
   chosen->reserved += entries;
   ++attachments_;
   return std::unique_ptr<Attachment>(new Attachment(*this, *chosen, entries, takeSerial(), handler));
+}
+
+void CompletionDispatcher::onTrimTurn(int, short, void* self) noexcept {
+  static_cast<CompletionDispatcher*>(self)->releaseIdleCqs();
+}
+
+void CompletionDispatcher::releaseIdleCqs() noexcept {
+  if (removed_) return;  // Device::releaseVerbs destroys them all
+  if (delivering_) {  // an application callback runs a nested loop inside a pass
+    trimTurn_.schedule();
+    return;
+  }
+  bool spareKept = false;
+  for (size_t i = 0; i < cqs_.size();) {
+    SharedCq& cq = *cqs_[i];
+    if (cq.reserved != 0 || !spareKept) {
+      spareKept = spareKept || cq.reserved == 0;
+      ++i;
+      continue;
+    }
+    // No QP uses it (a connection's QP is destroyed before it detaches); an event of it still
+    // unread on the channel goes with it (the kernel drops a destroyed CQ's pending events). What
+    // it still holds is drained first: a receive through a shared receive queue goes back to it.
+    int handled = 0;
+    delivering_ = true;
+    (void)serve(cq, static_cast<int>(cq.capacity), handled);
+    delivering_ = false;
+    if (cq.queued) {
+      for (size_t k = ready_.size(); k > 0; --k) {
+        SharedCq* queued = ready_.front();
+        ready_.pop_front();
+        if (queued != &cq) ready_.push_back(queued);
+      }
+    }
+    detail::AsyncEventRouter::instance().disownCq(cq.cq.get());
+    if (int rc = cq.cq.reset(); rc != 0)
+      EVRDMA_LOG(LogLevel::Warn, "%s: destroying an idle shared CQ failed (%s)", deviceName(), strerror(-rc));
+    cqs_.erase(cqs_.begin() + static_cast<std::ptrdiff_t>(i));
+    ++stats_.sharedCqsReleased;
+  }
+  if (firstToPoll_ >= cqs_.size()) firstToPoll_ = 0;
 }
 
 void CompletionDispatcher::onReadable(int, short, void* self) noexcept {

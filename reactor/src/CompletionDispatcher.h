@@ -213,6 +213,12 @@ class CompletionDispatcher final {
   void detach(Attachment& attachment) noexcept;
   // Nothing more is served on a later turn: no resumed pass, no polling turn, no CQ waiting.
   void dropPendingWork() noexcept;
+  // Destroys the shared CQs no connection uses any more but one, kept as a spare: a server's CQs
+  // follow its connections down after a peak, and one connection coming and going at a CQ's
+  // boundary does not make and destroy a CQ each time. On a later turn than the detach that
+  // emptied them, never inside a pass over the CQs.
+  static void onTrimTurn(int, short, void* self) noexcept;
+  void releaseIdleCqs() noexcept;
 
   Reactor& reactor_;
   ibv_context* context_;
@@ -223,6 +229,7 @@ class CompletionDispatcher final {
   event* event_ = nullptr;
   detail::NextTurn resume_;  // budget spent: serve the ready CQs again on a later turn
   detail::NextTurn spinTurn_;  // adaptive polling: the next turn's poll
+  detail::NextTurn trimTurn_;  // a detach left a CQ empty: releaseIdleCqs
   bool polling_ = false;
   uint32_t emptyTurns_ = 0;  // polling turns since the last completion
   std::chrono::steady_clock::time_point quietSince_{};  // read at the kTurnsPerClockRead-th of them

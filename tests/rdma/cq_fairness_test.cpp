@@ -14,6 +14,10 @@
 // took the whole budget, a loop with more work than a turn served one CQ per turn, and what a CQ
 // held past the budget waited a whole round of the others (64 connections with 16 messages in
 // flight: echoes that waited twice the mean).
+//
+// The shared CQs follow the connections down: once a peak has passed, the CQs emptied are
+// destroyed but one, kept as a spare, so a connection coming and going at a CQ's boundary does not
+// make and destroy one each time (the pool used to keep the peak's CQs for ever).
 #include <gtest/gtest.h>
 
 #include <event2/event.h>
@@ -335,6 +339,75 @@ TEST(CqFairness, InEventModeConnectionsOnOtherCqsKeepTheirRoundTripsWhileTheFirs
 
 TEST(CqFairness, WithAdaptivePollingConnectionsOnOtherCqsKeepTheirRoundTripsWhileTheFirstCqIsBusy) {
   runFairness(std::chrono::microseconds(100));
+}
+
+TEST(SharedCqs, AfterAPeakTheEmptiedCqsAreReleasedButOneSpareIsKept) {
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  evrdma::ReactorThread server;
+  ASSERT_TRUE(server.valid());
+  evrdma::test::EchoFactory factory;
+  evrdma::Listener::Ptr listener;
+  int listened = -1;
+  server.runAndWait([&] {
+    listener = evrdma::Listener::create(server.reactor(), factory);
+    listened = listener->listen(bed.ip, 0);
+  });
+  ASSERT_EQ(listened, 0);
+
+  evrdma::Reactor reactor;
+  ASSERT_TRUE(reactor.valid());
+  evrdma::ClientOptions options;
+  options.maxMessageSize = 64;
+  options.recvDepth = options.sendDepth = kDepth;  // kPerCq connections fill a shared CQ
+  struct Held {
+    evrdma::Client::Ptr client;
+    evrdma::test::Sender* sender;
+  };
+  const auto open = [&](std::vector<Held>& into) {
+    auto sender = std::make_unique<evrdma::test::Sender>();
+    sender->closeWhenDone = false;
+    evrdma::test::Sender* one = sender.get();
+    into.push_back({evrdma::Client::create(reactor, std::move(sender), options), one});
+    if (into.back().client->connect(bed.ip, listener->port()) != 0) return false;
+    return runUntil(reactor, [&] { return one->established || one->error != 0; }, 60s) && one->error == 0;
+  };
+  // Closes them and runs until they are gone, `others` connections left.
+  const auto closeAll = [&](std::vector<Held>& held, uint64_t others) {
+    for (Held& h : held) h.client->close();
+    held.clear();
+    return runUntil(reactor, [&] { return reactor.stats().connections.total() == others; }, 60s);
+  };
+
+  // A peak of three CQs' worth.
+  constexpr int kCqs = 3;
+  std::vector<Held> peak;
+  for (int i = 0; i < kCqs * kPerCq; ++i) ASSERT_TRUE(open(peak)) << "connection " << i;
+  const evrdma::CompletionStats* stats = peak.front().client->completionStats();
+  ASSERT_NE(stats, nullptr);
+  EXPECT_EQ(stats->sharedCqsCreated, static_cast<uint64_t>(kCqs));
+  ASSERT_TRUE(closeAll(peak, 0));
+  ASSERT_TRUE(runUntil(reactor, [&] { return stats->sharedCqsReleased == kCqs - 1; }, 30s))
+      << stats->sharedCqsReleased << " of the " << kCqs - 1 << " CQs beyond the spare were released";
+  std::printf("after a peak of %d CQs: %llu released, 1 kept\n", kCqs,
+              static_cast<unsigned long long>(stats->sharedCqsReleased));
+
+  // One CQ's worth, then a connection past it opened and closed again and again: one CQ more is
+  // made once, kept as the spare when emptied, and taken again by the next.
+  std::vector<Held> full;
+  for (int i = 0; i < kPerCq; ++i) ASSERT_TRUE(open(full)) << "connection " << i;
+  const uint64_t createdBefore = stats->sharedCqsCreated;
+  for (int cycle = 0; cycle < 4; ++cycle) {
+    std::vector<Held> past;
+    ASSERT_TRUE(open(past)) << "cycle " << cycle;
+    ASSERT_TRUE(closeAll(past, kPerCq));
+  }
+  EXPECT_EQ(stats->sharedCqsCreated - createdBefore, 1u) << "a CQ made and destroyed at each crossing";
+  EXPECT_EQ(stats->sharedCqsCreated - stats->sharedCqsReleased, 2u);
+  ASSERT_TRUE(closeAll(full, 0));
+  ASSERT_TRUE(runUntil(reactor, [&] { return stats->sharedCqsCreated - stats->sharedCqsReleased == 1; }, 30s))
+      << stats->sharedCqsCreated - stats->sharedCqsReleased << " CQs left with no connection";
+  server.runAndWait([&] { listener.reset(); });
 }
 
 }  // namespace
