@@ -109,12 +109,12 @@ Connection::Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> hand
 }
 
 void Connection::noteUnexplainedFlush() noexcept {
-  if (teardownStarted_ || unexplainedFlushTimer_.active()) return;
+  if (closing() || unexplainedFlushTimer_.active()) return;
   unexplainedFlushTimer_.startOnce(kUnexplainedFlushGrace);
 }
 
 Connection::~Connection() {
-  if (!orphaned_) reactor_.leave(sink_.get());
+  if (!orphaned()) reactor_.leave(sink_.get());
   releaseResources();  // normally finish() did already
 }
 
@@ -207,15 +207,15 @@ rdma_conn_param Connection::connParam(const std::vector<uint8_t>& privateData) c
 // ---- The CM state machine ----
 
 void Connection::onCmEvent(const CmEvent& event) noexcept {
-  if (finished_) return;
+  if (finished()) return;
   if (event.type == RDMA_CM_EVENT_ESTABLISHED) cmEstablished_ = true;
-  if (teardownStarted_) {
+  if (closing()) {
     // Closing: only the end of the disconnect matters now, or the device going away under it.
     if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
       disconnectDone_ = true;
       maybeFinish();
-    } else if (event.type == RDMA_CM_EVENT_ESTABLISHED && disconnectWhenEstablished_) {
-      disconnectWhenEstablished_ = false;  // see beginTeardown
+    } else if (event.type == RDMA_CM_EVENT_ESTABLISHED && teardown_ == Teardown::AwaitingEstablished) {
+      teardown_ = Teardown::Disconnecting;  // see beginTeardown
       disconnect();
     } else if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
       onDeviceGone();
@@ -283,7 +283,7 @@ void Connection::onDisconnectedEvent() noexcept {
   // The CM channel may be read before the completion channel: what the peer sent before it left
   // is in the CQ already, and reaches onRecv before onDisconnected.
   if (queuePair_ && queuePair_->attachment()) queuePair_->attachment()->deliverPending();
-  if (teardownStarted_ || finished_) {  // the application closed (or it failed) meanwhile
+  if (closing()) {  // the application closed (or it failed) meanwhile
     disconnectDone_ = true;
     maybeFinish();
     return;

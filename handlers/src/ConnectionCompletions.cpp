@@ -29,7 +29,7 @@
 namespace evrdma {
 
 int Connection::pauseReceiving() noexcept {
-  if (teardownStarted_ || finished_) return -ENOTCONN;
+  if (closing()) return -ENOTCONN;
   if (!options_.framed && options_.sharedReceiveQueue) return -EOPNOTSUPP;
   receivingPaused_ = true;
   deliverHeldTimer_.cancel();
@@ -37,7 +37,7 @@ int Connection::pauseReceiving() noexcept {
 }
 
 int Connection::resumeReceiving() noexcept {
-  if (teardownStarted_ || finished_) return -ENOTCONN;
+  if (closing()) return -ENOTCONN;
   receivingPaused_ = false;
   // From a later turn: the caller may be inside a callback of this connection (onRecv among them).
   if (!heldMessages_->empty()) deliverHeldTimer_.startOnce(std::chrono::milliseconds(0));
@@ -74,7 +74,7 @@ int Connection::repostRecv(uint32_t slot) noexcept {
 }
 
 void Connection::postReceiveAgain(uint32_t slot) noexcept {
-  if (teardownStarted_ || state_ != ConnectionState::Established) {
+  if (closing() || state_ != ConnectionState::Established) {
     keepReceive(slot);
     return;
   }
@@ -112,7 +112,7 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
     }
     if (status != IBV_WC_SUCCESS) {
       reportUnfinished(op, status);
-      if (teardownStarted_) return;
+      if (closing()) return;
       errorText_ = std::string("work completion (") + toString(op.type) + "): " + ibv_wc_status_str(status);
       // The peer refusing a send (remote invalid request / remote operation error): almost always
       // a message longer than its receive buffers.
@@ -144,14 +144,14 @@ void Connection::onSendCompletion(const ibv_wc& wc) noexcept {
       stats_.bytesWritten += op.sge.length;
     }
     if (op.copySlot >= 0) {
-      if (!teardownStarted_) handler_->onSendDone(*this, op.tag);
+      if (!closing()) handler_->onSendDone(*this, op.tag);
     } else {
       ++stats_.opsCompleted;
       handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});  // even closing: see the header
     }
   });
   if (rc != 0) fail(rc, "ibv_post_send");
-  if (!teardownStarted_) {
+  if (!closing()) {
     if (framedSender_) framedSender_->pump();  // a frame slot may have come free
     notifyWritableIfDrained();
   }
@@ -167,7 +167,7 @@ void Connection::onReceiveCompletion(const ibv_wc& wc) noexcept {
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {
       ++stats_.flushedCompletions;  // see onSendCompletion
       noteUnexplainedFlush();
-    } else if (!teardownStarted_) {
+    } else if (!closing()) {
       // A message longer than the receive buffer fails the receive (LOC_LEN_ERR; rxe reports a
       // local QP operation error): almost always two sides with different maxMessageSize.
       const bool tooLong = wc.status == IBV_WC_LOC_LEN_ERR || wc.status == IBV_WC_LOC_QP_OP_ERR;
@@ -191,11 +191,11 @@ void Connection::onReceiveCompletion(const ibv_wc& wc) noexcept {
   // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
   message.intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
   if (message.intoBuffer) EVRDMA_MARK_DEFINED(queuePair_->receiveBuffer(slot), wc.byte_len);
-  if (!teardownStarted_ && (state_ == ConnectionState::Established || helloSent_))
+  if (!closing() && (state_ == ConnectionState::Established || helloSent_))
     onMessage(message);
   else
     keepReceive(slot);
-  if (framedSender_ && !teardownStarted_) {
+  if (framedSender_ && !closing()) {
     framedSender_->pump();  // credits may have come back; a keepalive reply may wait
     notifyWritableIfDrained();
   }
@@ -300,9 +300,9 @@ void Connection::deliverHeld() noexcept {
     deliver(message, nullptr);
   }
   noteReceivesHeld();
-  if (framedSender_ && !teardownStarted_) framedSender_->pump();  // the receives given back: credits
+  if (framedSender_ && !closing()) framedSender_->pump();  // the receives given back: credits
   endBatch();
-  if (!teardownStarted_) notifyWritableIfDrained();
+  if (!closing()) notifyWritableIfDrained();
   maybeFinish();
 }
 

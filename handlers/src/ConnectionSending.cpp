@@ -156,7 +156,7 @@ void Connection::noteBacklog() noexcept {
 }
 
 void Connection::notifyWritableIfDrained() noexcept {
-  if (!backlogged_ || teardownStarted_ || sendBacklog() > 0) return;
+  if (!backlogged_ || closing() || sendBacklog() > 0) return;
   backlogged_ = false;
   handler_->onWritable(*this);
 }

@@ -28,23 +28,23 @@ void Connection::onDeviceGone() noexcept {
 void Connection::onDeviceRemoved() noexcept {
   // Nothing posted will come back, and the removal waits for our resources: release them now
   // rather than after disconnectTimeout.
-  if (deviceGone_ || finished_) return;
+  if (deviceGone_ || finished()) return;
   deviceGone_ = true;
   // Also when the connection was already closing because the peer went (the removal may break
   // it from the other end first): the application learns why. Not after its own close().
-  if (teardownStarted_ && !failed_ && !closeRequested_) {
+  if (closing() && !failed_ && !closeRequested_) {
     failed_ = true;
     handler_->onError(*this, -ENODEV, "device removal: the RDMA device went away");
   }
   fail(-ENODEV, "device removal: the RDMA device went away");
-  if (teardownStarted_) {
+  if (closing()) {
     disconnectDone_ = true;
     scheduleFinish();
   }
 }
 
 void Connection::failLater(int err, const char* op) noexcept {
-  if (teardownStarted_ || finished_) return;
+  if (closing()) return;
   failed_ = true;
   if (error_ == 0) error_ = err;
   logFailure(err, op);
@@ -57,7 +57,7 @@ void Connection::failLater(int err, const char* op) noexcept {
 }
 
 void Connection::fail(int err, const char* op) noexcept {
-  if (teardownStarted_ || finished_) return;
+  if (closing()) return;
   failed_ = true;
   if (error_ == 0) error_ = err;
   logFailure(err, op);
@@ -71,19 +71,19 @@ void Connection::logFailure(int err, const char* op) const noexcept {
 }
 
 void Connection::close() noexcept {
-  if (!teardownStarted_) closeRequested_ = true;
+  if (!closing()) closeRequested_ = true;
   beginTeardown();
 }
 
 void Connection::reportUnfinished(const SendOp& op, ibv_wc_status status) noexcept {
   // Copied sends used evrdma's own buffers, and internal frames are evrdma's: nothing to give back.
-  if (orphaned_ || op.internal || op.copySlot >= 0) return;
+  if (orphaned() || op.internal || op.copySlot >= 0) return;
   handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});
 }
 
 void Connection::beginTeardown() noexcept {
-  if (teardownStarted_ || finished_) return;
-  teardownStarted_ = true;
+  if (closing()) return;
+  teardown_ = Teardown::Disconnecting;
   livenessTimer_.cancel();
   unexplainedFlushTimer_.cancel();
   deliverHeldTimer_.cancel();
@@ -117,7 +117,7 @@ void Connection::beginTeardown() noexcept {
     // Linux's CM then leaves its REP outstanding, retried for about a minute, while rdma_destroy_id
     // blocks the loop waiting for it (seen: a server that answered nothing for a minute). The
     // event comes within moments; the disconnect goes then (or the timer ends it all).
-    disconnectWhenEstablished_ = true;
+    teardown_ = Teardown::AwaitingEstablished;
     return;
   }
   disconnect();
@@ -130,15 +130,15 @@ void Connection::disconnect() noexcept {
 }
 
 void Connection::maybeFinish() noexcept {
-  if (!teardownStarted_ || !disconnectDone_) return;  // the common case, on every completion
+  if (!closing() || !disconnectDone_) return;  // the common case, on every completion
   const SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr;
   const size_t sendsInFlight = queue ? queue->inFlight() : 0;
-  if (teardownStarted_ && disconnectDone_ && postedRecvs() == 0 && sendsInFlight == 0) scheduleFinish();
+  if (postedRecvs() == 0 && sendsInFlight == 0) scheduleFinish();
 }
 
 void Connection::scheduleFinish() noexcept {
-  if (finishScheduled_ || finished_) return;
-  finishScheduled_ = true;
+  if (teardown_ >= Teardown::FinishScheduled) return;
+  teardown_ = Teardown::FinishScheduled;
   // Never inside a callback of this connection (the handler may still be on the stack), and at
   // most a few connections per turn (Reactor::deferTeardown).
   reactor_.deferTeardown([this] { finish(); });
@@ -153,7 +153,7 @@ void Connection::finish() noexcept {
   for (const SendOp& op : dropped_) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
   dropped_.clear();
   releaseResources();
-  finished_ = true;
+  teardown_ = Teardown::Finished;
   setState(failed_ ? ConnectionState::Failed : ConnectionState::Closed);
   handler_->onClosed(*this);
   onFinished();
@@ -173,10 +173,9 @@ void Connection::releaseResources() noexcept {
 
 void Connection::onReactorGone() noexcept {
   // Silent: the application hears nothing (see Reactor), and nothing here touches the Reactor.
-  orphaned_ = true;
-  if (!finished_) {
-    teardownStarted_ = true;
-    finished_ = true;
+  const bool wasFinished = finished();
+  teardown_ = Teardown::Orphaned;
+  if (!wasFinished) {
     releaseResources();
     setState(failed_ ? ConnectionState::Failed : ConnectionState::Closed);
   }

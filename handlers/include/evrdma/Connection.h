@@ -227,9 +227,9 @@ class Connection {
   /// Reports an asynchronous failure (unless closing) and tears down; final state Failed.
   void fail(int err, const char* op) noexcept;
   void setState(ConnectionState state) noexcept { state_ = state; }
-  bool closing() const noexcept { return teardownStarted_; }
+  bool closing() const noexcept { return teardown_ != Teardown::None; }
   /// The Reactor was destroyed first: the connection is a closed shell (see Reactor).
-  bool orphaned() const noexcept { return orphaned_; }
+  bool orphaned() const noexcept { return teardown_ == Teardown::Orphaned; }
 
   /// The role's part of the CM state machine (see the table above). Each is called only in the
   /// state named, so a role implements those its states can meet.
@@ -306,7 +306,7 @@ class Connection {
   int submit(const SendOp& op) noexcept;
   void noteBacklog() noexcept;
   void notifyWritableIfDrained() noexcept;
-  bool sendable() const noexcept { return state_ == ConnectionState::Established && !teardownStarted_; }
+  bool sendable() const noexcept { return state_ == ConnectionState::Established && !closing(); }
   /// A consumed receive buffer not posted again now: kept (closing), or, from a shared receive
   /// queue, given back to its pool.
   void keepReceive(uint32_t slot) noexcept;
@@ -329,21 +329,30 @@ class Connection {
   void scheduleFinish() noexcept;
   void finish() noexcept;
 
+  /// The teardown's phases. Past None a connection never returns to it; an agent closing early
+  /// waits in AwaitingEstablished, then disconnects; the last three come in order, only forward.
+  enum class Teardown : uint8_t {
+    None,                 ///< open: no close() yet, no failure
+    AwaitingEstablished,  ///< an agent closing before the CM said ESTABLISHED: rdma_disconnect once it does
+    Disconnecting,        ///< waiting for DISCONNECTED and every posted request flushed back
+    FinishScheduled,      ///< all back (or disconnectTimeout ran out): finish() on a later turn
+    Finished,             ///< resources released, onClosed called
+    Orphaned,             ///< the Reactor went first: released without a word to the application
+  };
+  bool finished() const noexcept { return teardown_ >= Teardown::Finished; }
+
   const bool isClient_;
-  bool orphaned_ = false;
   ConnectionState state_ = ConnectionState::Idle;
-  bool teardownStarted_ = false;
+  Teardown teardown_ = Teardown::None;
   bool failed_ = false;
-  bool disconnectDone_ = false;  ///< DISCONNECTED seen (or no disconnect needed)
+  /// DISCONNECTED seen, rdma_disconnect refused, or no disconnect needed (may come before close())
+  bool disconnectDone_ = false;
   bool deviceGone_ = false;
   bool closeRequested_ = false;  ///< the application called close()
   bool helloSent_ = false;       ///< framed: our hello is out
   bool peerReached_ = false;     ///< a receive completed: the transport is up (see notePeerReached)
   bool cmEstablished_ = false;   ///< the CM's ESTABLISHED event arrived
-  bool disconnectWhenEstablished_ = false;  ///< teardown waits for it before rdma_disconnect
   uint64_t peerMaxMessageSize_ = 0;  ///< framed: from the peer's hello
-  bool finishScheduled_ = false;
-  bool finished_ = false;
   bool backlogged_ = false;  ///< something had to wait: onWritable once it all went out
   std::string errorText_;       ///< keeps an onError `op` alive while the callback runs
   std::string laterErrorText_;  ///< the same for failLater's deferred onError
