@@ -55,6 +55,25 @@ constexpr int kRoundTrips = 300;                  // per measured connection
 constexpr int kBudget = 256;                      // CompletionDispatcher::kBudget
 constexpr uint64_t kGapBound = 8 * kBudget;       // a few turns' budgets, both sides together
 
+// A Listener for `factory` on the server's thread, at the test bed's address. False if it failed.
+bool listenOnServer(evrdma::ReactorThread& server, evrdma::AgentFactory& factory, const evrdma::test::TestBed& bed,
+                    evrdma::Listener::Ptr& listener) {
+  int listened = -1;
+  server.runAndWait([&] {
+    listener = evrdma::Listener::create(server.reactor(), factory);
+    listened = listener->listen(bed.ip, 0);
+  });
+  return listened == 0;
+}
+
+// Unframed clients of kDepth: kPerCq of them fill a shared CQ.
+evrdma::ClientOptions deepClient() {
+  evrdma::ClientOptions options;
+  options.maxMessageSize = 64;
+  options.recvDepth = options.sendDepth = kDepth;
+  return options;
+}
+
 struct Shared {
   uint64_t busyEchoes = 0;
   bool stop = false;
@@ -271,18 +290,11 @@ TEST(CqFairness, ATurnAfterABacklogOnThreeCqsServesEachOfThemNotTheFirstAlone) {
   factory.options.maxMessageSize = 64;
   factory.options.recvDepth = factory.options.sendDepth = kDepth;
   evrdma::Listener::Ptr listener;
-  int listened = -1;
-  server.runAndWait([&] {
-    listener = evrdma::Listener::create(server.reactor(), factory);
-    listened = listener->listen(bed.ip, 0);
-  });
-  ASSERT_EQ(listened, 0);
+  ASSERT_TRUE(listenOnServer(server, factory, bed, listener));
 
   evrdma::Reactor reactor;
   ASSERT_TRUE(reactor.valid());
-  evrdma::ClientOptions options;
-  options.maxMessageSize = 64;
-  options.recvDepth = options.sendDepth = kDepth;
+  const evrdma::ClientOptions options = deepClient();
   int turn = 0;
   // One at a time, so that connection i is on the client's shared CQ i / kPerCq.
   std::vector<evrdma::Client::Ptr> clients;
@@ -348,18 +360,11 @@ TEST(SharedCqs, AfterAPeakTheEmptiedCqsAreReleasedButOneSpareIsKept) {
   ASSERT_TRUE(server.valid());
   evrdma::test::EchoFactory factory;
   evrdma::Listener::Ptr listener;
-  int listened = -1;
-  server.runAndWait([&] {
-    listener = evrdma::Listener::create(server.reactor(), factory);
-    listened = listener->listen(bed.ip, 0);
-  });
-  ASSERT_EQ(listened, 0);
+  ASSERT_TRUE(listenOnServer(server, factory, bed, listener));
 
   evrdma::Reactor reactor;
   ASSERT_TRUE(reactor.valid());
-  evrdma::ClientOptions options;
-  options.maxMessageSize = 64;
-  options.recvDepth = options.sendDepth = kDepth;  // kPerCq connections fill a shared CQ
+  const evrdma::ClientOptions options = deepClient();
   struct Held {
     evrdma::Client::Ptr client;
     evrdma::test::Sender* sender;

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -22,7 +21,13 @@ namespace evrdma {
 class Reactor;
 struct CmEvent;
 namespace detail {
+class AdmittedLine;
+class WaitingLine;
+class AgentSet;
+class Drain;
+struct ListenerWorker;
 class PreparedMappings;
+class WorkerPool;
 }
 
 struct ListenerStats {
@@ -142,7 +147,7 @@ class Listener final {
   /// there was none). Agents on workers count too. A second call only shortens the grace. The
   /// Listener stays until its Ptr is dropped (dropping it in `drained` is fine).
   void drain(std::chrono::milliseconds grace, std::function<void()> drained);
-  bool draining() const noexcept { return draining_; }
+  bool draining() const noexcept;
 
   /// Agents now: this Listener's own and those on its workers.
   size_t agentCount() const noexcept;
@@ -159,7 +164,7 @@ class Listener final {
   const ListenerStats& stats() const noexcept { return stats_; }
   /// Memory pinned now for this Listener's own agents not yet established (and for the request
   /// whose buffers are being populated): what maxUnestablishedMemory bounds.
-  uint64_t unestablishedMemory() const noexcept { return unestablishedBytes_; }
+  uint64_t unestablishedMemory() const noexcept;
   /// An agent's large buffers are populated (their pages faulted in) before they are registered,
   /// at most this much per loop turn: registering fresh pages would fault them all in at once.
   static constexpr uint64_t kPopulatePerTurn = 4u << 20;
@@ -170,9 +175,6 @@ class Listener final {
   /// Receives the listening id's CM events and the Reactor's end, for the methods below.
   class Sink;
   friend class Sink;
-  /// One worker of a listening Listener: shared with the closures posted to the worker's thread,
-  /// where its `side` (a Listener that does not listen) owns the agents handed to it.
-  struct Worker;
   Listener(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options);
   ~Listener();
   void onReactorGone() noexcept;
@@ -193,11 +195,9 @@ class Listener final {
   /// A request accepted by the factory (or handed over: `handedOver`) joins the admitted line; with
   /// `thisTurn`, the line takes a step at once (stepAdmitted).
   void admit(rdma_cm_id* id, AcceptDecision decision, bool handedOver, bool thisTurn) noexcept;
-  /// One step of the admitted line: the request whose buffers are being populated gets its next
-  /// piece, or is set up once they are; else the oldest that fits maxUnestablishedMemory begins.
-  enum class Step { SetUp, NextTurn, WaitsForMemory };
-  Step stepAdmitted(bool countAnswer) noexcept;
-  bool waitsForMemory(uint64_t bytes) const noexcept;
+  /// One step of the admitted line (AdmittedLine::step); a request ready is set up. True if one was.
+  /// False with `nextTurn` set if its buffers are being populated, clear if all wait for memory.
+  bool stepAdmitted(bool countAnswer, bool& nextTurn) noexcept;
   uint64_t maxUnestablished() const noexcept;
   /// The agent was established, or ended: its memory no longer counts as unestablished.
   void releaseUnestablished(Agent* agent) noexcept;
@@ -205,73 +205,40 @@ class Listener final {
   void giveBackUnestablished(uint64_t bytes) noexcept;
   /// Answers the waiting requests and sets up the admitted ones, as far as this turn allows.
   void serveLines() noexcept;
-  void armNextTurn() noexcept;
   /// Rejects the admitted requests not set up yet (their handlers hear onClosed).
   void rejectAdmitted(const char* reason) noexcept;
   /// The request's handler, made by the factory, hears how it ended though it never connected.
   void endUnaccepted(AcceptDecision decision, int err, const char* op) noexcept;
   void countAnswerThisTurn() noexcept;
-  /// Dropped by the application: its workers' sides close their agents and go, on their threads.
-  void releaseWorkerSides() noexcept;
-  void onNextTurn() noexcept;
   /// An event for a request still waiting its turn (its client gave up): true if it was one.
   bool onWaitingRequestEvent(const CmEvent& event) noexcept;
   void reject(rdma_cm_id* id, const std::string& reason) noexcept;
-  /// False once the client has given up on the request `id` came with (the kernel's CM no longer
-  /// waits for our answer to it).
-  static bool requestStillWaiting(rdma_cm_id* id) noexcept;
   void agentAbandoned(Agent* agent) noexcept;
   /// A request whose client gave up: counted, and its id destroyed without an answer.
   void forgetAbandonedRequest(rdma_cm_id* id) noexcept;
-  /// Destroys the ids of the requests still waiting for their turn, unanswered (the Reactor or the
-  /// device is going).
-  void dropWaitingRequests() noexcept;
   void agentFinished(Agent* agent) noexcept;
   void maybeDelete() noexcept;
-  void drainTick() noexcept;
   void rejectWaiting(const char* reason) noexcept;
   void closeAgents() noexcept;
-  void maybeDrained() noexcept;
 
   Reactor& reactor_;
   AgentFactory& factory_;
   ListenerOptions options_;
   std::unique_ptr<Sink> sink_;
   CmId id_;
-  std::map<Agent*, std::unique_ptr<Agent>> agents_;
+  std::unique_ptr<detail::AgentSet> agents_;  ///< its own, not those on its workers
   ListenerStats stats_;
-  /// Requests past acceptsPerTurn, oldest first, and the zero-delay timer that starts the next turn.
-  std::deque<CmEvent> waiting_;
+  /// Requests past acceptsPerTurn, oldest first, and the turn's count.
+  std::unique_ptr<detail::WaitingLine> waiting_;
   /// Requests the factory accepted (on a worker's side: handed over) whose agents are not set up
-  /// yet: past acceptsPerTurn, past maxUnestablishedMemory, or their buffers being populated;
-  /// oldest first.
-  struct Admitted {
-    rdma_cm_id* id;
-    AcceptDecision decision;
-    bool handedOver;        ///< its id is still on the listening Reactor's channel
-    bool begun = false;     ///< its bytes count as unestablished, its buffers are being populated
-    bool heldForMemory = false;
-    uint64_t bytes = 0;     ///< what its agent pins
-    std::vector<size_t> ownRegions;  ///< its buffers too large for the arena
-    std::unique_ptr<detail::PreparedMappings> prepared;
-  };
-  std::deque<Admitted> admitted_;
-  uint64_t unestablishedBytes_ = 0;
-  uint64_t populatedThisTurn_ = 0;
-  uint32_t answeredThisTurn_ = 0;
-  std::unique_ptr<Timer> nextTurn_;
+  /// yet: past acceptsPerTurn, past maxUnestablishedMemory, or their buffers being populated.
+  std::unique_ptr<detail::AdmittedLine> admitted_;
   bool released_ = false;
   bool deleteScheduled_ = false;
   bool orphaned_ = false;  ///< the Reactor was destroyed first
-  std::vector<std::shared_ptr<Worker>> workers_;  ///< with ListenerOptions::workers
-  size_t nextWorker_ = 0;
-  std::shared_ptr<Worker> servesWorker_;           ///< set on a worker's side: its figures
-  ConnectionStats closedTotals_;                   ///< of the agents gone
-  bool draining_ = false;
-  std::chrono::steady_clock::time_point drainDeadline_;
-  bool drainClosedAgents_ = false;                 ///< the grace ran out: every agent was closed
-  std::function<void()> drained_;
-  std::unique_ptr<Timer> drainTimer_;
+  std::unique_ptr<detail::WorkerPool> workers_;  ///< with ListenerOptions::workers
+  std::shared_ptr<detail::ListenerWorker> servesWorker_;  ///< set on a worker's side: its figures
+  std::unique_ptr<detail::Drain> drain_;
 };
 
 }  // namespace evrdma
