@@ -70,6 +70,7 @@ TEST_F(AdaptivePolling, RoundTripsAreFoundByPollingInsteadOfCompletionEvents) {
   client_ = pingPong(sender, 500);
   ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed == 500; }, 60s));
   const uint64_t eventsBefore = completions().events, completionsBefore = completions().completions;
+  const uint64_t spinTurnsBefore = completions().spinTurns;
   client_.reset();
   // With one: the next completion comes within the window and is polled for.
   reactor.setPollingWindow(20ms);
@@ -81,7 +82,11 @@ TEST_F(AdaptivePolling, RoundTripsAreFoundByPollingInsteadOfCompletionEvents) {
               static_cast<unsigned long long>(eventsBefore), static_cast<unsigned long long>(completionsBefore),
               static_cast<unsigned long long>(events), static_cast<unsigned long long>(handled),
               static_cast<unsigned long long>(completions().spinTurns));
-  EXPECT_GE(eventsBefore * 4, completionsBefore) << "in event mode an echo is awaited with an event";
+  // In event mode the loop sleeps until the channel says a CQ holds something: it never polls on a
+  // turn of its own. (How many echoes a wake-up's last poll finds without an event of their own
+  // depends on the machine's speed: 164 events for 1002 completions once, 1 for 4 elsewhere.)
+  EXPECT_EQ(spinTurnsBefore, 0u) << "event mode polled on turns of its own";
+  EXPECT_GT(eventsBefore, 0u) << "in event mode an echo is awaited with an event";
   EXPECT_GE(handled, 4000u) << "2000 round trips: a send and a receive each";
   EXPECT_LE(events * 50, handled) << "polling found the completions, not events";
   EXPECT_GT(completions().spinTurns, 0u);
@@ -98,7 +103,9 @@ TEST_F(AdaptivePolling, WithoutAWindowTheQueueIsArmedOnceDrainedSoFewWakeUpsFind
   std::printf("%llu completions, %llu events, %llu of them found the queue drained\n",
               static_cast<unsigned long long>(stats.completions), static_cast<unsigned long long>(stats.events),
               static_cast<unsigned long long>(stats.emptyFirstPolls));
-  EXPECT_GE(stats.events, 500u) << "event mode: echoes are awaited with events";
+  // Enough wake-ups for the share to mean something: how many echoes a wake-up's last poll finds
+  // without an event of their own depends on the machine's speed (a fifth to a half of them).
+  EXPECT_GE(stats.events, 100u) << "event mode: echoes are awaited with events";
   EXPECT_LT(stats.emptyFirstPolls * 10, stats.events);
 }
 
@@ -125,8 +132,13 @@ TEST_F(AdaptivePolling, AWakeUpHandsOutCompletionsBeforeItReadsTheChannel) {
   ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed == 500; }, 60s));
   std::printf("in %d of 500 echoes' onRecv the completion channel was still readable; %llu events\n",
               sender->channelReadable, static_cast<unsigned long long>(completions().events));
-  EXPECT_GE(completions().events, 250u) << "event mode: echoes are awaited with events";
-  EXPECT_GT(sender->channelReadable, 100) << "the channel's event was read before the completions were handed out";
+  // Most wake-ups find the channel still readable in the echo's onRecv (6 of 500 echoes did when
+  // the event was read first). Counted per wake-up, not per echo: how many echoes a wake-up's last
+  // poll finds without an event of their own depends on the machine's speed.
+  const uint64_t events = completions().events;
+  EXPECT_GE(events, 50u) << "event mode: echoes are awaited with events";
+  EXPECT_GT(static_cast<uint64_t>(sender->channelReadable) * 2, events)
+      << "the channel's event was read before the completions were handed out";
 }
 
 TEST_F(AdaptivePolling, TheApplicationsTimersAndSocketsAreServedWhilePolling) {
