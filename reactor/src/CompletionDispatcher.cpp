@@ -35,10 +35,7 @@ CompletionDispatcher::Attachment::~Attachment() { owner_.detach(*this); }
 
 void CompletionDispatcher::Attachment::deliverPending() noexcept {
   if (owner_.delivering_) return;  // keeps the order: earlier completions are still being handed out
-  int handled = 0;
-  owner_.delivering_ = true;
-  owner_.serve(cq_, static_cast<int>(cq_.capacity), handled);
-  owner_.delivering_ = false;
+  owner_.serveAll(cq_);
 }
 
 void CompletionDispatcher::detach(Attachment& attachment) noexcept {
@@ -150,6 +147,13 @@ std::unique_ptr<CompletionDispatcher::Attachment> CompletionDispatcher::attach(u
   return std::unique_ptr<Attachment>(new Attachment(*this, *chosen, entries, takeSerial(), handler));
 }
 
+void CompletionDispatcher::serveAll(SharedCq& cq) noexcept {
+  int handled = 0;
+  delivering_ = true;
+  (void)serve(cq, static_cast<int>(cq.capacity), handled);
+  delivering_ = false;
+}
+
 void CompletionDispatcher::onTrimTurn(int, short, void* self) noexcept {
   static_cast<CompletionDispatcher*>(self)->releaseIdleCqs();
 }
@@ -171,10 +175,7 @@ void CompletionDispatcher::releaseIdleCqs() noexcept {
     // No QP uses it (a connection's QP is destroyed before it detaches); an event of it still
     // unread on the channel goes with it (the kernel drops a destroyed CQ's pending events). What
     // it still holds is drained first: a receive through a shared receive queue goes back to it.
-    int handled = 0;
-    delivering_ = true;
-    (void)serve(cq, static_cast<int>(cq.capacity), handled);
-    delivering_ = false;
+    serveAll(cq);
     if (cq.queued) {
       for (size_t k = ready_.size(); k > 0; --k) {
         SharedCq* queued = ready_.front();

@@ -198,6 +198,8 @@ class CompletionDispatcher final {
   // Polls one CQ until it is empty or `budget` completions were handled; adds them to `handled`.
   // Returns false if the CQ may hold more (budget spent) or failed.
   bool serve(SharedCq& cq, int budget, int& handled) noexcept;
+  // Everything `cq` holds, outside a pass (delivering_ set meanwhile).
+  void serveAll(SharedCq& cq) noexcept;
   void reportCqError(SharedCq& cq, int err, const char* op) noexcept;
   // The handlers of the bound attachments that `matches`, copied: calling them may change the map.
   template <typename Predicate>
