@@ -7,6 +7,7 @@
 #include "CmDispatcher.h"
 #include "CmEvent.h"
 #include "ConnectGate.h"
+#include "ReactorCore.h"
 #include "evrdma/Address.h"
 #include "evrdma/PrivateData.h"
 #include "evrdma/Reactor.h"
@@ -60,7 +61,7 @@ void Client::leaveConnectGate() noexcept {
   // An orphan left in onOrphaned, while its Reactor (and gate) still existed.
   if (!turn_->entered) return;
   turn_->entered = false;
-  reactor_.connectGate().leave(turn_.get());
+  reactor_.core().connectGate().leave(turn_.get());
 }
 
 Client::Ptr Client::create(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options) {
@@ -76,7 +77,7 @@ int Client::connect(const std::string& address, uint16_t port, std::vector<uint8
   sockaddr_storage destination{};
   if (int rc = parseAddress(address, port, destination); rc != 0) return rc;
   int error = 0;
-  CmDispatcher* cm = reactor_.cm(error);
+  CmDispatcher* cm = reactor_.core().cm(error);
   if (cm == nullptr) return error;
   CmId id;
   if (int rc = cm->createId(nullptr, RDMA_PS_TCP, id); rc != 0) return rc;
@@ -114,7 +115,7 @@ void Client::onRouteResolved() noexcept {
   }
   setState(ConnectionState::Connecting);
   turn_->entered = true;
-  if (reactor_.connectGate().enter(turn_.get())) sendConnectRequest();
+  if (reactor_.core().connectGate().enter(turn_.get())) sendConnectRequest();
 }
 
 void Client::sendConnectRequest() noexcept {
@@ -158,7 +159,7 @@ void Client::onConnectTimeout() noexcept {
   // number of events per turn): the answer may be in our own CM event queue, behind a burst of
   // events. That wait is ours, not the peer's: the verdict waits until the queue has drained.
   int error = 0;
-  const CmDispatcher* cm = reactor_.cm(error);
+  const CmDispatcher* cm = reactor_.core().cm(error);
   if (cm != nullptr && cm->backlogged()) {
     connectTimer_.startOnce(std::chrono::milliseconds(5));
     return;

@@ -16,6 +16,7 @@
 #include "HeldMessages.h"
 #include "LendingPool.h"
 #include "QueuePair.h"
+#include "ReactorCore.h"
 #include "ReactorMember.h"
 #include "RegionExchange.h"
 #include "SendQueue.h"
@@ -105,7 +106,7 @@ Connection::Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> hand
                    "the device refused an operation of this connection or the peer's (e.g. an RDMA access "
                    "outside a region)");
       }) {
-  reactor.join(sink_.get());
+  reactor.core().join(sink_.get());
 }
 
 void Connection::noteUnexplainedFlush() noexcept {
@@ -114,7 +115,7 @@ void Connection::noteUnexplainedFlush() noexcept {
 }
 
 Connection::~Connection() {
-  if (!orphaned()) reactor_.leave(sink_.get());
+  if (!orphaned()) reactor_.core().leave(sink_.get());
   releaseResources();  // normally finish() did already
 }
 

@@ -13,6 +13,7 @@
 #include "HeldMessages.h"
 #include "LendingPool.h"
 #include "QueuePair.h"
+#include "ReactorCore.h"
 #include "RegionExchange.h"
 #include "SendQueue.h"
 #include "evrdma/Reactor.h"
@@ -141,7 +142,7 @@ void Connection::scheduleFinish() noexcept {
   teardown_ = Teardown::FinishScheduled;
   // Never inside a callback of this connection (the handler may still be on the stack), and at
   // most a few connections per turn (Reactor::deferTeardown).
-  reactor_.deferTeardown([this] { finish(); });
+  reactor_.core().deferTeardown([this] { finish(); });
 }
 
 void Connection::finish() noexcept {

@@ -16,6 +16,7 @@
 #include "Drain.h"
 #include "Logging.h"
 #include "PreparedMappings.h"
+#include "ReactorCore.h"
 #include "ReactorMember.h"
 #include "WaitingLine.h"
 #include "WorkerPool.h"
@@ -50,7 +51,7 @@ Listener::Listener(Reactor& reactor, AgentFactory& factory, const ListenerOption
       workers_(std::make_unique<detail::WorkerPool>(options.workers)),
       drain_(std::make_unique<detail::Drain>(
           reactor, [this] { return agentCount(); }, [this] { closeAgents(); }, [this] { return !workers_->empty(); })) {
-  reactor.join(sink_.get());
+  reactor.core().join(sink_.get());
   options_.workers.clear();  // what the workers' sides are made with
 }
 
@@ -71,7 +72,7 @@ Listener::Ptr Listener::create(Reactor& reactor, AgentFactory& factory, const Li
 }
 
 Listener::~Listener() {
-  if (!orphaned_) reactor_.leave(sink_.get());
+  if (!orphaned_) reactor_.core().leave(sink_.get());
 }
 
 size_t Listener::agentCount() const noexcept {
@@ -100,7 +101,7 @@ int Listener::listen(const std::string& address, uint16_t port, int backlog) noe
   sockaddr_storage local{};
   if (int rc = parseAddress(address, port, local); rc != 0) return rc;
   int error = 0;
-  CmDispatcher* cm = reactor_.cm(error);
+  CmDispatcher* cm = reactor_.core().cm(error);
   if (cm == nullptr) return error;
   CmId id;
   if (int rc = cm->createId(sink_.get(), RDMA_PS_TCP, id); rc != 0) return rc;
@@ -383,7 +384,7 @@ void Listener::handOver(rdma_cm_id* id, AcceptDecision decision) noexcept {
 void Listener::adopt(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<detail::PreparedMappings> prepared,
                      uint64_t bytes) noexcept {
   int error = 0;
-  CmDispatcher* cm = reactor_.cm(error);
+  CmDispatcher* cm = reactor_.core().cm(error);
   // Its CM events come to this Reactor from now on. (librdmacm waits, if need be, until the
   // listening Reactor has acked those it read already: it acks before dispatching.)
   if (cm != nullptr && rdma_migrate_id(id, cm->channel()) != 0) error = errno ? -errno : -EINVAL;

@@ -9,6 +9,7 @@
 #include "FramedSender.h"
 #include "MemoryLock.h"
 #include "Frame.h"
+#include "ReactorCore.h"
 #include "WorkRequestId.h"
 #include "evrdma/Reactor.h"
 
@@ -66,7 +67,7 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   bufferSize_ = bufferSize(options);
   int error = 0;
   op = "completion channel";
-  device_ = reactor.device(id->verbs, error);
+  device_ = reactor.core().device(id->verbs, error);
   if (device_ == nullptr) return error;
   pd_ = device_->protectionDomain();
 

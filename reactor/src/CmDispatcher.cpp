@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "Logging.h"
+#include "ReactorCore.h"
 #include "evrdma/Reactor.h"
 
 namespace evrdma {
@@ -57,7 +58,7 @@ void CmDispatcher::drain() noexcept {
     rdma_ack_cm_event(raw);  // ack first: the handler may destroy the id
     // Whoever's id it is, the device's completion channel, CQs and PD must go too.
     if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL && event.id != nullptr && event.id->verbs != nullptr)
-      reactor_.deviceRemoved(event.id->verbs);
+      reactor_.core().deviceRemoved(event.id->verbs);
     auto* handler = event.id != nullptr ? static_cast<CmEventHandler*>(event.id->context) : nullptr;
     if (handler == nullptr) {
       ++orphans_;

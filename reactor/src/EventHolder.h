@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 
+#include "ReactorCore.h"
 #include "ReactorMember.h"
 #include "evrdma/Reactor.h"
 
@@ -12,13 +13,13 @@ struct timeval;
 
 namespace evrdma {
 
-namespace detail {
+// In evrdma, not detail: Watch.h names it (opaque there).
 // The event and its callback. The callback is shared so that the trampoline keeps it alive while
 // it runs, even if the watch that owns it is destroyed by the callback itself. If the Reactor is
 // destroyed first, the event goes with it and the holder stays empty.
-class EventHolder final : public ReactorMember {
+class EventHolder final : public detail::ReactorMember {
  public:
-  explicit EventHolder(Reactor& reactor) : reactor_(&reactor) { reactor.join(this); }
+  explicit EventHolder(Reactor& reactor) : reactor_(&reactor) { reactor.core().join(this); }
   EventHolder(const EventHolder&) = delete;
   EventHolder& operator=(const EventHolder&) = delete;
   ~EventHolder();
@@ -36,6 +37,5 @@ class EventHolder final : public ReactorMember {
   event* event_ = nullptr;
   std::shared_ptr<std::function<void(short)>> callback_;
 };
-}  // namespace detail
 
 }  // namespace evrdma

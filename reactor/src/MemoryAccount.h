@@ -12,8 +12,9 @@
 
 #include "evrdma/MemoryCharge.h"
 
-namespace evrdma::detail {
+namespace evrdma {
 
+// In evrdma, not detail: MemoryCharge.h names it (opaque there).
 class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
  public:
   // 0: no budget of our own (the process's RLIMIT_MEMLOCK still applies).
@@ -41,6 +42,9 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
   uint64_t registered_ = 0;
 };
 
+namespace detail {
+using evrdma::MemoryAccount;
+
 // Charges `bytes` to `account` (null: nothing to charge, `out` left empty). 0, or -ENOBUFS past
 // its budget.
 inline int chargeTo(MemoryAccount* account, uint64_t bytes, MemoryCharge& out) noexcept {
@@ -48,4 +52,5 @@ inline int chargeTo(MemoryAccount* account, uint64_t bytes, MemoryCharge& out) n
   return account == nullptr ? 0 : account->charge(bytes, out);
 }
 
-}  // namespace evrdma::detail
+}  // namespace detail
+}  // namespace evrdma

@@ -20,11 +20,10 @@ MemoryCharge& MemoryCharge::operator=(MemoryCharge&& other) noexcept {
   return *this;
 }
 
-int detail::MemoryAccount::charge(uint64_t bytes, MemoryCharge& out) noexcept {
+int MemoryAccount::charge(uint64_t bytes, MemoryCharge& out) noexcept {
   out.reset();
   if (!take(bytes)) return -ENOBUFS;
-  out.account_ = shared_from_this();  // always owned by a shared_ptr (the Reactor's)
-  out.bytes_ = bytes;
+  out = MemoryCharge(shared_from_this(), bytes);  // always owned by a shared_ptr (the Reactor's)
   return 0;
 }
 

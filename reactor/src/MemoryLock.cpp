@@ -48,7 +48,9 @@ std::string memoryLockHint(const MemoryLockState& state, uint64_t more, uint64_t
 
 }  // namespace evrdma::detail
 
-namespace evrdma::detail {
+namespace evrdma {
+
+using detail::kib;
 
 std::string MemoryAccount::refusal(uint64_t more, uint64_t perConnection) const {
   // The essentials first: a reject reason carries only the first 143 bytes.
@@ -62,4 +64,4 @@ std::string MemoryAccount::refusal(uint64_t more, uint64_t perConnection) const 
   return text;
 }
 
-}  // namespace evrdma::detail
+}  // namespace evrdma

@@ -7,13 +7,16 @@
 #include <utility>
 
 namespace evrdma {
-namespace detail {
+namespace {
 
+// Verbs destroy calls return 0 or a positive errno (some older providers: -1 with errno set).
 int errnoResult(int rc) noexcept {
   if (rc == 0) return 0;
   if (rc > 0) return -rc;
   return errno ? -errno : -EIO;
 }
+
+}  // namespace
 
 int DeviceContextDeleter::operator()(ibv_context* c) const noexcept { return errnoResult(ibv_close_device(c)); }
 int ProtectionDomainDeleter::operator()(ibv_pd* pd) const noexcept { return errnoResult(ibv_dealloc_pd(pd)); }
@@ -31,8 +34,6 @@ int CmQueuePairDeleter::operator()(rdma_cm_id* id) const noexcept {
   rdma_destroy_qp(id);
   return 0;
 }
-
-}  // namespace detail
 
 DeviceContext openDevice(const std::string& name, int& error) {
   int count = 0;
@@ -92,7 +93,7 @@ void CompletionQueue::flushAcks() noexcept {
 int CompletionQueue::reset() noexcept {
   if (cq_ == nullptr) return 0;
   flushAcks();
-  return detail::errnoResult(ibv_destroy_cq(std::exchange(cq_, nullptr)));
+  return errnoResult(ibv_destroy_cq(std::exchange(cq_, nullptr)));
 }
 
 }  // namespace evrdma

@@ -9,14 +9,14 @@
 #include <utility>
 
 #include "EventHolder.h"
+#include "ReactorCore.h"
 #include "evrdma/Reactor.h"
 
 namespace evrdma {
-namespace detail {
 
 EventHolder::~EventHolder() {
   reset();
-  if (reactor_ != nullptr) reactor_->leave(this);
+  if (reactor_ != nullptr) reactor_->core().leave(this);
 }
 
 void EventHolder::onReactorGone() noexcept {
@@ -26,7 +26,7 @@ void EventHolder::onReactorGone() noexcept {
 
 int EventHolder::make(int fd, short what, std::function<void(short)> callback) {
   reset();
-  if (reactor_ == nullptr || reactor_->dying()) return -ESHUTDOWN;
+  if (reactor_ == nullptr || reactor_->core().dying()) return -ESHUTDOWN;
   callback_ = std::make_shared<std::function<void(short)>>(std::move(callback));
   event_ = event_new(reactor_->base(), fd, what, &EventHolder::trampoline, this);
   return event_ != nullptr ? 0 : -ENOMEM;
@@ -56,11 +56,9 @@ void EventHolder::reset() noexcept {
   callback_.reset();
 }
 
-}  // namespace detail
-
 Timer::Timer(Reactor& reactor, std::function<void()> callback)
     : callback_(std::make_shared<std::function<void()>>(std::move(callback))),
-      event_(std::make_unique<detail::EventHolder>(reactor)) {}
+      event_(std::make_unique<EventHolder>(reactor)) {}
 Timer::~Timer() = default;
 
 int Timer::start(std::chrono::milliseconds delay, bool periodic) noexcept {
@@ -77,12 +75,12 @@ int Timer::startPeriodic(std::chrono::milliseconds period) noexcept { return sta
 void Timer::cancel() noexcept { event_->remove(); }
 bool Timer::active() const noexcept { return event_->pending(); }
 
-SignalWatch::SignalWatch(Reactor& reactor, int signo, std::function<void(int)> callback) : event_(std::make_unique<detail::EventHolder>(reactor)) {
+SignalWatch::SignalWatch(Reactor& reactor, int signo, std::function<void(int)> callback) : event_(std::make_unique<EventHolder>(reactor)) {
   error_ = event_->make(signo, EV_SIGNAL | EV_PERSIST, [cb = std::move(callback), signo](short) { cb(signo); });
   if (error_ == 0) error_ = event_->add(nullptr);
 }
 
-FdWatch::FdWatch(Reactor& reactor, int fd, short events, std::function<void(short)> callback) : event_(std::make_unique<detail::EventHolder>(reactor)) {
+FdWatch::FdWatch(Reactor& reactor, int fd, short events, std::function<void(short)> callback) : event_(std::make_unique<EventHolder>(reactor)) {
   error_ = event_->make(fd, static_cast<short>((events & (EV_READ | EV_WRITE)) | EV_PERSIST), std::move(callback));
   if (error_ == 0) error_ = event_->add(nullptr);
 }

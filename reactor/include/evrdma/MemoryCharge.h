@@ -8,16 +8,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 namespace evrdma {
 
-namespace detail {
-class MemoryAccount;
-}
+class MemoryAccount;  ///< a Reactor's (not installed)
 
 class MemoryCharge {
  public:
   MemoryCharge() = default;
+  /// How a Reactor's account hands out a charge of `bytes` it has counted (Reactor::chargeMemory).
+  MemoryCharge(std::shared_ptr<MemoryAccount> account, uint64_t bytes) noexcept
+      : account_(std::move(account)), bytes_(bytes) {}
   MemoryCharge(MemoryCharge&& other) noexcept;
   MemoryCharge& operator=(MemoryCharge&& other) noexcept;
   MemoryCharge(const MemoryCharge&) = delete;
@@ -29,8 +31,7 @@ class MemoryCharge {
   explicit operator bool() const noexcept { return account_ != nullptr; }
 
  private:
-  friend class detail::MemoryAccount;
-  std::shared_ptr<detail::MemoryAccount> account_;
+  std::shared_ptr<MemoryAccount> account_;
   uint64_t bytes_ = 0;
 };
 

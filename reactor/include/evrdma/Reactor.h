@@ -4,16 +4,12 @@
 /// that one base, serviced by one thread: the one that runs the loop.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <deque>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "evrdma/CompletionStats.h"
@@ -22,25 +18,11 @@
 #include "evrdma/ConnectionState.h"
 
 
-struct event;
 struct event_base;
-struct ibv_context;
 
 namespace evrdma {
 
-class CmDispatcher;
-class Device;
-
-namespace detail {
-class ConnectGate;
-class Mailbox;
-class MemoryAccount;
-class ReactorMember;  ///< what to close when the Reactor goes first (reactor/src/ReactorMember.h)
-class NextTurn;
-class TurnQueue;
-class EventHolder;
-class QueuePair;
-}  // namespace detail
+class ReactorCore;
 
 /// What the Reactor's RDMA CM event channel did (all zero before its first use).
 struct CmEventStats {
@@ -115,9 +97,9 @@ class Reactor {
   Reactor(const Reactor&) = delete;
   Reactor& operator=(const Reactor&) = delete;
 
-  bool valid() const noexcept { return base_ != nullptr && deferEvent_ != nullptr; }
-  event_base* base() const noexcept { return base_; }
-  bool ownsBase() const noexcept { return ownsBase_; }
+  bool valid() const noexcept;
+  event_base* base() const noexcept;
+  bool ownsBase() const noexcept;
 
   /// Runs the loop until stop() (it does not return just because nothing is pending).
   /// Returns 0, or -1 if libevent failed.
@@ -139,7 +121,7 @@ class Reactor {
   /// without EVLOOP_NO_EXIT_ON_EMPTY no longer returns for want of events). Call it on the loop's
   /// thread, or before the loop runs (ReactorThread does). 0 or -errno.
   int acceptPosts() noexcept;
-  bool acceptsPosts() const noexcept { return acceptsPosts_; }
+  bool acceptsPosts() const noexcept;
   /// The one call that is safe from any thread (while the Reactor lives, once it accepts posts):
   /// runs `fn` on the loop's thread, on a turn soon after, in the order posted. How work reaches a
   /// Reactor that runs on another thread (ListenerOptions::workers, ReactorThread). Dropped unrun if
@@ -154,8 +136,8 @@ class Reactor {
   /// while traffic flows (and `window` after the last completion, timed from the 8th turn without
   /// one: the clock is read only every 8th such turn), nothing when idle. 0, the default: never.
   /// Polling never blocks: the loop's thread stays the application's.
-  void setPollingWindow(std::chrono::microseconds window) noexcept { pollingWindow_ = window; }
-  std::chrono::microseconds pollingWindow() const noexcept { return pollingWindow_; }
+  void setPollingWindow(std::chrono::microseconds window) noexcept;
+  std::chrono::microseconds pollingWindow() const noexcept;
 
   CmEventStats cmEventStats() const noexcept;
   SharedReceiveStats sharedReceiveStats() const noexcept;
@@ -189,70 +171,12 @@ class Reactor {
   uint32_t connectsInFlight() const noexcept;
   size_t connectsWaiting() const noexcept;
 
+  /// evrdma's own objects reach what their Reactor holds behind this API here. ReactorCore is not
+  /// installed: an application has nothing to do with it.
+  ReactorCore& core() const noexcept { return *core_; }
+
  private:
-  /// What evrdma's own objects use of their Reactor; nothing for an application here.
-  friend class CmDispatcher;
-  friend class Device;
-  friend class Connection;
-  friend class Client;
-  friend class Listener;
-  friend class detail::EventHolder;
-  friend class detail::QueuePair;
-
-  /// The CM event channel of this reactor, made on first use. Null, with `error` = -errno, when the
-  /// machine has no RDMA CM (e.g. no rdma_ucm module).
-  CmDispatcher* cm(int& error);
-  /// What this reactor holds of one device (its PD, buffers, SRQs, completion channel and CQs),
-  /// made on first use; null + -errno.
-  Device* device(ibv_context* context, int& error);
-  /// Runs a connection's last step of teardown (destroying its QP and id, onClosed) on a later
-  /// turn, at most kTeardownsPerTurn per turn: many connections closed at once would otherwise
-  /// cost one long turn (about 3 ms each on the test bed) while the others wait.
-  void deferTeardown(std::function<void()> fn);
-
-  /// Frees what this reactor held of a removed device once nothing uses it (see
-  /// Device::markRemoved); the next use of the device makes a new one.
-  void releaseDevice(ibv_context* device) noexcept;
-  /// The CM reported that `device` is being removed (see Device::markRemoved).
-  void deviceRemoved(ibv_context* device) noexcept;
-
-  /// For evrdma's own objects: what to close when the Reactor goes first (see ReactorMember).
-  void join(detail::ReactorMember* member) { members_.insert(member); }
-  void leave(detail::ReactorMember* member) noexcept { members_.erase(member); }
-  /// True while ~Reactor runs: nothing new may be started.
-  bool dying() const noexcept { return dying_; }
-  detail::MemoryAccount& memoryAccount() noexcept { return *memory_; }
-  detail::ConnectGate& connectGate() noexcept { return *connectGate_; }
-
-  void makeDeferEvents() noexcept;
-  static void onDeferEvent(int, short, void* self) noexcept;
-  void runDeferred() noexcept;
-
-  event_base* base_ = nullptr;
-  bool ownsBase_ = false;
-  /// Before the members that charge it (destroyed after them).
-  std::shared_ptr<detail::MemoryAccount> memory_;  ///< shared with the application's MemoryCharges
-  std::unique_ptr<detail::ConnectGate> connectGate_;
-  bool dying_ = false;
-  event* deferEvent_ = nullptr;
-  /// Closures deferred by deferred closures run on a later turn, after the backend poll and the
-  /// timers: a chain of them can never starve the loop.
-  std::unique_ptr<detail::NextTurn> deferLater_;
-  std::unique_ptr<detail::TurnQueue> teardowns_;  ///< deferTeardown
-  std::unique_ptr<detail::Mailbox> mailbox_;  ///< Reactor::post, from other threads
-  std::atomic<bool> acceptsPosts_{false};     ///< read by posting threads
-  bool runningDeferred_ = false;
-  std::chrono::microseconds pollingWindow_{0};
-  std::vector<std::function<void()>> deferred_;
-  std::unordered_set<detail::ReactorMember*> members_;
-  /// What each device's completion channel counted, kept for the Reactor's lifetime (also after a
-  /// removed device's channel is gone: Connection::completionStats() points here). One per channel
-  /// ever made; a deque never moves its elements.
-  std::deque<CompletionStats> completionStats_;
-  /// Destroyed in this order by ~Reactor: the members first (their CQ reservations and ids must go
-  /// before the channels), then the devices (their completion channels), then the CM channel.
-  std::map<ibv_context*, std::unique_ptr<Device>> devices_;
-  std::unique_ptr<CmDispatcher> cm_;
+  std::unique_ptr<ReactorCore> core_;
 };
 
 }  // namespace evrdma

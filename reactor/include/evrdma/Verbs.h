@@ -13,10 +13,7 @@
 
 namespace evrdma {
 
-namespace detail {
-/// Verbs destroy calls return 0 or a positive errno (some older providers: -1 with errno set).
-int errnoResult(int rc) noexcept;
-
+/// The deleters of the handles below: each frees its object and returns 0 or -errno.
 struct DeviceContextDeleter { int operator()(ibv_context* c) const noexcept; };
 struct ProtectionDomainDeleter { int operator()(ibv_pd* pd) const noexcept; };
 struct CompletionChannelDeleter { int operator()(ibv_comp_channel* ch) const noexcept; };
@@ -25,18 +22,17 @@ struct MemoryRegionDeleter { int operator()(ibv_mr* mr) const noexcept; };
 struct CmEventChannelDeleter { int operator()(rdma_event_channel* ch) const noexcept; };
 struct CmIdDeleter { int operator()(rdma_cm_id* id) const noexcept; };
 struct CmQueuePairDeleter { int operator()(rdma_cm_id* id) const noexcept; };
-}  // namespace detail
 
-using DeviceContext = UniqueHandle<ibv_context, detail::DeviceContextDeleter>;
-using ProtectionDomain = UniqueHandle<ibv_pd, detail::ProtectionDomainDeleter>;
-using CompletionChannel = UniqueHandle<ibv_comp_channel, detail::CompletionChannelDeleter>;
-using SharedReceiveQueueHandle = UniqueHandle<ibv_srq, detail::SharedReceiveQueueDeleter>;
-using MemoryRegionHandle = UniqueHandle<ibv_mr, detail::MemoryRegionDeleter>;
-using CmEventChannel = UniqueHandle<rdma_event_channel, detail::CmEventChannelDeleter>;
+using DeviceContext = UniqueHandle<ibv_context, DeviceContextDeleter>;
+using ProtectionDomain = UniqueHandle<ibv_pd, ProtectionDomainDeleter>;
+using CompletionChannel = UniqueHandle<ibv_comp_channel, CompletionChannelDeleter>;
+using SharedReceiveQueueHandle = UniqueHandle<ibv_srq, SharedReceiveQueueDeleter>;
+using MemoryRegionHandle = UniqueHandle<ibv_mr, MemoryRegionDeleter>;
+using CmEventChannel = UniqueHandle<rdma_event_channel, CmEventChannelDeleter>;
 /// rdma_destroy_id waits until every CM event of the id has been acked: ack before you destroy.
-using CmId = UniqueHandle<rdma_cm_id, detail::CmIdDeleter>;
+using CmId = UniqueHandle<rdma_cm_id, CmIdDeleter>;
 /// Owns the QP that rdma_create_qp made on an id (not the id itself): destroys it with rdma_destroy_qp.
-using CmQueuePair = UniqueHandle<rdma_cm_id, detail::CmQueuePairDeleter>;
+using CmQueuePair = UniqueHandle<rdma_cm_id, CmQueuePairDeleter>;
 
 /// Opens the RDMA device called `name` (e.g. "rxe0"); on failure returns an empty handle and sets
 /// `error` to -errno (-ENODEV when no device has that name).

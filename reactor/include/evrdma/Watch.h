@@ -15,9 +15,7 @@ struct event;
 
 namespace evrdma {
 
-namespace detail {
-class EventHolder;  ///< one libevent event and its callback (reactor/src/EventHolder.h)
-}  // namespace detail
+class EventHolder;  ///< one libevent event and its callback (not installed)
 
 class Timer {
  public:
@@ -35,7 +33,7 @@ class Timer {
  private:
   int start(std::chrono::milliseconds delay, bool periodic) noexcept;
   std::shared_ptr<std::function<void()>> callback_;  ///< shared with the event: see EventHolder
-  std::unique_ptr<detail::EventHolder> event_;
+  std::unique_ptr<EventHolder> event_;
 };
 
 /// Calls `callback(signo)` on the loop each time `signo` arrives. libevent routes a signal to one
@@ -51,7 +49,7 @@ class SignalWatch {
   int error() const noexcept { return error_; }
 
  private:
-  std::unique_ptr<detail::EventHolder> event_;
+  std::unique_ptr<EventHolder> event_;
   int error_ = 0;
 };
 
@@ -71,7 +69,7 @@ class FdWatch {
   int resume() noexcept;
 
  private:
-  std::unique_ptr<detail::EventHolder> event_;
+  std::unique_ptr<EventHolder> event_;
   int error_ = 0;
 };
 

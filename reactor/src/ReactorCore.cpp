@@ -1,0 +1,158 @@
+// ReactorCore: a Reactor's base (borrowed or owned), deferred closures and their later turns,
+// posts from other threads, the CM channel and devices made on first use, and the order in which
+// it all goes when the Reactor is destroyed.
+#include "ReactorCore.h"
+
+#include <event2/event.h>
+#include <rdma/rdma_cma.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "AsyncEventRouter.h"
+#include "CmDispatcher.h"
+#include "ConnectGate.h"
+#include "Device.h"
+#include "DeviceUsers.h"
+#include "Mailbox.h"
+#include "MemoryAccount.h"
+#include "NextTurn.h"
+#include "ReactorMember.h"
+#include "TurnQueue.h"
+
+namespace evrdma {
+
+ReactorCore::ReactorCore(Reactor& reactor, event_base* base, bool ownsBase)
+    : reactor_(reactor),
+      base_(base),
+      ownsBase_(ownsBase),
+      memory_(std::make_shared<detail::MemoryAccount>()),
+      connectGate_(std::make_unique<detail::ConnectGate>(reactor)),
+      deferLater_(std::make_unique<detail::NextTurn>()),
+      teardowns_(std::make_unique<detail::TurnQueue>(Reactor::kTeardownsPerTurn)) {
+  makeDeferEvents();
+}
+
+void ReactorCore::makeDeferEvents() noexcept {
+  if (base_ != nullptr) deferEvent_ = event_new(base_, -1, 0, &ReactorCore::onDeferEvent, this);
+  if (deferEvent_ != nullptr &&
+      (deferLater_->init(base_, &ReactorCore::onDeferEvent, this) != 0 || teardowns_->init(base_) != 0)) {
+    event_free(deferEvent_);
+    deferEvent_ = nullptr;  // valid() says so
+  }
+}
+
+void ReactorCore::shutDown() noexcept {
+  dying_ = true;
+  if (mailbox_) mailbox_->discard();
+  deferred_.clear();  // destroyed unrun: nothing of the application's is called from here
+  teardowns_->discard();
+  // Each member lets go of the Reactor; one may free others (a Listener its Agents) meanwhile.
+  while (!members_.empty()) {
+    detail::ReactorMember* member = *members_.begin();
+    members_.erase(members_.begin());
+    member->onReactorGone();
+  }
+  deferred_.clear();
+  deferLater_->cancel();
+  teardowns_->discard();
+  devices_.clear();
+  cm_.reset();
+}
+
+ReactorCore::~ReactorCore() {
+  if (deferEvent_ != nullptr) event_free(deferEvent_);
+  // Their events go before the base they are on (freed below when it is ours).
+  deferLater_.reset();
+  teardowns_.reset();
+  mailbox_.reset();
+  if (ownsBase_ && base_ != nullptr) event_base_free(base_);
+}
+
+void ReactorCore::defer(std::function<void()> fn) {
+  if (dying_) return;
+  bool wasEmpty = deferred_.empty();
+  deferred_.push_back(std::move(fn));
+  // From any other callback, event_active runs the closures right after it. From a deferred
+  // closure that would be no yield (libevent runs the event again in the same pass):
+  // runDeferred schedules the next batch for a later turn instead.
+  if (wasEmpty && !runningDeferred_) event_active(deferEvent_, EV_TIMEOUT, 0);
+}
+
+void ReactorCore::deferTeardown(std::function<void()> fn) {
+  if (dying_) return;
+  teardowns_->push(std::move(fn));
+}
+
+int ReactorCore::acceptPosts() noexcept {
+  if (mailbox_) return 0;
+  auto mailbox = std::make_unique<detail::Mailbox>();
+  if (int rc = mailbox->init(base_); rc != 0) return rc;
+  mailbox_ = std::move(mailbox);
+  acceptsPosts_ = true;
+  return 0;
+}
+
+int ReactorCore::post(std::function<void()> fn) {
+  if (!acceptsPosts_) return -ENOTSUP;
+  mailbox_->post(std::move(fn));
+  return 0;
+}
+
+void ReactorCore::onDeferEvent(int, short, void* self) noexcept { static_cast<ReactorCore*>(self)->runDeferred(); }
+
+void ReactorCore::runDeferred() noexcept {
+  if (runningDeferred_ || deferred_.empty()) return;
+  std::vector<std::function<void()>> batch;
+  batch.swap(deferred_);
+  runningDeferred_ = true;
+  for (auto& fn : batch) fn();
+  runningDeferred_ = false;
+  if (!deferred_.empty() && !dying_) deferLater_->schedule();
+}
+
+CmDispatcher* ReactorCore::cm(int& error) {
+  error = 0;
+  if (!cm_) {
+    auto dispatcher = std::make_unique<CmDispatcher>(reactor_);
+    if ((error = dispatcher->init()) != 0) return nullptr;
+    cm_ = std::move(dispatcher);
+  }
+  return cm_.get();
+}
+
+void ReactorCore::releaseDevice(ibv_context* device) noexcept {
+  auto it = devices_.find(device);
+  if (it != devices_.end() && it->second->removed()) devices_.erase(it);
+}
+
+void ReactorCore::deviceRemoved(ibv_context* device) noexcept {
+  // Marked now, on this thread: other Reactors hear of it later, and until they let go of the
+  // device librdmacm must not close it (see DeviceUsers).
+  detail::DeviceUsers::instance().markRemoved(device);
+  if (auto it = devices_.find(device); it != devices_.end()) {
+    it->second->markRemoved();  // tells the other Reactors on the device too
+    return;
+  }
+  // Nothing of ours on it (a listening Reactor whose agents live on workers), but other Reactors
+  // may hold CQs, a channel and a PD there with no CM id to tell them: the removal waits for them.
+  detail::AsyncEventRouter::instance().announceRemoval(device, nullptr);
+  // After the handler (it destroys its id), unless a Reactor holding the device does it later.
+  defer([] { detail::DeviceUsers::instance().forgetRemovedIfUnheld(); });
+}
+
+Device* ReactorCore::device(ibv_context* context, int& error) {
+  error = 0;
+  auto& slot = devices_[context];
+  if (!slot) {
+    auto device = std::make_unique<Device>(reactor_, context, completionStats_.emplace_back());
+    if ((error = device->init()) != 0) {
+      devices_.erase(context);
+      return nullptr;
+    }
+    slot = std::move(device);
+  }
+  return slot.get();
+}
+
+}  // namespace evrdma
