@@ -1,19 +1,19 @@
 // Agent: accepting the connect request it was made from (its accept timeout), and telling its
-// Listener when it is established or finished.
+// owner when it is established or finished.
 #include "evrdma/Agent.h"
 
 #include <cerrno>
 
+#include "AgentOwner.h"
 #include "CmEvent.h"
-#include "evrdma/Listener.h"
 #include "evrdma/PrivateData.h"
 
 namespace evrdma {
 
-Agent::Agent(Listener& listener, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
+Agent::Agent(detail::AgentOwner& owner, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
              const ConnectionOptions& options, std::chrono::milliseconds acceptTimeout)
     : Connection(reactor, std::move(handler), options, false),
-      listener_(listener),
+      owner_(owner),
       acceptTimeout_(acceptTimeout),
       acceptTimer_(reactor, [this] {
         // The client never completed the connection (it went away, or never reads its events):
@@ -40,7 +40,7 @@ int Agent::accept(CmId id, const std::vector<uint8_t>& privateData, const char*&
 }
 
 // The client refused our accept: its connect timed out before the accept reached it.
-void Agent::onConnectRejected(const CmEvent&) noexcept { listener_.agentAbandoned(this); }
+void Agent::onConnectRejected(const CmEvent&) noexcept { owner_.agentAbandoned(*this); }
 
 void Agent::onConnectFailed(const CmEvent& event) noexcept {
   fail(event.status < 0 ? event.status : -ECONNABORTED, "accept: the client never completed the connection");
@@ -48,13 +48,13 @@ void Agent::onConnectFailed(const CmEvent& event) noexcept {
 
 void Agent::onEstablishedByRole() noexcept {
   acceptTimer_.cancel();
-  listener_.releaseUnestablished(this);
+  owner_.releaseUnestablished(*this);
 }
 
 void Agent::onFinished() noexcept {
   acceptTimer_.cancel();
-  listener_.releaseUnestablished(this);  // if never established
-  listener_.agentFinished(this);
+  owner_.releaseUnestablished(*this);  // if never established
+  owner_.agentFinished(*this);
 }
 
 }  // namespace evrdma

@@ -13,11 +13,15 @@
 
 namespace evrdma::detail {
 
-void rejectRequest(rdma_cm_id* id, const std::string& reason) noexcept {
+void refuseRequest(rdma_cm_id* id, const std::string& reason) noexcept {
   EVRDMA_LOG(LogLevel::Info, "rejected the connect request of %s: %s", formatAddress(rdma_get_peer_addr(id)).c_str(),
              reason.c_str());
   auto payload = encodeRejectReason(reason);
   rdma_reject(id, payload.data(), static_cast<uint8_t>(payload.size()));
+}
+
+void rejectRequest(rdma_cm_id* id, const std::string& reason) noexcept {
+  refuseRequest(id, reason);
   rdma_destroy_id(id);  // its event is acked already
 }
 

@@ -10,6 +10,8 @@
 
 namespace evrdma::detail {
 
+// Rejects with `reason` (logged, and readable by the client); the id stays (an agent holds it).
+void refuseRequest(rdma_cm_id* id, const std::string& reason) noexcept;
 // Rejects with `reason` (logged, and readable by the client) and destroys the id (its event is
 // acked already).
 void rejectRequest(rdma_cm_id* id, const std::string& reason) noexcept;

@@ -1,24 +1,7 @@
-// WaitingLine: the requests past a turn's acceptsPerTurn, and the turn's count.
+// WaitingLine: the requests past a turn's acceptsPerTurn, oldest first.
 #include "WaitingLine.h"
 
-#include <chrono>
-
 namespace evrdma::detail {
-
-uint32_t WaitingLine::countAnswer() noexcept {
-  ++answered_;
-  armNextTurn();  // the count starts over then
-  return answered_;
-}
-
-void WaitingLine::armNextTurn() noexcept {
-  if (!timer_)
-    timer_ = std::make_unique<Timer>(reactor_, [this] {
-      answered_ = 0;
-      onNextTurn_();
-    });
-  if (!timer_->active()) timer_->startOnce(std::chrono::milliseconds(0));
-}
 
 bool WaitingLine::popFront(CmEvent& out) noexcept {
   if (line_.empty()) return false;

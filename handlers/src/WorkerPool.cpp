@@ -1,4 +1,5 @@
-// WorkerPool: choosing a worker for each accepted request, the workers' figures, their sides' end.
+// WorkerPool: choosing a worker for each accepted request and handing it over, the workers'
+// figures, their sides' end.
 #include "WorkerPool.h"
 
 #include "evrdma/Reactor.h"
@@ -50,6 +51,16 @@ std::shared_ptr<ListenerWorker> WorkerPool::pick() noexcept {
   return workers_[best];
 }
 
+void WorkerPool::handOver(rdma_cm_id* id, AcceptDecision decision, const ListenerOptions& options) noexcept {
+  std::shared_ptr<ListenerWorker> worker = pick();  // its agents count this one
+  id->context = nullptr;  // an event of it read here before it moves is dropped, not ours
+  auto handed = std::make_shared<AcceptDecision>(std::move(decision));
+  (void)worker->reactor->post([worker, id, handed, options] {  // listen() checked it accepts posts
+    if (!worker->side) worker->side = WorkerSide::create(worker, options);
+    worker->side->takeHandedOver(id, std::move(*handed));
+  });
+}
+
 void WorkerPool::closeAgents() noexcept {
   for (const std::shared_ptr<ListenerWorker>& worker : workers_)
     (void)worker->reactor->post([worker] {
@@ -60,7 +71,7 @@ void WorkerPool::closeAgents() noexcept {
 void WorkerPool::releaseSides() noexcept {
   // From here on the Listener hands nothing over, so it no longer needs its workers.
   for (const std::shared_ptr<ListenerWorker>& worker : workers_)
-    (void)worker->reactor->post([worker] { Listener::Ptr side = std::move(worker->side); });  // accepts posts (listen)
+    (void)worker->reactor->post([worker] { WorkerSide::Ptr side = std::move(worker->side); });  // accepts posts (listen)
   workers_.clear();
 }
 

@@ -1,6 +1,6 @@
 // WorkerPool: the worker Reactors of a listening Listener (ListenerOptions::workers), each with its
-// figures and its side (a Listener on the worker's thread that does not listen and owns the agents
-// handed to it): which worker takes the next request, and letting go of their sides.
+// figures and its side (a WorkerSide on the worker's thread, owning the agents handed to it): which
+// worker takes the next request, handing it over, and letting go of their sides.
 #pragma once
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "WorkerSide.h"
 #include "evrdma/Listener.h"
 
 namespace evrdma::detail {
@@ -21,7 +22,7 @@ struct ListenerWorker {
   std::atomic<uint64_t> accepted{0}, rejected{0}, abandoned{0}, closed{0};
   std::atomic<uint64_t> heldForLaterTurn{0}, heldForMemory{0};
   std::atomic<uint32_t> mostInOneTurn{0};
-  Listener::Ptr side;  // touched on the worker's thread only
+  WorkerSide::Ptr side;  // touched on the worker's thread only
 };
 
 class WorkerPool {
@@ -37,6 +38,9 @@ class WorkerPool {
   // The worker with the fewest agents; on a tie the next in turn, so a burst spreads before any
   // agent counts. Its agent count already includes the one handed to it.
   std::shared_ptr<ListenerWorker> pick() noexcept;
+  // Hands an accepted request to the worker with the fewest agents (pick), whose side sets up its
+  // agent with the Listener's `options`.
+  void handOver(rdma_cm_id* id, AcceptDecision decision, const ListenerOptions& options) noexcept;
   // Each side closes its agents, on its thread.
   void closeAgents() noexcept;
   // Each side goes, on its thread, once it has closed its agents; the pool is empty after.

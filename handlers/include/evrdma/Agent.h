@@ -1,6 +1,7 @@
 /// \file
 /// Agent: the passive side of one connection, made by a Listener from a connect request its
-/// factory accepted. Owned by the Listener, which frees it after onClosed.
+/// factory accepted. Owned by the Listener (or, with ListenerOptions::workers, by its part on the
+/// worker that runs it), which frees it after onClosed.
 #pragma once
 
 #include <chrono>
@@ -11,18 +12,18 @@
 
 namespace evrdma {
 
-class Listener;
+namespace detail {
+class AgentHome;
+class AgentOwner;
+}  // namespace detail
 
 class Agent : public Connection {
- public:
-  Listener& listener() const noexcept { return listener_; }
-
  private:
-  friend class Listener;
-  Agent(Listener& listener, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
+  friend class detail::AgentHome;
+  Agent(detail::AgentOwner& owner, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
         const ConnectionOptions& options, std::chrono::milliseconds acceptTimeout);
   /// Takes the request's id, sets up verbs (in `prepared`'s memory where it holds some) and
-  /// accepts. Returns 0, or -errno with `op` set (the Listener then rejects the request).
+  /// accepts. Returns 0, or -errno with `op` set (its owner then rejects the request).
   int accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op,
              detail::PreparedMappings* prepared) noexcept;
   void onConnectRejected(const CmEvent& event) noexcept override;
@@ -30,7 +31,7 @@ class Agent : public Connection {
   void onEstablishedByRole() noexcept override;
   void onFinished() noexcept override;
 
-  Listener& listener_;
+  detail::AgentOwner& owner_;
   /// The memory counted against ListenerOptions::maxUnestablishedMemory until it is established
   /// or ends.
   uint64_t unestablishedBytes_ = 0;

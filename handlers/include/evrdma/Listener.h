@@ -21,12 +21,9 @@ namespace evrdma {
 class Reactor;
 struct CmEvent;
 namespace detail {
-class AdmittedLine;
-class WaitingLine;
-class AgentSet;
+class AgentHome;
 class Drain;
-struct ListenerWorker;
-class PreparedMappings;
+class WaitingLine;
 class WorkerPool;
 }
 
@@ -171,54 +168,21 @@ class Listener final {
   Reactor& reactor() const noexcept { return reactor_; }
 
  private:
-  friend class Agent;
   /// Receives the listening id's CM events and the Reactor's end, for the methods below.
   class Sink;
-  friend class Sink;
   Listener(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options);
   ~Listener();
   void onReactorGone() noexcept;
   void onCmEvent(const CmEvent& event) noexcept;
   void onConnectRequest(const CmEvent& event) noexcept;
+  /// Asks the factory, then admits the request here or hands it to a worker; or rejects it.
   void answer(const CmEvent& event) noexcept;
-  /// Sets up an agent for the request `id` as `decision` says and accepts, or rejects saying why.
-  void setUpAgent(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<detail::PreparedMappings> prepared,
-                  uint64_t bytes) noexcept;
-  /// Hands an accepted request to the worker with the fewest agents.
-  void handOver(rdma_cm_id* id, AcceptDecision decision) noexcept;
-  /// On a worker's side: takes a request handed over (its id still on the listening Reactor's
-  /// channel) and sets up its agent here.
-  void adopt(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<detail::PreparedMappings> prepared,
-             uint64_t bytes) noexcept;
-  /// On a worker's side: a request handed over, adopted now or on a later turn (acceptsPerTurn).
-  void takeHandedOver(rdma_cm_id* id, AcceptDecision decision) noexcept;
-  /// A request accepted by the factory (or handed over: `handedOver`) joins the admitted line; with
-  /// `thisTurn`, the line takes a step at once (stepAdmitted).
-  void admit(rdma_cm_id* id, AcceptDecision decision, bool handedOver, bool thisTurn) noexcept;
-  /// One step of the admitted line (AdmittedLine::step); a request ready is set up. True if one was.
-  /// False with `nextTurn` set if its buffers are being populated, clear if all wait for memory.
-  bool stepAdmitted(bool countAnswer, bool& nextTurn) noexcept;
-  uint64_t maxUnestablished() const noexcept;
-  /// The agent was established, or ended: its memory no longer counts as unestablished.
-  void releaseUnestablished(Agent* agent) noexcept;
-  /// `bytes` no longer count as unestablished; the admitted line may go on.
-  void giveBackUnestablished(uint64_t bytes) noexcept;
-  /// Answers the waiting requests and sets up the admitted ones, as far as this turn allows.
+  /// Sets up the admitted requests and answers the waiting ones, as far as this turn allows.
   void serveLines() noexcept;
-  /// Rejects the admitted requests not set up yet (their handlers hear onClosed).
-  void rejectAdmitted(const char* reason) noexcept;
-  /// The request's handler, made by the factory, hears how it ended though it never connected.
-  void endUnaccepted(AcceptDecision decision, int err, const char* op) noexcept;
-  void countAnswerThisTurn() noexcept;
   /// An event for a request still waiting its turn (its client gave up): true if it was one.
   bool onWaitingRequestEvent(const CmEvent& event) noexcept;
-  void reject(rdma_cm_id* id, const std::string& reason) noexcept;
-  void agentAbandoned(Agent* agent) noexcept;
-  /// A request whose client gave up: counted, and its id destroyed without an answer.
-  void forgetAbandonedRequest(rdma_cm_id* id) noexcept;
-  void agentFinished(Agent* agent) noexcept;
-  void maybeDelete() noexcept;
-  void rejectWaiting(const char* reason) noexcept;
+  /// Stops listening and rejects every request not set up yet with `reason`.
+  void stopListening(const char* reason) noexcept;
   void closeAgents() noexcept;
 
   Reactor& reactor_;
@@ -226,18 +190,14 @@ class Listener final {
   ListenerOptions options_;
   std::unique_ptr<Sink> sink_;
   CmId id_;
-  std::unique_ptr<detail::AgentSet> agents_;  ///< its own, not those on its workers
   ListenerStats stats_;
-  /// Requests past acceptsPerTurn, oldest first, and the turn's count.
+  /// Requests past acceptsPerTurn, oldest first.
   std::unique_ptr<detail::WaitingLine> waiting_;
-  /// Requests the factory accepted (on a worker's side: handed over) whose agents are not set up
-  /// yet: past acceptsPerTurn, past maxUnestablishedMemory, or their buffers being populated.
-  std::unique_ptr<detail::AdmittedLine> admitted_;
+  /// Its own agents (not those on its workers), the requests admitted for them, the turn's pace.
+  std::unique_ptr<detail::AgentHome> home_;
   bool released_ = false;
-  bool deleteScheduled_ = false;
   bool orphaned_ = false;  ///< the Reactor was destroyed first
   std::unique_ptr<detail::WorkerPool> workers_;  ///< with ListenerOptions::workers
-  std::shared_ptr<detail::ListenerWorker> servesWorker_;  ///< set on a worker's side: its figures
   std::unique_ptr<detail::Drain> drain_;
 };
 
