@@ -1,251 +1,41 @@
-// Listener: listening, the answer to each connect request (limits, the factory, the waiting line),
-// admitting it here or handing it to a worker, close and drain, and its figures.
+// Listener: its API over its ListenerCore, and its release (freed once its last agent is gone).
 #include "evrdma/Listener.h"
 
-#include <netinet/in.h>
-
-#include "AgentHome.h"
-#include "CmDispatcher.h"
-#include "CmEvent.h"
 #include "ConnectRequests.h"
-#include "Drain.h"
-#include "Logging.h"
-#include "ReactorCore.h"
-#include "ReactorMember.h"
-#include "WaitingLine.h"
-#include "WorkerPool.h"
-#include "evrdma/Address.h"
-#include "evrdma/Reactor.h"
+#include "ListenerCore.h"
 
 namespace evrdma {
 
-class Listener::Sink final : public CmEventHandler, public detail::ReactorMember {
- public:
-  explicit Sink(Listener& listener) : listener_(listener) {}
-  void onCmEvent(const CmEvent& event) noexcept override { listener_.onCmEvent(event); }
-  void onReactorGone() noexcept override { listener_.onReactorGone(); }  // may free the listener
-
- private:
-  Listener& listener_;
-};
-
 Listener::Listener(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options)
-    : reactor_(reactor),
-      factory_(factory),
-      options_(options),
-      sink_(std::make_unique<Sink>(*this)),
-      waiting_(std::make_unique<detail::WaitingLine>()),
-      home_(std::make_unique<detail::AgentHome>(
-          reactor, options, stats_, nullptr, [this] { serveLines(); }, [this] { drain_->maybeDone(); })),
-      workers_(std::make_unique<detail::WorkerPool>(options.workers)),
-      drain_(std::make_unique<detail::Drain>(
-          reactor, [this] { return agentCount(); }, [this] { closeAgents(); }, [this] { return !workers_->empty(); })) {
-  reactor.core().join(sink_.get());
-  options_.workers.clear();  // what the workers' sides are made with
-}
+    : core_(std::make_unique<ListenerCore>(reactor, factory, options)) {}
 
-void Listener::Release::operator()(Listener* listener) const noexcept {
-  listener->id_.reset();  // no more requests to hand over
-  listener->workers_->releaseSides();  // each closes its agents and goes, on its thread
-  if (listener->orphaned_) {  // the Reactor is gone, and the agents with it
-    delete listener;
-    return;
-  }
-  listener->released_ = true;
-  listener->close();
-  listener->home_->deleteOwnerWhenEmpty([listener] { delete listener; });
-}
+Listener::~Listener() = default;
 
 Listener::Ptr Listener::create(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options) {
   return Ptr(new Listener(reactor, factory, options));
 }
 
-Listener::~Listener() {
-  if (!orphaned_) reactor_.core().leave(sink_.get());
-}
-
-size_t Listener::agentCount() const noexcept {
-  // Accepted requests not set up yet count too (a worker counts those handed to it already).
-  return home_->agents().size() + home_->admittedCount() + workers_->agents();
-}
-
-std::vector<WorkerFigures> Listener::workerFigures() const { return workers_->figures(); }
-
-void Listener::onReactorGone() noexcept {
-  // Silent, like the Reactor's other members: the agents close without callbacks.
-  orphaned_ = true;
-  drain_->forget();
-  waiting_->destroyIds();
-  id_.reset();
-  home_->forget();
-  if (released_) delete this;
+void Listener::Release::operator()(Listener* listener) const noexcept {
+  listener->core_->release([listener] { delete listener; });
 }
 
 int Listener::listen(const std::string& address, uint16_t port, int backlog) noexcept {
-  if (orphaned_) return -ESHUTDOWN;
-  if (id_) return -EALREADY;
-  if (!workers_->allAcceptPosts()) return -EINVAL;  // nothing could be handed to them
-  sockaddr_storage local{};
-  if (int rc = parseAddress(address, port, local); rc != 0) return rc;
-  int error = 0;
-  CmDispatcher* cm = reactor_.core().cm(error);
-  if (cm == nullptr) return error;
-  CmId id;
-  if (int rc = cm->createId(sink_.get(), RDMA_PS_TCP, id); rc != 0) return rc;
-  if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&local)) != 0) return errno ? -errno : -EINVAL;
-  // An address of this machine that no RDMA device serves (its netdev has none, or its device is
-  // gone) binds all the same, and such a listener would never hear a request: refused instead. A
-  // wildcard address takes every device, present and to come.
-  if (id->verbs == nullptr && !detail::isWildcard(local)) return -ENODEV;
-  // The kernel takes 0 (and anything over its limit) as its limit.
-  if (rdma_listen(id.get(), backlog < 0 ? 0 : backlog) != 0) return errno ? -errno : -EINVAL;
-  id_ = std::move(id);
-  return 0;
+  return core_->listen(address, port, backlog);
 }
-
 int Listener::kernelMaxBacklog() noexcept { return detail::readKernelMaxBacklog(); }
-
-uint16_t Listener::port() const noexcept { return id_ ? ntohs(rdma_get_src_port(id_.get())) : 0; }
-
-void Listener::close() noexcept {
-  stopListening("the server is shutting down");
-  closeAgents();
-}
-
-void Listener::stopListening(const char* reason) noexcept {
-  id_.reset();  // no more connect requests
-  CmEvent event;
-  while (waiting_->popFront(event)) {
-    ++stats_.rejectedClosing;
-    home_->reject(event.id, reason);
-  }
-  home_->rejectAdmitted(reason);
-}
-
-void Listener::closeAgents() noexcept {
-  home_->agents().closeAll();
-  workers_->closeAgents();
-}
-
+uint16_t Listener::port() const noexcept { return core_->port(); }
+void Listener::close() noexcept { core_->close(); }
 void Listener::drain(std::chrono::milliseconds grace, std::function<void()> drained) {
-  if (drain_->start(grace, std::move(drained))) stopListening("the server is draining");
-  if (!orphaned_) drain_->tick();
+  core_->drain(grace, std::move(drained));
 }
-
-bool Listener::draining() const noexcept { return drain_->active(); }
-
-void Listener::forEachAgent(const std::function<void(Agent&)>& fn) const { home_->agents().forEach(fn); }
-
-ConnectionCounts Listener::agentsByState() const noexcept { return home_->agents().byState(); }
-
-ConnectionStats Listener::agentTotals() const noexcept { return home_->agents().totals(); }
-
-uint64_t Listener::unestablishedMemory() const noexcept { return home_->unestablishedBytes(); }
-
-void Listener::onCmEvent(const CmEvent& event) noexcept {
-  if (event.type != RDMA_CM_EVENT_CONNECT_REQUEST && onWaitingRequestEvent(event)) return;
-  switch (event.type) {
-    case RDMA_CM_EVENT_CONNECT_REQUEST:
-      onConnectRequest(event);
-      return;
-    case RDMA_CM_EVENT_ADDR_CHANGE:
-      return;  // informational
-    case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      // The ids must go for the removal to complete; listen() again once the device is back.
-      id_.reset();
-      waiting_->destroyIds();
-      EVRDMA_LOG(LogLevel::Error, "a listener's device is being removed: it stopped listening");
-      factory_.onListenerError(-ENODEV, "device removal: the listener stopped (listen again once the device is back)");
-      return;
-    default:
-      factory_.onListenerError(-EPROTO, "unexpected CM event on the listening id");
-  }
-}
-
-void Listener::onConnectRequest(const CmEvent& event) noexcept {
-  ++stats_.requests;
-  // (Admitted requests that wait for memory do not hold it back: it may fit where they do not.)
-  if (waiting_->empty() && home_->mayAnswer()) {
-    home_->countAnswer();
-    answer(event);
-    return;
-  }
-  const size_t waiting = waiting_->size() + home_->admittedCount();
-  if (waiting >= options_.maxWaitingRequests) {
-    ++stats_.rejectedWaiting;
-    home_->reject(event.id, "server busy: " + std::to_string(waiting) + " requests waiting to be accepted");
-    return;
-  }
-  ++stats_.heldForLaterTurn;
-  waiting_->push(event);
-}
-
-void Listener::serveLines() noexcept {
-  // The admitted requests are set up first, then the waiting ones answered. When every admitted
-  // one waits for memory, waiting requests are answered all the same: smaller ones may fit. The
-  // factory or a handler may close or release the listener meanwhile: its lines are then empty.
-  while (home_->mayAnswer()) {
-    switch (home_->serveAdmitted(true)) {
-      case detail::AgentHome::Served::One:
-        continue;
-      case detail::AgentHome::Served::NextTurn:  // buffers being populated
-        home_->armNextTurn();
-        return;
-      case detail::AgentHome::Served::None:  // none, or all wait for memory (until an agent is established or ends)
-        break;
-    }
-    CmEvent event;
-    if (!waiting_->popFront(event)) return;
-    home_->countAnswer();
-    answer(event);
-  }
-  // This turn's count is spent (countAnswer armed the next turn).
-}
-
-bool Listener::onWaitingRequestEvent(const CmEvent& event) noexcept {
-  if (waiting_->take(event.id)) {
-    // Its client went away before its turn came (REJECTED, DISCONNECTED...): nobody to answer.
-    home_->forgetAbandonedRequest(event.id);
-    return true;
-  }
-  return home_->forgetAdmitted(event.id);  // accepted by the factory, not set up yet
-}
-
-void Listener::answer(const CmEvent& event) noexcept {
-  if (!id_) {  // closing: a request that was already queued
-    ++stats_.rejectedClosing;
-    home_->reject(event.id, draining() ? "the server is draining" : "the server is shutting down");
-    return;
-  }
-  if (!detail::requestStillWaiting(event.id)) {
-    // It waited in the backlog longer than the client's connect timeout: nobody to answer.
-    home_->forgetAbandonedRequest(event.id);
-    return;
-  }
-  if (options_.maxAgents != 0 && agentCount() >= options_.maxAgents) {
-    ++stats_.rejectedBusy;
-    home_->reject(event.id, "server busy: " + std::to_string(agentCount()) + " agents (maxAgents)");
-    return;
-  }
-  ConnectRequest request{formatAddress(rdma_get_peer_addr(event.id)), event.privateData, event.initiatorDepth,
-                         event.responderResources};
-  AcceptDecision decision = factory_.onConnectRequest(request);
-  if (!id_) {  // the factory closed the listener (or dropped its Ptr) while deciding
-    ++stats_.rejectedClosing;
-    home_->reject(event.id, draining() ? "the server is draining" : "the server is shutting down");
-    return;
-  }
-  if (!decision.handler) {
-    ++stats_.rejectedByFactory;
-    home_->reject(event.id, decision.rejectReason.empty() ? "rejected" : decision.rejectReason);
-    return;
-  }
-  if (workers_->empty()) {
-    home_->admit(event.id, std::move(decision), false, true);
-    return;
-  }
-  ++stats_.accepted;  // handed over; the worker's figures say how it went there
-  workers_->handOver(event.id, std::move(decision), options_);
-}
+bool Listener::draining() const noexcept { return core_->draining(); }
+size_t Listener::agentCount() const noexcept { return core_->agentCount(); }
+void Listener::forEachAgent(const std::function<void(Agent&)>& fn) const { core_->forEachAgent(fn); }
+ConnectionCounts Listener::agentsByState() const noexcept { return core_->agentsByState(); }
+ConnectionStats Listener::agentTotals() const noexcept { return core_->agentTotals(); }
+std::vector<WorkerFigures> Listener::workerFigures() const { return core_->workerFigures(); }
+const ListenerStats& Listener::stats() const noexcept { return core_->stats(); }
+uint64_t Listener::unestablishedMemory() const noexcept { return core_->unestablishedMemory(); }
+Reactor& Listener::reactor() const noexcept { return core_->reactor(); }
 
 }  // namespace evrdma

@@ -19,13 +19,7 @@
 namespace evrdma {
 
 class Reactor;
-struct CmEvent;
-namespace detail {
-class AgentHome;
-class Drain;
-class WaitingLine;
-class WorkerPool;
-}
+class ListenerCore;
 
 struct ListenerStats {
   uint64_t requests = 0;
@@ -158,47 +152,19 @@ class Listener final {
   ConnectionStats agentTotals() const noexcept;
   /// Per worker (ListenerOptions::workers), in order; empty without workers. Thread-safe.
   std::vector<WorkerFigures> workerFigures() const;
-  const ListenerStats& stats() const noexcept { return stats_; }
+  const ListenerStats& stats() const noexcept;
   /// Memory pinned now for this Listener's own agents not yet established (and for the request
   /// whose buffers are being populated): what maxUnestablishedMemory bounds.
   uint64_t unestablishedMemory() const noexcept;
   /// An agent's large buffers are populated (their pages faulted in) before they are registered,
   /// at most this much per loop turn: registering fresh pages would fault them all in at once.
   static constexpr uint64_t kPopulatePerTurn = 4u << 20;
-  Reactor& reactor() const noexcept { return reactor_; }
+  Reactor& reactor() const noexcept;
 
  private:
-  /// Receives the listening id's CM events and the Reactor's end, for the methods below.
-  class Sink;
   Listener(Reactor& reactor, AgentFactory& factory, const ListenerOptions& options);
   ~Listener();
-  void onReactorGone() noexcept;
-  void onCmEvent(const CmEvent& event) noexcept;
-  void onConnectRequest(const CmEvent& event) noexcept;
-  /// Asks the factory, then admits the request here or hands it to a worker; or rejects it.
-  void answer(const CmEvent& event) noexcept;
-  /// Sets up the admitted requests and answers the waiting ones, as far as this turn allows.
-  void serveLines() noexcept;
-  /// An event for a request still waiting its turn (its client gave up): true if it was one.
-  bool onWaitingRequestEvent(const CmEvent& event) noexcept;
-  /// Stops listening and rejects every request not set up yet with `reason`.
-  void stopListening(const char* reason) noexcept;
-  void closeAgents() noexcept;
-
-  Reactor& reactor_;
-  AgentFactory& factory_;
-  ListenerOptions options_;
-  std::unique_ptr<Sink> sink_;
-  CmId id_;
-  ListenerStats stats_;
-  /// Requests past acceptsPerTurn, oldest first.
-  std::unique_ptr<detail::WaitingLine> waiting_;
-  /// Its own agents (not those on its workers), the requests admitted for them, the turn's pace.
-  std::unique_ptr<detail::AgentHome> home_;
-  bool released_ = false;
-  bool orphaned_ = false;  ///< the Reactor was destroyed first
-  std::unique_ptr<detail::WorkerPool> workers_;  ///< with ListenerOptions::workers
-  std::unique_ptr<detail::Drain> drain_;
+  std::unique_ptr<ListenerCore> core_;  ///< what it holds behind this API (not installed)
 };
 
 }  // namespace evrdma
