@@ -282,8 +282,16 @@ void Connection::onCmEvent(const CmEvent& event) noexcept {
 
 void Connection::onDisconnectedEvent() noexcept {
   // The CM channel may be read before the completion channel: what the peer sent before it left
-  // is in the CQ already, and reaches onRecv before onDisconnected.
-  if (queuePair_ && queuePair_->attachment()) queuePair_->attachment()->deliverPending();
+  // is in the CQ already, and reaches onRecv before onDisconnected, once the dispatcher's own pass
+  // has handed it out (on a later turn; not from inside this CM event).
+  if (queuePair_ && queuePair_->attachment()) {
+    queuePair_->attachment()->whenDrained([this] { afterPeerDisconnected(); });
+    return;
+  }
+  afterPeerDisconnected();
+}
+
+void Connection::afterPeerDisconnected() noexcept {
   if (closing()) {  // the application closed (or it failed) meanwhile
     disconnectDone_ = true;
     maybeFinish();

@@ -1,5 +1,5 @@
 // CompletionDispatcher: a device's CQ pool and completion channel for one Reactor, polling with a
-// budget per turn, arming, adaptive polling, and the routing of each completion to its QP's handler.
+// budget per turn, arming, and the routing of each completion to its QP's handler.
 #include "CompletionDispatcher.h"
 
 #include <event2/event.h>
@@ -33,9 +33,40 @@ void CompletionDispatcher::Attachment::bind(uint32_t qpNum) noexcept {
 
 CompletionDispatcher::Attachment::~Attachment() { owner_.detach(*this); }
 
-void CompletionDispatcher::Attachment::deliverPending() noexcept {
-  if (owner_.delivering_) return;  // keeps the order: earlier completions are still being handed out
-  owner_.serveAll(cq_);
+void CompletionDispatcher::Attachment::whenDrained(std::function<void()> then) {
+  whenDrained_ = std::move(then);
+  owner_.awaitDrain(*this);
+}
+
+void CompletionDispatcher::awaitDrain(Attachment& attachment) {
+  if (removed_) {  // nothing more will be handed out: the device is gone
+    std::function<void()> then = std::move(attachment.whenDrained_);
+    then();
+    return;
+  }
+  if (std::find(awaitingDrain_.begin(), awaitingDrain_.end(), &attachment) == awaitingDrain_.end())
+    awaitingDrain_.push_back(&attachment);
+  attachment.drainedAt_ = attachment.cq_.handedOut + attachment.cq_.capacity;
+  if (!attachment.cq_.queued) {
+    attachment.cq_.queued = true;
+    ready_.push_back(&attachment.cq_);
+  }
+  resume_.schedule();  // a pass on a later turn, as when a turn's budget was spent
+}
+
+void CompletionDispatcher::callDrained(bool all) noexcept {
+  // Taken out first: a callback may ask again, or detach another attachment (on a later turn:
+  // attachments are destroyed outside their handlers' callbacks).
+  const auto firstDrained = std::stable_partition(awaitingDrain_.begin(), awaitingDrain_.end(),
+                                                  [all](const Attachment* a) {
+                                                    return !all && a->cq_.queued && a->cq_.handedOut < a->drainedAt_;
+                                                  });
+  const std::vector<Attachment*> drained(firstDrained, awaitingDrain_.end());
+  awaitingDrain_.erase(firstDrained, awaitingDrain_.end());
+  for (Attachment* attachment : drained) {
+    std::function<void()> then = std::move(attachment->whenDrained_);
+    if (then) then();
+  }
 }
 
 void CompletionDispatcher::detach(Attachment& attachment) noexcept {
@@ -47,6 +78,7 @@ void CompletionDispatcher::detach(Attachment& attachment) noexcept {
       detail::AsyncEventRouter::instance().disownQp(attachment.qpNum_, context_, &inbox_);
     }
   }
+  awaitingDrain_.erase(std::remove(awaitingDrain_.begin(), awaitingDrain_.end(), &attachment), awaitingDrain_.end());
   attachment.cq_.reserved -= attachment.entries_;
   --attachments_;
   if (attachment.cq_.reserved == 0 && cqs_.size() > 1) trimTurn_.schedule();
@@ -62,13 +94,13 @@ void CompletionDispatcher::stop() noexcept {
     handler->onDeviceRemoved();  // they fail, and detach later
   if (event_ != nullptr) event_del(event_);
   dropPendingWork();
+  callDrained(true);  // nothing more will be handed out
 }
 
 void CompletionDispatcher::dropPendingWork() noexcept {
   resume_.cancel();
-  spinTurn_.cancel();
+  polling_.stop();
   trimTurn_.cancel();
-  polling_ = false;
   ready_.clear();
   for (auto& cq : cqs_) cq->queued = false;
 }
@@ -92,7 +124,7 @@ int CompletionDispatcher::init() noexcept {
   event_ = event_new(reactor_.base(), channel_->fd, EV_READ | EV_PERSIST, &CompletionDispatcher::onReadable, this);
   if (event_ == nullptr || event_add(event_, nullptr) != 0) return -ENOMEM;
   if (resume_.init(reactor_.base(), &CompletionDispatcher::onReadable, this) != 0) return -ENOMEM;
-  if (spinTurn_.init(reactor_.base(), &CompletionDispatcher::onSpinTurn, this) != 0) return -ENOMEM;
+  if (polling_.init(reactor_.base()) != 0) return -ENOMEM;
   if (trimTurn_.init(reactor_.base(), &CompletionDispatcher::onTrimTurn, this) != 0) return -ENOMEM;
   return 0;
 }
@@ -176,13 +208,7 @@ void CompletionDispatcher::releaseIdleCqs() noexcept {
     // unread on the channel goes with it (the kernel drops a destroyed CQ's pending events). What
     // it still holds is drained first: a receive through a shared receive queue goes back to it.
     serveAll(cq);
-    if (cq.queued) {
-      for (size_t k = ready_.size(); k > 0; --k) {
-        SharedCq* queued = ready_.front();
-        ready_.pop_front();
-        if (queued != &cq) ready_.push_back(queued);
-      }
-    }
+    if (cq.queued) ready_.remove(&cq);
     detail::AsyncEventRouter::instance().disownCq(cq.cq.get());
     if (int rc = cq.cq.reset(); rc != 0)
       EVRDMA_LOG(LogLevel::Warn, "%s: destroying an idle shared CQ failed (%s)", deviceName(), strerror(-rc));
@@ -205,10 +231,8 @@ void CompletionDispatcher::deliver(const ibv_wc& wc) noexcept {
       if (attachment != nullptr && attachment->srq_ == srq) {
         handOver(attachment->handler_, wc);  // the connection gives the buffer back
       } else {
-        ++stats_.strayCompletions;  // its QP is gone: the buffer goes back to the pool
-        EVRDMA_LOG(LogLevel::Info, "%s: a receive completion for QP %u, no longer attached: its shared buffer is reposted",
-                   deviceName(), wc.qp_num);
-        (void)srq->repost(detail::wrid::index(wc.wr_id));
+        ++stats_.strayCompletions;
+        srq->takeBackStray(wc);
       }
       return;
     }
@@ -278,6 +302,7 @@ bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcep
     cq.firstPoll = false;
     if (n == 0) return true;
     stats_.completions += n;
+    cq.handedOut += static_cast<uint64_t>(n);
     handled += n;
     pollReceives_ = 0;
     for (int i = 0; i < n; ++i) pollReceives_ += detail::wrid::isSend(wcs[i].wr_id) ? 0 : 1;
@@ -289,7 +314,7 @@ bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcep
 void CompletionDispatcher::run() noexcept {
   if (delivering_) return;  // an application callback ran a nested loop: the outer pass goes on
   int handled = 0;
-  // Polling adaptively, a CQ is armed only when a window passes with nothing (see spin()).
+  // Polling adaptively, a CQ is armed only when a window passes with nothing (AdaptivePolling).
   const bool adaptive = reactor_.pollingWindow().count() > 0;
   // Woken in event mode, hand out what the CQs hold before reading the channel: the read(2) and
   // the arm then come after the answers' posts, off the path from wake-up to answer. The event
@@ -353,18 +378,8 @@ void CompletionDispatcher::run() noexcept {
   }
   if (!ready_.empty()) yieldBudget();  // the budget is spent: the rest on a later turn
   delivering_ = false;
-  if (adaptive && !removed_) startPolling();
-}
-
-void CompletionDispatcher::onSpinTurn(int, short, void* self) noexcept { static_cast<CompletionDispatcher*>(self)->spin(); }
-
-void CompletionDispatcher::startPolling() noexcept {
-  emptyTurns_ = 0;
-  if (!polling_) {
-    polling_ = true;
-    ++stats_.pollingWindows;
-  }
-  spinTurn_.schedule();
+  if (!awaitingDrain_.empty()) callDrained(false);
+  if (adaptive && !removed_) polling_.start();
 }
 
 int CompletionDispatcher::shareOf(int budget, size_t cqs) noexcept {
@@ -421,45 +436,14 @@ void CompletionDispatcher::armIfNeeded(SharedCq& cq) noexcept {
   }
 }
 
-void CompletionDispatcher::spin() noexcept {
-  if (delivering_ || removed_ || !polling_) return;
-  ++stats_.spinTurns;
-  // Each turn through libevent costs a backend call (a system call): poll a few times here first,
-  // so a completion that is about to land is found without one, yet the backend's sockets, timers
-  // and signals wait only that long.
+int CompletionDispatcher::pollEveryCq() noexcept {
   int handled = 0;
-  for (int i = 0; i < kPollBurst && handled == 0 && polling_ && !removed_; ++i) (void)pollAll(handled);
-  if (handled > 0) {
-    emptyTurns_ = 0;
-    spinTurn_.schedule();  // after the backend's zero-timeout poll and the timers
-    return;
-  }
-  // The window is timed from the kTurnsPerClockRead-th empty turn, reading the clock only every
-  // that many empty turns and never while completions keep coming: where the clocksource is not
-  // the TSC (an emulated HPET in a VM), a clock read is a system call, as dear as a turn. So the
-  // window runs that many turns longer than asked, and a completion costs no clock read.
-  const std::chrono::microseconds window = reactor_.pollingWindow();
-  if (window.count() > 0 && ++emptyTurns_ % kTurnsPerClockRead != 0) {
-    spinTurn_.schedule();
-    return;
-  }
-  const auto now = std::chrono::steady_clock::now();
-  if (emptyTurns_ == kTurnsPerClockRead) quietSince_ = now;
-  if (window.count() > 0 && now - quietSince_ < window) {
-    spinTurn_.schedule();
-    return;
-  }
-  // A window with nothing: arm, then look once more, since a completion that landed before the
-  // arm raises no event.
-  for (size_t i = 0; i < cqs_.size(); ++i) armIfNeeded(*cqs_[i]);
   (void)pollAll(handled);
-  if (handled > 0) {
-    emptyTurns_ = 0;
-    spinTurn_.schedule();
-    return;
-  }
-  polling_ = false;
-  ++stats_.sleeps;
+  return handled;
+}
+
+void CompletionDispatcher::armEveryCq() noexcept {
+  for (size_t i = 0; i < cqs_.size(); ++i) armIfNeeded(*cqs_[i]);
 }
 
 }  // namespace evrdma

@@ -25,10 +25,12 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
 
+#include "AdaptivePolling.h"
 #include "AsyncEventRouter.h"
 #include "NextTurn.h"
 #include "Ring.h"
@@ -66,7 +68,7 @@ class CompletionHandler {
   ~CompletionHandler() = default;
 };
 
-class CompletionDispatcher final {
+class CompletionDispatcher final : private detail::AdaptivePolling::Source {
  public:
   // What the dispatcher tells the Device it belongs to.
   class Owner {
@@ -82,10 +84,6 @@ class CompletionDispatcher final {
 
   static constexpr int kBudget = 256;
   static constexpr uint32_t kSharedCqEntries = 512;
-  // Adaptive polling: how many polls one loop turn makes before it goes back through libevent,
-  // and every how many turns without a completion the clock is read (see spin()).
-  static constexpr int kPollBurst = 32;
-  static constexpr uint32_t kTurnsPerClockRead = 8;
 
  private:
   struct SharedCq;
@@ -104,10 +102,13 @@ class CompletionDispatcher final {
     void bind(uint32_t qpNum) noexcept;
     // The QP receives through `srq`: its receive completions carry the SRQ's serial.
     void receiveThrough(detail::SharedReceiveQueue* srq) noexcept { srq_ = srq; }
-    // Delivers every completion already in the CQ now (for every QP on it, in order), without
-    // waiting for the channel: a CM event such as DISCONNECTED may be read before the
-    // completions that preceded it. Does nothing while the dispatcher is delivering already.
-    void deliverPending() noexcept;
+    // Calls `then` once the dispatcher has handed out everything the CQ holds now (for every QP
+    // on it, in order), from its own pass on a later turn, never from inside this call: a CM event
+    // such as DISCONNECTED may be read before the completions that preceded it. That is once a
+    // pass found the CQ empty, or handed out as many of its completions as it can hold (a CQ that
+    // other connections keep busy may never be empty). Called once the device is going too (at
+    // once if it is gone). A second call replaces the first.
+    void whenDrained(std::function<void()> then);
 
    private:
     friend class CompletionDispatcher;
@@ -122,13 +123,21 @@ class CompletionDispatcher final {
     uint32_t qpNum_ = 0;
     bool bound_ = false;
     detail::SharedReceiveQueue* srq_ = nullptr;
+    std::function<void()> whenDrained_;
+    uint64_t drainedAt_ = 0;  // whenDrained: the CQ's handedOut count by which it holds nothing older
   };
 
   // Counts into `stats`, which the Reactor keeps after this dispatcher is gone. `inbox` is the
   // Device's, where another Reactor hands the async events of this dispatcher's QPs and CQs.
   CompletionDispatcher(Reactor& reactor, ibv_context* context, int maxCqe, CompletionStats& stats,
                        detail::AsyncInbox& inbox, Owner& owner)
-      : reactor_(reactor), context_(context), maxCqe_(maxCqe), inbox_(inbox), owner_(owner), stats_(stats) {}
+      : reactor_(reactor),
+        context_(context),
+        maxCqe_(maxCqe),
+        inbox_(inbox),
+        owner_(owner),
+        polling_(reactor, stats, *this),
+        stats_(stats) {}
   ~CompletionDispatcher();
   CompletionDispatcher(const CompletionDispatcher&) = delete;
   CompletionDispatcher& operator=(const CompletionDispatcher&) = delete;
@@ -172,6 +181,7 @@ class CompletionDispatcher final {
     uint32_t capacity = 0;
     uint32_t reserved = 0;
     bool queued = false;  // waiting in ready_
+    uint64_t handedOut = 0;  // completions polled from it, ever
     bool needsArm = false;
     bool firstPoll = false;
     bool foundBeforeRead = false;  // the poll before the channel's read found completions
@@ -179,11 +189,10 @@ class CompletionDispatcher final {
 
   static void onReadable(int, short, void* self) noexcept;
   void run() noexcept;
-  // Adaptive polling (Reactor::setPollingWindow): keeps polling on later turns until a window
-  // passes with nothing, then arms the CQs that need it and looks once more (the notify race).
-  static void onSpinTurn(int, short, void* self) noexcept;
-  void startPolling() noexcept;
-  void spin() noexcept;
+  // AdaptivePolling::Source: what the polling turns of Reactor::setPollingWindow do.
+  int pollEveryCq() noexcept override;
+  void armEveryCq() noexcept override;
+  bool mayPoll() const noexcept override { return !delivering_ && !removed_; }
   // Polls every CQ once, adding the completions handled to `handled`, and notes in each CQ whether
   // it held any (foundBeforeRead), each up to its share of the budget, again while budget is left.
   // False if the budget was spent before every CQ was drained; the next call then starts a CQ
@@ -200,6 +209,10 @@ class CompletionDispatcher final {
   bool serve(SharedCq& cq, int budget, int& handled) noexcept;
   // Everything `cq` holds, outside a pass (delivering_ set meanwhile).
   void serveAll(SharedCq& cq) noexcept;
+  // Attachment::whenDrained: its CQ joins the ready line and a pass is scheduled.
+  void awaitDrain(Attachment& attachment);
+  // Calls back the attachments whose CQ a pass has drained (all of them with `all`).
+  void callDrained(bool all) noexcept;
   void reportCqError(SharedCq& cq, int err, const char* op) noexcept;
   // The handlers of the bound attachments that `matches`, copied: calling them may change the map.
   template <typename Predicate>
@@ -230,16 +243,14 @@ class CompletionDispatcher final {
   CompletionChannel channel_;
   event* event_ = nullptr;
   detail::NextTurn resume_;  // budget spent: serve the ready CQs again on a later turn
-  detail::NextTurn spinTurn_;  // adaptive polling: the next turn's poll
   detail::NextTurn trimTurn_;  // a detach left a CQ empty: releaseIdleCqs
-  bool polling_ = false;
-  uint32_t emptyTurns_ = 0;  // polling turns since the last completion
-  std::chrono::steady_clock::time_point quietSince_{};  // read at the kTurnsPerClockRead-th of them
+  detail::AdaptivePolling polling_;  // Reactor::setPollingWindow
   std::vector<detail::SharedReceiveQueue*> srqs_;  // the Device's, whose receives come through here
   std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
   detail::Ring<SharedCq*> ready_;
   size_t firstToPoll_ = 0;  // where pollAll's next pass starts: one further after a pass that did not finish
   bool delivering_ = false;
+  std::vector<Attachment*> awaitingDrain_;  // Attachment::whenDrained, in the order asked
   std::vector<CompletionHandler*> inPoll_;  // the handlers given completions of the current poll
   int pollReceives_ = 0;                    // how many receive completions the current poll found
   std::unordered_map<uint32_t, Attachment*> byQpNum_;

@@ -36,6 +36,14 @@ class Ring {
     while (!empty()) pop_front();
     head_ = 0;
   }
+  // Takes every element equal to `value` out, the others kept in their order.
+  void remove(const T& value) {
+    for (size_t k = count_; k > 0; --k) {
+      T element = std::move(front());
+      pop_front();
+      if (!(element == value)) push_back(std::move(element));
+    }
+  }
 
  private:
   void grow() {

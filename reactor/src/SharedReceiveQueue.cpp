@@ -42,6 +42,12 @@ uint8_t* SharedReceiveQueue::buffer(uint32_t index) const noexcept {
   return chunks_[index / kChunkBuffers]->data() + size_t{index % kChunkBuffers} * bufferSize_;
 }
 
+void SharedReceiveQueue::takeBackStray(const ibv_wc& wc) noexcept {
+  EVRDMA_LOG(LogLevel::Info, "a receive completion for QP %u, no longer attached: its shared buffer is reposted",
+             wc.qp_num);
+  (void)repost(wrid::index(wc.wr_id));
+}
+
 int SharedReceiveQueue::repost(uint32_t index) noexcept {
   ibv_sge sge{};
   sge.addr = reinterpret_cast<uintptr_t>(buffer(index));

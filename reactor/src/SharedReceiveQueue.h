@@ -60,6 +60,9 @@ class SharedReceiveQueue {
   uint8_t* buffer(uint32_t index) const noexcept;
   // A completion took buffer `index` off the device (its connection, if any, handles it next).
   void onConsumed() noexcept { --posted_; }
+  // A receive completion whose QP no longer receives through it (the QP is gone): its buffer goes
+  // back to the device, as its connection would have given it back.
+  void takeBackStray(const ibv_wc& wc) noexcept;
   // Gives buffer `index` back to the device. 0 or -errno.
   int repost(uint32_t index) noexcept;
   // IBV_EVENT_SRQ_LIMIT_REACHED: grows by half (whole chunks, up to the capacity) and re-arms.

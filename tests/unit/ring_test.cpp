@@ -1,4 +1,4 @@
-// Ring: the FIFO behind send backlogs and the dispatcher's ready list.
+// Ring: the FIFO behind send backlogs and the dispatcher's ready list (and a CQ taken out of it).
 #include "Ring.h"
 
 #include <gtest/gtest.h>
@@ -41,6 +41,18 @@ TEST(RingTest, APoppedOrClearedElementLetsGoOfWhatItHeld) {
   EXPECT_TRUE(ring.empty());
   ring.push_back(held);
   EXPECT_EQ(*ring.front(), 7) << "usable after clear";
+}
+
+TEST(RingTest, RemovingAnElementKeepsTheOthersInTheirOrder) {
+  Ring<int> ring;
+  for (int i = 0; i < 5; ++i) ring.push_back(i);
+  ring.pop_front();  // wrapped storage: the head is past the start
+  for (int i = 5; i < 10; ++i) ring.push_back(i);
+  ring.remove(3);
+  ring.remove(42);  // absent: nothing changes
+  const int expected[] = {1, 2, 4, 5, 6, 7, 8, 9};
+  ASSERT_EQ(ring.size(), 8u);
+  for (size_t i = 0; i < ring.size(); ++i) EXPECT_EQ(ring[i], expected[i]);
 }
 
 }  // namespace

@@ -273,6 +273,7 @@ class Connection {
   void onDeviceRemoved() noexcept;
   void onReactorGone() noexcept;
   void onDisconnectedEvent() noexcept;
+  void afterPeerDisconnected() noexcept;  ///< what the peer sent before it left was handed out
   /// The transport is up (ESTABLISHED, or the first receive that beats it: `peerSpoke`):
   /// unframed, the connection is established; framed, our hello goes out (the agent's only once
   /// the client's has arrived) and the peer's is awaited.

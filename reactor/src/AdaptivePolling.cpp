@@ -1,0 +1,64 @@
+// AdaptivePolling: the polling turns after a completion, the window's clock, and the arm at its end.
+#include "AdaptivePolling.h"
+
+#include "evrdma/Reactor.h"
+
+namespace evrdma::detail {
+
+void AdaptivePolling::onTurn(int, short, void* self) noexcept { static_cast<AdaptivePolling*>(self)->spin(); }
+
+void AdaptivePolling::start() noexcept {
+  emptyTurns_ = 0;
+  if (!polling_) {
+    polling_ = true;
+    ++stats_.pollingWindows;
+  }
+  turn_.schedule();
+}
+
+void AdaptivePolling::stop() noexcept {
+  turn_.cancel();
+  polling_ = false;
+}
+
+void AdaptivePolling::spin() noexcept {
+  if (!polling_ || !source_.mayPoll()) return;
+  ++stats_.spinTurns;
+  // Each turn through libevent costs a backend call (a system call): poll a few times here first,
+  // so a completion that is about to land is found without one, yet the backend's sockets, timers
+  // and signals wait only that long.
+  int handled = 0;
+  for (int i = 0; i < kPollBurst && handled == 0 && polling_ && source_.mayPoll(); ++i) handled += source_.pollEveryCq();
+  if (handled > 0) {
+    emptyTurns_ = 0;
+    turn_.schedule();  // after the backend's zero-timeout poll and the timers
+    return;
+  }
+  // The window is timed from the kTurnsPerClockRead-th empty turn, reading the clock only every
+  // that many empty turns and never while completions keep coming: where the clocksource is not
+  // the TSC (an emulated HPET in a VM), a clock read is a system call, as dear as a turn. So the
+  // window runs that many turns longer than asked, and a completion costs no clock read.
+  const std::chrono::microseconds window = reactor_.pollingWindow();
+  if (window.count() > 0 && ++emptyTurns_ % kTurnsPerClockRead != 0) {
+    turn_.schedule();
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (emptyTurns_ == kTurnsPerClockRead) quietSince_ = now;
+  if (window.count() > 0 && now - quietSince_ < window) {
+    turn_.schedule();
+    return;
+  }
+  // A window with nothing: arm, then look once more, since a completion that landed before the
+  // arm raises no event.
+  source_.armEveryCq();
+  if (source_.pollEveryCq() > 0) {
+    emptyTurns_ = 0;
+    turn_.schedule();
+    return;
+  }
+  polling_ = false;
+  ++stats_.sleeps;
+}
+
+}  // namespace evrdma::detail

@@ -1,0 +1,66 @@
+// AdaptivePolling: Reactor::setPollingWindow for one device's completion dispatcher. After a pass
+// that found completions, the CQs are polled again on every loop turn (through libevent's backend
+// with a zero timeout, so the loop's sockets, timers and signals are served in between) until a
+// window passes with nothing; then they are armed and looked at once more (the notify race), and
+// the loop sleeps until the channel wakes it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "NextTurn.h"
+#include "evrdma/CompletionStats.h"
+
+struct event_base;
+
+namespace evrdma {
+
+class Reactor;
+
+namespace detail {
+
+class AdaptivePolling {
+ public:
+  // What is polled: the dispatcher's CQs.
+  class Source {
+   public:
+    // Polls every CQ once (up to the turn's budget); how many completions were handled.
+    virtual int pollEveryCq() noexcept = 0;
+    // Arms every CQ that took an event since it was last armed.
+    virtual void armEveryCq() noexcept = 0;
+    // False while a pass delivers (a callback runs a nested loop) or once the device is going.
+    virtual bool mayPoll() const noexcept = 0;
+
+   protected:
+    ~Source() = default;
+  };
+
+  // How many polls one loop turn makes before it goes back through libevent, and every how many
+  // turns without a completion the clock is read (see spin()).
+  static constexpr int kPollBurst = 32;
+  static constexpr uint32_t kTurnsPerClockRead = 8;
+
+  AdaptivePolling(Reactor& reactor, CompletionStats& stats, Source& source)
+      : reactor_(reactor), stats_(stats), source_(source) {}
+  int init(event_base* base) noexcept { return turn_.init(base, &AdaptivePolling::onTurn, this); }
+
+  // A pass found completions: poll on the next turns, the window timed afresh.
+  void start() noexcept;
+  // No polling turn any more (the device is going, or the dispatcher releases its CQs).
+  void stop() noexcept;
+
+ private:
+  static void onTurn(int, short, void* self) noexcept;
+  void spin() noexcept;
+
+  Reactor& reactor_;
+  CompletionStats& stats_;
+  Source& source_;
+  NextTurn turn_;
+  bool polling_ = false;
+  uint32_t emptyTurns_ = 0;  // polling turns since the last completion
+  std::chrono::steady_clock::time_point quietSince_{};  // read at the kTurnsPerClockRead-th of them
+};
+
+}  // namespace detail
+}  // namespace evrdma
