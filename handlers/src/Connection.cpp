@@ -14,6 +14,7 @@
 #include "Logging.h"
 #include "FramedSender.h"
 #include "HeldMessages.h"
+#include "Liveness.h"
 #include "LendingPool.h"
 #include "QueuePair.h"
 #include "ReactorCore.h"
@@ -335,24 +336,17 @@ void Connection::markEstablished() noexcept {
   handler_->onEstablished(*this);
 }
 
-namespace {
-std::chrono::milliseconds keepaliveTimeoutOf(const ConnectionOptions& options) noexcept {
-  return options.keepaliveTimeout.count() > 0 ? options.keepaliveTimeout : 3 * options.keepaliveInterval;
+uint64_t Connection::activity() const noexcept {
+  return stats_.messagesSent + stats_.messagesReceived + stats_.opsCompleted;
 }
-}  // namespace
 
 void Connection::startLivenessChecks() noexcept {
-  using std::chrono::milliseconds;
-  const bool keepalive = framedSender_ && options_.keepaliveInterval.count() > 0;
-  if (!keepalive && options_.idleTimeout.count() == 0) return;
-  // Ticks often enough to notice each deadline within a quarter of it.
-  milliseconds tick = milliseconds::max();
-  if (keepalive) tick = std::min({tick, options_.keepaliveInterval, keepaliveTimeoutOf(options_) / 4});
-  if (options_.idleTimeout.count() > 0) tick = std::min(tick, options_.idleTimeout / 4);
-  tick = std::max(tick, milliseconds(1));
-  lastHeard_ = lastActive_ = establishedAt_;
-  heardMark_ = receivesSeen_;
-  activityMark_ = stats_.messagesSent + stats_.messagesReceived + stats_.opsCompleted;
+  auto liveness = std::make_unique<detail::Liveness>(detail::Liveness::Settings{
+      framedSender_ != nullptr, options_.keepaliveInterval, options_.keepaliveTimeout, options_.idleTimeout});
+  const std::chrono::milliseconds tick = liveness->tickPeriod();
+  if (tick.count() == 0) return;  // no keepalive, no idle timeout
+  liveness->start(establishedAt_, receivesSeen_, activity());
+  liveness_ = std::move(liveness);
   livenessTimer_.startPeriodic(tick);
 }
 
@@ -361,40 +355,28 @@ void Connection::onLivenessTick() noexcept {
     livenessTimer_.cancel();
     return;
   }
-  const auto now = std::chrono::steady_clock::now();
-  if (receivesSeen_ != heardMark_) {
-    heardMark_ = receivesSeen_;
-    lastHeard_ = now;
-    probeOutstanding_ = false;
-  }
-  const uint64_t activity = stats_.messagesSent + stats_.messagesReceived + stats_.opsCompleted;
-  if (activity != activityMark_) {
-    activityMark_ = activity;
-    lastActive_ = now;
-  }
-  if (options_.idleTimeout.count() > 0 && now - lastActive_ >= options_.idleTimeout) {
-    livenessTimer_.cancel();
-    errorText_ = "idle timeout: no message either way for " + std::to_string(options_.idleTimeout.count()) + " ms";
-    fail(-ETIMEDOUT, errorText_.c_str());
-    return;
-  }
-  if (!framedSender_ || options_.keepaliveInterval.count() == 0) return;
-  const auto silence = now - lastHeard_;
-  if (silence >= keepaliveTimeoutOf(options_)) {
-    livenessTimer_.cancel();
-    errorText_ = "keepalive: the peer has sent nothing, not even an answer to a probe, for " +
-                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silence).count()) +
-                 " ms (keepaliveTimeout " + std::to_string(keepaliveTimeoutOf(options_).count()) + " ms)";
-    EVRDMA_LOG(LogLevel::Warn, "%s %s: %s", isClient_ ? "client of" : "agent for", peerAddress_.c_str(),
-               errorText_.c_str());
-    fail(-ETIMEDOUT, errorText_.c_str());
-    return;
-  }
-  if (silence >= options_.keepaliveInterval && !probeOutstanding_) {
-    probeOutstanding_ = true;
-    ++stats_.keepaliveProbesSent;
-    if (int rc = framedSender_->sendKeepaliveProbe(); rc != 0)
-      fail(rc, "ibv_post_send (keepalive probe)");
+  std::chrono::milliseconds silence{0};
+  switch (liveness_->tick(std::chrono::steady_clock::now(), receivesSeen_, activity(), silence)) {
+    case detail::Liveness::Verdict::Fine:
+      return;
+    case detail::Liveness::Verdict::Idle:
+      livenessTimer_.cancel();
+      errorText_ = "idle timeout: no message either way for " + std::to_string(liveness_->idleTimeout().count()) + " ms";
+      fail(-ETIMEDOUT, errorText_.c_str());
+      return;
+    case detail::Liveness::Verdict::PeerSilent:
+      livenessTimer_.cancel();
+      errorText_ = "keepalive: the peer has sent nothing, not even an answer to a probe, for " +
+                   std::to_string(silence.count()) + " ms (keepaliveTimeout " +
+                   std::to_string(liveness_->keepaliveTimeout().count()) + " ms)";
+      EVRDMA_LOG(LogLevel::Warn, "%s %s: %s", isClient_ ? "client of" : "agent for", peerAddress_.c_str(),
+                 errorText_.c_str());
+      fail(-ETIMEDOUT, errorText_.c_str());
+      return;
+    case detail::Liveness::Verdict::Probe:
+      ++stats_.keepaliveProbesSent;
+      if (int rc = framedSender_->sendKeepaliveProbe(); rc != 0) fail(rc, "ibv_post_send (keepalive probe)");
+      return;
   }
 }
 

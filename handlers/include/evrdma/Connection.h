@@ -78,6 +78,7 @@ class FramedSender;
 class RegionExchange;
 class LendingPool;
 class PreparedMappings;
+class Liveness;
 }  // namespace detail
 
 
@@ -322,6 +323,8 @@ class Connection {
   /// keepaliveInterval / idleTimeout: starts the liveness checks (once established).
   void startLivenessChecks() noexcept;
   void onLivenessTick() noexcept;
+  /// Messages either way and operations completed: what idleTimeout watches.
+  uint64_t activity() const noexcept;
   /// Reports an operation that will never complete normally (flushed, or dropped unposted).
   void reportUnfinished(const SendOp& op, ibv_wc_status status) noexcept;
   void beginTeardown() noexcept;
@@ -392,9 +395,7 @@ class Connection {
   Timer unexplainedFlushTimer_;
   void noteUnexplainedFlush() noexcept;
   uint64_t receivesSeen_ = 0;  ///< every successful receive, the protocol's own frames included
-  uint64_t heardMark_ = 0, activityMark_ = 0;
-  std::chrono::steady_clock::time_point lastHeard_{}, lastActive_{};
-  bool probeOutstanding_ = false;
+  std::unique_ptr<detail::Liveness> liveness_;  ///< once established, with keepalive or idleTimeout
 };
 
 }  // namespace evrdma
