@@ -41,13 +41,16 @@ void AgentHome::countAnswer() noexcept {
 void AgentHome::admit(rdma_cm_id* id, AcceptDecision decision, bool handedOver, bool thisTurn) noexcept {
   admitted_.push(id, std::move(decision), handedOver);
   // Its answer was counted already. It goes now unless older ones go first, or it waits for memory.
-  if (thisTurn && serveAdmitted(false) == Served::NextTurn) pace_.armNextTurn();
+  if (thisTurn) (void)serveAdmitted(false);
 }
 
 AgentHome::Served AgentHome::serveAdmitted(bool countAnswerNow) noexcept {
   AdmittedLine::Request ready;
   const AdmittedLine::Step step = admitted_.step(maxUnestablished(), Listener::kPopulatePerTurn, ready);
-  if (step == AdmittedLine::Step::NextTurn) return Served::NextTurn;
+  if (step == AdmittedLine::Step::NextTurn) {
+    pace_.armNextTurn();
+    return Served::NextTurn;
+  }
   if (step != AdmittedLine::Step::Ready) return Served::None;
   if (countAnswerNow) countAnswer();
   if (ready.handedOver)

@@ -44,8 +44,8 @@ class AgentHome final : public AgentOwner {
   void admit(rdma_cm_id* id, AcceptDecision decision, bool handedOver, bool thisTurn) noexcept;
   enum class Served { One, NextTurn, None };
   // One step of the admitted line: One if a request was set up (its answer counted with
-  // `countAnswer`), NextTurn if buffers are being populated, None if the line is empty or all
-  // wait for memory (until an agent is established or ends).
+  // `countAnswer`), NextTurn if buffers are being populated (the next turn is armed for them),
+  // None if the line is empty or all wait for memory (until an agent is established or ends).
   Served serveAdmitted(bool countAnswer) noexcept;
   // Rejects the admitted requests not set up yet (their handlers hear onClosed).
   void rejectAdmitted(const char* reason) noexcept;

@@ -341,12 +341,12 @@ uint64_t Connection::activity() const noexcept {
 }
 
 void Connection::startLivenessChecks() noexcept {
-  auto liveness = std::make_unique<detail::Liveness>(detail::Liveness::Settings{
-      framedSender_ != nullptr, options_.keepaliveInterval, options_.keepaliveTimeout, options_.idleTimeout});
-  const std::chrono::milliseconds tick = liveness->tickPeriod();
-  if (tick.count() == 0) return;  // no keepalive, no idle timeout
-  liveness->start(establishedAt_, receivesSeen_, activity());
-  liveness_ = std::move(liveness);
+  detail::Liveness liveness(detail::Liveness::Settings{framedSender_ != nullptr, options_.keepaliveInterval,
+                                                        options_.keepaliveTimeout, options_.idleTimeout});
+  const std::chrono::milliseconds tick = liveness.tickPeriod();
+  if (tick.count() == 0) return;  // no keepalive, no idle timeout: nothing allocated
+  liveness.start(establishedAt_, receivesSeen_, activity());
+  liveness_ = std::make_unique<detail::Liveness>(liveness);
   livenessTimer_.startPeriodic(tick);
 }
 

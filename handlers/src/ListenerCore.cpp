@@ -171,15 +171,9 @@ void ListenerCore::serveLines() noexcept {
   // one waits for memory, waiting requests are answered all the same: smaller ones may fit. The
   // factory or a handler may close or release the listener meanwhile: its lines are then empty.
   while (home_->mayAnswer()) {
-    switch (home_->serveAdmitted(true)) {
-      case detail::AgentHome::Served::One:
-        continue;
-      case detail::AgentHome::Served::NextTurn:  // buffers being populated
-        home_->armNextTurn();
-        return;
-      case detail::AgentHome::Served::None:  // none, or all wait for memory (until an agent is established or ends)
-        break;
-    }
+    const detail::AgentHome::Served served = home_->serveAdmitted(true);
+    if (served == detail::AgentHome::Served::One) continue;
+    if (served == detail::AgentHome::Served::NextTurn) return;  // buffers being populated
     CmEvent event;
     if (!waiting_->popFront(event)) return;
     home_->countAnswer();

@@ -53,16 +53,8 @@ void WorkerSide::takeHandedOver(rdma_cm_id* id, AcceptDecision decision) noexcep
 }
 
 void WorkerSide::serveAdmitted() noexcept {
-  while (home_.mayAnswer()) {
-    switch (home_.serveAdmitted(true)) {
-      case AgentHome::Served::One:
-        continue;
-      case AgentHome::Served::NextTurn:  // buffers being populated
-        home_.armNextTurn();
-        return;
-      case AgentHome::Served::None:  // none, or all wait for memory (until an agent is established or ends)
-        return;
-    }
+  // Until the turn's count is spent, buffers are being populated, or all wait for memory.
+  while (home_.mayAnswer() && home_.serveAdmitted(true) == AgentHome::Served::One) {
   }
 }
 
