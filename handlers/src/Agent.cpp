@@ -1,60 +1,10 @@
-// Agent: accepting the connect request it was made from (its accept timeout), and telling its
-// owner when it is established or finished.
+// Agent: the API of the passive side, over its AgentCore (which the Listener's AgentHome makes).
 #include "evrdma/Agent.h"
 
-#include <cerrno>
-
-#include "AgentOwner.h"
-#include "CmEvent.h"
-#include "evrdma/PrivateData.h"
+#include "AgentCore.h"
 
 namespace evrdma {
 
-Agent::Agent(detail::AgentOwner& owner, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
-             const ConnectionOptions& options, std::chrono::milliseconds acceptTimeout)
-    : Connection(reactor, std::move(handler), options, false),
-      owner_(owner),
-      acceptTimeout_(acceptTimeout),
-      acceptTimer_(reactor, [this] {
-        // The client never completed the connection (it went away, or never reads its events):
-        // the agent's resources go back instead of waiting for the transport to give up.
-        fail(-ETIMEDOUT, "accept: the client did not complete the connection within acceptTimeout");
-      }) {}
-
-int Agent::accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op,
-                  detail::PreparedMappings* prepared) noexcept {
-  adoptId(std::move(id));
-  if (privateData.size() > maxPrivateData(cmId(), PrivateDataUse::Accept)) {
-    op = "accept: private data longer than this transport carries";
-    return -EMSGSIZE;
-  }
-  if (int rc = setUpVerbs(op, prepared); rc != 0) return rc;
-  rdma_conn_param param = connParam(privateData);
-  setState(ConnectionState::Accepting);
-  if (rdma_accept(cmId(), &param) != 0) {
-    op = "rdma_accept";
-    return errno ? -errno : -EINVAL;
-  }
-  if (acceptTimeout_.count() > 0) acceptTimer_.startOnce(acceptTimeout_);
-  return 0;
-}
-
-// The client refused our accept: its connect timed out before the accept reached it.
-void Agent::onConnectRejected(const CmEvent&) noexcept { owner_.agentAbandoned(*this); }
-
-void Agent::onConnectFailed(const CmEvent& event) noexcept {
-  fail(event.status < 0 ? event.status : -ECONNABORTED, "accept: the client never completed the connection");
-}
-
-void Agent::onEstablishedByRole() noexcept {
-  acceptTimer_.cancel();
-  owner_.releaseUnestablished(*this);
-}
-
-void Agent::onFinished() noexcept {
-  acceptTimer_.cancel();
-  owner_.releaseUnestablished(*this);  // if never established
-  owner_.agentFinished(*this);
-}
+Agent::Agent(std::unique_ptr<AgentCore> core) noexcept : Connection(std::move(core)) {}
 
 }  // namespace evrdma

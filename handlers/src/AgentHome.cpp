@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "AgentCore.h"
 #include "CmDispatcher.h"
 #include "ConnectRequests.h"
 #include "ReactorCore.h"
@@ -88,8 +89,9 @@ uint64_t AgentHome::maxUnestablished() const noexcept {
 }
 
 void AgentHome::releaseUnestablished(Agent& agent) noexcept {
-  const uint64_t bytes = agent.unestablishedBytes_;
-  agent.unestablishedBytes_ = 0;
+  AgentCore& core = coreOf(agent);
+  const uint64_t bytes = core.unestablishedBytes;
+  core.unestablishedBytes = 0;
   giveBackUnestablished(bytes);
 }
 
@@ -98,16 +100,17 @@ void AgentHome::giveBackUnestablished(uint64_t bytes) noexcept {
 }
 
 Agent* AgentHome::makeAgent(AcceptDecision& decision) {
-  return agents_.add(std::unique_ptr<Agent>(
-      new Agent(*this, reactor_, std::move(decision.handler), decision.options, acceptTimeout_)));
+  return agents_.add(std::make_unique<Agent>(
+      std::make_unique<AgentCore>(*this, reactor_, std::move(decision.handler), decision.options, acceptTimeout_)));
 }
 
 void AgentHome::setUpAgent(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<PreparedMappings> prepared,
                            uint64_t bytes) noexcept {
   Agent* agent = makeAgent(decision);
-  agent->unestablishedBytes_ = bytes;  // given back once it is established or ends
+  AgentCore& core = coreOf(*agent);
+  core.unestablishedBytes = bytes;  // given back once it is established or ends
   const char* op = nullptr;
-  if (int rc = agent->accept(CmId(id), decision.privateData, op, prepared.get()); rc != 0) {
+  if (int rc = core.accept(CmId(id), decision.privateData, op, prepared.get()); rc != 0) {
     // The client gave up meanwhile: that, not `op`, failed. (On iWARP its TCP connection is gone:
     // the accept's MPA reply meets a reset.)
     if (rc == -ECONNRESET || !requestStillWaiting(agent->cmId())) {
@@ -120,7 +123,7 @@ void AgentHome::setUpAgent(rdma_cm_id* id, AcceptDecision decision, std::unique_
     ++stats_.rejected;
     ++stats_.rejectedSetup;
     if (worker_) ++worker_->rejected;
-    agent->fail(rc, op);
+    core.fail(rc, op);
     return;
   }
   ++stats_.accepted;
@@ -158,7 +161,7 @@ void AgentHome::endUnaccepted(AcceptDecision decision, int err, const char* op) 
   // onClosed, from an agent that never had an id. Its end counts it out of the worker's agents.
   Agent* agent = makeAgent(decision);
   if (err != 0)
-    agent->fail(err, op);
+    coreOf(*agent).fail(err, op);
   else
     agent->close();
 }

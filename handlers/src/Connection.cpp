@@ -1,77 +1,15 @@
-// Connection: construction, the wiring of its parts (QueuePair, FramedSender, RegionExchange,
-// each in its own file), and the CM state machine: one switch over every event in every state.
-// The rest of the class by concern: ConnectionSending.cpp, ConnectionCompletions.cpp,
-// ConnectionTeardown.cpp.
+// Connection: the API over its ConnectionCore: each call forwards to the core or to the part that
+// does it (ConnectionSender, ConnectionReceiver, ConnectionTeardown).
 #include "evrdma/Connection.h"
 
-#include <algorithm>
 #include <cerrno>
-#include <string>
 
-#include "CmEvent.h"
-#include "Device.h"
-#include "Frame.h"
-#include "Logging.h"
+#include "ConnectionCore.h"
 #include "FramedSender.h"
-#include "HeldMessages.h"
-#include "Liveness.h"
-#include "LendingPool.h"
 #include "QueuePair.h"
-#include "ReactorCore.h"
-#include "ReactorMember.h"
 #include "RegionExchange.h"
-#include "SendQueue.h"
-#include "evrdma/Address.h"
-#include "evrdma/Reactor.h"
 
 namespace evrdma {
-
-class Connection::Sink final : public CmEventHandler,
-                               public CompletionHandler,
-                               public detail::ReactorMember,
-                               public detail::RegionExchange::Events {
- public:
-  explicit Sink(Connection& connection) : c_(connection) {}
-  void onCmEvent(const CmEvent& event) noexcept override { c_.onCmEvent(event); }
-  void onCompletion(const ibv_wc& wc) noexcept override { c_.onCompletion(wc); }
-  void onAsyncError(ibv_event_type type) noexcept override { c_.onAsyncError(type); }
-  void onCompletionQueueError(int err, const char* op) noexcept override { c_.onCompletionQueueError(err, op); }
-  void onDeviceRemoved() noexcept override { c_.onDeviceRemoved(); }
-  // What the callbacks of one poll's completions send goes out as one post at its end; but after a
-  // poll that found one message (a ping-pong's, with the completion of the previous answer's send
-  // beside it), the first request goes out at once: the peer waits for it, and the poll's
-  // bookkeeping (the receive re-posted) can come after. Not on an unframed iWARP connection: there
-  // a peer that answers at once could find that receive not yet posted again, and iWARP has no
-  // RNR retry (the connection ends); framed, credits keep the peer from it.
-  void onPollBegin(int receives) noexcept override {
-    pollBatch_ = c_.queuePair_ && c_.queuePair_->sendQueue();
-    if (pollBatch_)
-      c_.queuePair_->sendQueue()->beginBatch(receives == 1 && (c_.options_.framed || c_.supportsImmediateData()));
-  }
-  void onPollEnd() noexcept override {
-    if (!pollBatch_) return;
-    pollBatch_ = false;
-    (void)c_.endBatch();  // a failed post fails the connection
-  }
-  void onReactorGone() noexcept override { c_.onReactorGone(); }  // may free the connection
-  bool connectionState(ConnectionState& state) const noexcept override {
-    state = c_.state_;
-    return true;
-  }
-  void onGranted(uint64_t tag, const RemoteRegion& region) noexcept override {
-    c_.handler_->onRegionGranted(c_, tag, region);
-  }
-  void onRefused(uint64_t tag, int err) noexcept override { c_.handler_->onRegionRefused(c_, tag, err); }
-  void onReceived(const RemoteRegion& region, uint64_t tag) noexcept override {
-    c_.handler_->onRegionReceived(c_, region, tag);
-  }
-  void onLent(const MemoryRegion& region) noexcept override { c_.handler_->onRegionLent(c_, region); }
-  void onReleased(const MemoryRegion& region) noexcept override { c_.handler_->onRegionReleased(c_, region); }
-
- private:
-  Connection& c_;
-  bool pollBatch_ = false;
-};
 
 const char* toString(ConnectionState state) noexcept {
   switch (state) {
@@ -88,296 +26,94 @@ const char* toString(ConnectionState state) noexcept {
   return "?";
 }
 
-Connection::Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ConnectionOptions& options,
-                       bool isClient)
-    : reactor_(reactor),
-      handler_(handler ? std::move(handler) : std::make_unique<ConnectionHandler>()),
-      options_(options),
-      isClient_(isClient),
-      sink_(std::make_unique<Sink>(*this)),
-      heldMessages_(std::make_unique<detail::HeldMessages>()),
-      deliverHeldTimer_(reactor, [this] { deliverHeld(); }),
-      disconnectTimer_(reactor, [this] {
-        disconnectDone_ = true;  // waited long enough for the peer and the flushes
-        scheduleFinish();
-      }),
-      livenessTimer_(reactor, [this] { onLivenessTick(); }),
-      unexplainedFlushTimer_(reactor, [this] {
-        fail(-EIO, "the queue pair went to the error state (its work was flushed) and no disconnect followed: "
-                   "the device refused an operation of this connection or the peer's (e.g. an RDMA access "
-                   "outside a region)");
-      }) {
-  reactor.core().join(sink_.get());
+Connection::Connection(std::unique_ptr<ConnectionCore> core) noexcept : core_(std::move(core)) {
+  core_->attach(*this);
 }
 
-void Connection::noteUnexplainedFlush() noexcept {
-  if (closing() || unexplainedFlushTimer_.active()) return;
-  unexplainedFlushTimer_.startOnce(kUnexplainedFlushGrace);
+Connection::~Connection() = default;
+
+ConnectionState Connection::state() const noexcept { return core_->state_; }
+bool Connection::isClient() const noexcept { return core_->isClient_; }
+
+int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept {
+  return core_->sender.copyAndSend(data, length, false, 0, tag);
+}
+int Connection::postSendWithImm(const void* data, size_t length, uint32_t imm, uint64_t tag) noexcept {
+  return core_->sender.copyAndSend(data, length, true, imm, tag);
+}
+int Connection::send(const Slice& local, uint64_t tag) noexcept {
+  return core_->sender.checkedSubmit(OpType::Send, local, nullptr, 0, false, 0, tag);
+}
+int Connection::sendWithImm(const Slice& local, uint32_t imm, uint64_t tag) noexcept {
+  return core_->sender.checkedSubmit(OpType::Send, local, nullptr, 0, true, imm, tag);
+}
+int Connection::rdmaWrite(const Slice& local, const RemoteRegion& remote, uint64_t remoteOffset, uint64_t tag) noexcept {
+  return core_->sender.checkedSubmit(OpType::Write, local, &remote, remoteOffset, false, 0, tag);
+}
+int Connection::rdmaWriteWithImm(const Slice& local, const RemoteRegion& remote, uint64_t remoteOffset, uint32_t imm,
+                                 uint64_t tag) noexcept {
+  return core_->sender.checkedSubmit(OpType::WriteWithImm, local, &remote, remoteOffset, true, imm, tag);
+}
+int Connection::rdmaRead(const Slice& local, const RemoteRegion& remote, uint64_t remoteOffset, uint64_t tag) noexcept {
+  return core_->sender.checkedSubmit(OpType::Read, local, &remote, remoteOffset, false, 0, tag);
+}
+bool Connection::supportsImmediateData() const noexcept { return core_->supportsImmediateData(); }
+void Connection::beginBatch() noexcept { core_->sender.beginBatch(); }
+int Connection::endBatch() noexcept { return core_->sender.endBatch(); }
+
+int Connection::requestRegion(uint64_t bytes, int access, uint64_t tag) noexcept {
+  return core_->sender.requestRegion(bytes, access, tag);
+}
+int Connection::sendRegion(const MemoryRegion& region, uint64_t tag) noexcept {
+  return core_->sender.sendRegion(region, tag);
+}
+int Connection::releaseRegion(const RemoteRegion& region) noexcept { return core_->sender.releaseRegion(region); }
+const std::vector<RemoteRegion>& Connection::peerRegions() const noexcept {
+  static const std::vector<RemoteRegion> kNone;
+  return core_->regionExchange_ ? core_->regionExchange_->peerRegions() : kNone;
+}
+uint64_t Connection::lentBytes() const noexcept {
+  return core_->regionExchange_ ? core_->regionExchange_->lentBytes() : 0;
 }
 
-Connection::~Connection() {
-  if (!orphaned()) reactor_.core().leave(sink_.get());
-  releaseResources();  // normally finish() did already
+uint32_t Connection::sendCredits() const noexcept {
+  return core_->framedSender_ ? core_->framedSender_->credits().credits() : 0;
 }
-
-void Connection::adoptId(CmId id) noexcept {
-  id_ = std::move(id);
-  id_->context = static_cast<CmEventHandler*>(sink_.get());
-  if (!isClient_) peerAddress_ = formatAddress(rdma_get_peer_addr(id_.get()));
+uint32_t Connection::creditsOwed() const noexcept {
+  return core_->framedSender_ ? core_->framedSender_->credits().owed() : 0;
 }
+bool Connection::framed() const noexcept { return core_->options_.framed; }
+uint64_t Connection::peerMaxMessageSize() const noexcept { return core_->peerMaxMessageSize_; }
+size_t Connection::sendBacklog() const noexcept { return core_->sender.backlog(); }
+SendQueueStats Connection::sendQueueStats() const noexcept { return core_->sender.queueStats(); }
 
-int Connection::setUpVerbs(const char*& op, detail::PreparedMappings* prepared) noexcept {
-  if (int rc = checkOptions(options_, op); rc != 0) return rc;
-  queuePair_ = std::make_unique<detail::QueuePair>();
-  const int rc = queuePair_->setUp(reactor_, id_.get(), options_, *sink_, op, prepared);
-  if (const Device* device = queuePair_->device()) {
-    completionStats_ = &device->stats();
-    device_ = device->context();
-  }
-  if (rc != 0) return rc;
-  if (!options_.framed) return 0;
-  framedSender_ = std::make_unique<detail::FramedSender>(
-      options_.recvDepth, queuePair_->frameSlots(), queuePair_->frameSlotCount(), queuePair_->frameSlotLkey(), stats_,
-      [this](const SendOp& request) { return submit(request); });
-  framedSender_->setYields(isClient_);  // when both sides wait for credits, the client answers first
-  ibv_pd* pd = queuePair_->protectionDomain();
-  detail::MemoryAccount& account = queuePair_->device()->memoryAccount();
-  if (options_.lendingPoolBytes > 0) {
-    // Registered now, at setup: a peer's requestRegion is then served without a registration.
-    lendingPool_ = std::make_unique<detail::LendingPool>();
-    if (int failed = lendingPool_->init(pd, account, options_.lendingPoolBytes); failed != 0) {
-      lendingPool_.reset();
-      op = "lending pool registration (ConnectionOptions::lendingPoolBytes)";
-      if (failed == -ENOBUFS) {  // past the Reactor's budget: say what is in use and what it needs
-        const uint64_t pool = detail::BufferMemory::pinnedBytes(options_.lendingPoolBytes);
-        errorText_ = "lending pool (ConnectionOptions::lendingPoolBytes): " + account.refusal(pool, pool);
-        op = errorText_.c_str();
-      }
-      return failed;
-    }
-  }
-  regionExchange_ = std::make_unique<detail::RegionExchange>(
-      options_.maxLentBytes, options_.maxLentRegions, options_.maxPeerRegions,
-      [this](std::vector<uint8_t> frame) {
-        const int sent = framedSender_->sendControl(std::move(frame));
-        if (sent == -ENOBUFS) {
-          errorText_ = "the peer keeps asking for regions without returning the credits to answer it (" +
-                       std::to_string(framedSender_->answersWaiting()) + " answers wait)";
-          failLater(sent, errorText_.c_str());
-        }
-        return sent;
-      },
-      [this, pd, account = &account](uint64_t bytes, int access, RemoteRegion& remote, MemoryCharge& charge,
-                                     int& error) -> detail::RegionExchange::LentRegion {
-        if (detail::LendingPool* pool = lendingPool_.get()) {
-          auto piece = std::make_unique<MemoryRegion>(pool->take(bytes, access));
-          if (!*piece) {
-            error = -ENOMEM;  // the pool has no free range that large
-            return nullptr;
-          }
-          piece->remote(remote);
-          return detail::RegionExchange::LentRegion(piece.release(), [pool](MemoryRegion* given) {
-            pool->give(*given);
-            delete given;
-          });
-        }
-        // Lent memory counts against the Reactor's budget, across all its connections.
-        if (account->charge(detail::BufferMemory::pinnedBytes(bytes), charge) != 0) {
-          error = -ENOMEM;
-          return nullptr;
-        }
-        auto region = std::make_unique<MemoryRegion>(MemoryRegion::allocate(pd, bytes, access, error));
-        if (!*region) return nullptr;
-        region->remote(remote);
-        return detail::RegionExchange::LentRegion(region.release(), std::default_delete<MemoryRegion>());
-      },
-      *sink_, stats_);
-  return 0;
+int Connection::pauseReceiving() noexcept { return core_->receiver.pause(); }
+int Connection::resumeReceiving() noexcept { return core_->receiver.resume(); }
+bool Connection::receivingPaused() const noexcept { return core_->receiver.paused(); }
+uint32_t Connection::recvDepth() const noexcept { return core_->options_.recvDepth; }
+uint32_t Connection::receivesHeld() const noexcept { return core_->receiver.held(); }
+int Connection::postRecv() noexcept { return core_->receiver.postRecv(); }
+void Connection::close() noexcept { core_->close(); }
+
+size_t Connection::maxMessageSize() const noexcept { return core_->options_.maxMessageSize; }
+uint32_t Connection::freeSendBuffers() const noexcept {
+  return core_->queuePair_ ? core_->queuePair_->sendBuffers().available() : 0;
 }
-
-rdma_conn_param Connection::connParam(const std::vector<uint8_t>& privateData) const noexcept {
-  rdma_conn_param param{};
-  param.private_data = privateData.empty() ? nullptr : privateData.data();
-  param.private_data_len = static_cast<uint8_t>(privateData.size());
-  param.responder_resources = options_.responderResources;
-  param.initiator_depth = options_.initiatorDepth;
-  param.retry_count = options_.retryCount;  // used by the active side only
-  param.rnr_retry_count = options_.rnrRetryCount;
-  return param;
+uint32_t Connection::postedRecvs() const noexcept {
+  return core_->queuePair_ ? core_->queuePair_->postedReceives() : 0;
 }
-
-// ---- The CM state machine ----
-
-void Connection::onCmEvent(const CmEvent& event) noexcept {
-  if (finished()) return;
-  if (event.type == RDMA_CM_EVENT_ESTABLISHED) cmEstablished_ = true;
-  if (closing()) {
-    // Closing: only the end of the disconnect matters now, or the device going away under it.
-    if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
-      disconnectDone_ = true;
-      maybeFinish();
-    } else if (event.type == RDMA_CM_EVENT_ESTABLISHED && teardown_ == Teardown::AwaitingEstablished) {
-      teardown_ = Teardown::Disconnecting;  // see beginTeardown
-      disconnect();
-    } else if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-      onDeviceGone();
-    }
-    return;
-  }
-  const bool connecting = state_ == ConnectionState::Connecting || state_ == ConnectionState::Accepting;
-  switch (event.type) {
-    case RDMA_CM_EVENT_ADDR_RESOLVED:
-      if (state_ != ConnectionState::ResolvingAddr) break;
-      onAddressResolved();
-      return;
-    case RDMA_CM_EVENT_ADDR_ERROR:
-      if (state_ != ConnectionState::ResolvingAddr) break;
-      fail(event.status < 0 ? event.status : -EHOSTUNREACH, "rdma_resolve_addr: no route to that address");
-      return;
-    case RDMA_CM_EVENT_ROUTE_RESOLVED:
-      if (state_ != ConnectionState::ResolvingRoute) break;
-      onRouteResolved();
-      return;
-    case RDMA_CM_EVENT_ROUTE_ERROR:
-      if (state_ != ConnectionState::ResolvingRoute) break;
-      fail(event.status < 0 ? event.status : -EHOSTUNREACH, "rdma_resolve_route");
-      return;
-    case RDMA_CM_EVENT_ESTABLISHED:
-      if (connecting) {
-        transportUp(false);
-        return;
-      }
-      if (state_ == ConnectionState::Established) return;  // a receive announced it already
-      break;
-    case RDMA_CM_EVENT_REJECTED:
-      if (!connecting) break;
-      onConnectRejected(event);
-      return;
-    case RDMA_CM_EVENT_UNREACHABLE:
-    case RDMA_CM_EVENT_CONNECT_ERROR:
-      if (!connecting) break;
-      onConnectFailed(event);
-      return;
-    case RDMA_CM_EVENT_DISCONNECTED:
-      if (state_ == ConnectionState::Established) {
-        onDisconnectedEvent();
-        return;
-      }
-      if (connecting) {
-        fail(-ECONNRESET, "connection reset before it was established");
-        return;
-      }
-      break;
-    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-    case RDMA_CM_EVENT_ADDR_CHANGE:
-      return;  // informational: nothing to do
-    case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      onDeviceGone();
-      return;
-    default:
-      break;
-  }
-  errorText_ = std::string("unexpected CM event ") + event.name() + " in state " + toString(state_);
-  fail(-EPROTO, errorText_.c_str());
-}
-
-void Connection::onDisconnectedEvent() noexcept {
-  // The CM channel may be read before the completion channel: what the peer sent before it left
-  // is in the CQ already, and reaches onRecv before onDisconnected, once the dispatcher's own pass
-  // has handed it out (on a later turn; not from inside this CM event).
-  if (queuePair_ && queuePair_->attachment()) {
-    queuePair_->attachment()->whenDrained([this] { afterPeerDisconnected(); });
-    return;
-  }
-  afterPeerDisconnected();
-}
-
-void Connection::afterPeerDisconnected() noexcept {
-  if (closing()) {  // the application closed (or it failed) meanwhile
-    disconnectDone_ = true;
-    maybeFinish();
-    return;
-  }
-  handler_->onDisconnected(*this);
-  disconnectDone_ = true;  // the peer's side is gone; ours follows in beginTeardown
-  beginTeardown();
-}
-
-void Connection::transportUp(bool peerSpoke) noexcept {
-  if (!options_.framed) {
-    markEstablished();
-    return;
-  }
-  // Framed: our first frame says how large a message we take (and returns our receives as
-  // credits); the connection is established for the application once the peer's has arrived.
-  // The client speaks first, the agent answers: an iWARP responder must not send before the
-  // initiator has (siw terminates connections that race it).
-  if (helloSent_ || !framedSender_ || (!isClient_ && !peerSpoke)) return;
-  helloSent_ = true;
-  framedSender_->sendHello(options_.maxMessageSize);
-}
-
-void Connection::notePeerReached() noexcept {
-  if (peerReached_) return;
-  peerReached_ = true;
-  // An agent's QP can receive before the client's RTU reaches the CM (InfiniBand, RoCE): until the
-  // CM hears the connection is up, rdma_disconnect sends the peer nothing, and a connection that
-  // fails that early would leave its client connected. iWARP has no RTU: there it fails, harmlessly.
-  if (!isClient_ && state_ == ConnectionState::Accepting && id_) (void)rdma_notify(id_.get(), IBV_EVENT_COMM_EST);
-}
-
-void Connection::markEstablished() noexcept {
-  if (state_ == ConnectionState::Established) return;
-  setState(ConnectionState::Established);
-  establishedAt_ = std::chrono::steady_clock::now();
-  startLivenessChecks();
-  onEstablishedByRole();  // e.g. the client's connect timer stops, whoever announced it
-  if (framedSender_) framedSender_->maybeSendCreditFrame();  // tell the peer about our receives first
-  handler_->onEstablished(*this);
-}
-
-uint64_t Connection::activity() const noexcept {
-  return stats_.messagesSent + stats_.messagesReceived + stats_.opsCompleted;
-}
-
-void Connection::startLivenessChecks() noexcept {
-  detail::Liveness liveness(detail::Liveness::Settings{framedSender_ != nullptr, options_.keepaliveInterval,
-                                                        options_.keepaliveTimeout, options_.idleTimeout});
-  const std::chrono::milliseconds tick = liveness.tickPeriod();
-  if (tick.count() == 0) return;  // no keepalive, no idle timeout: nothing allocated
-  liveness.start(establishedAt_, receivesSeen_, activity());
-  liveness_ = std::make_unique<detail::Liveness>(liveness);
-  livenessTimer_.startPeriodic(tick);
-}
-
-void Connection::onLivenessTick() noexcept {
-  if (!sendable()) {
-    livenessTimer_.cancel();
-    return;
-  }
-  std::chrono::milliseconds silence{0};
-  switch (liveness_->tick(std::chrono::steady_clock::now(), receivesSeen_, activity(), silence)) {
-    case detail::Liveness::Verdict::Fine:
-      return;
-    case detail::Liveness::Verdict::Idle:
-      livenessTimer_.cancel();
-      errorText_ = "idle timeout: no message either way for " + std::to_string(liveness_->idleTimeout().count()) + " ms";
-      fail(-ETIMEDOUT, errorText_.c_str());
-      return;
-    case detail::Liveness::Verdict::PeerSilent:
-      livenessTimer_.cancel();
-      errorText_ = "keepalive: the peer has sent nothing, not even an answer to a probe, for " +
-                   std::to_string(silence.count()) + " ms (keepaliveTimeout " +
-                   std::to_string(liveness_->keepaliveTimeout().count()) + " ms)";
-      EVRDMA_LOG(LogLevel::Warn, "%s %s: %s", isClient_ ? "client of" : "agent for", peerAddress_.c_str(),
-                 errorText_.c_str());
-      fail(-ETIMEDOUT, errorText_.c_str());
-      return;
-    case detail::Liveness::Verdict::Probe:
-      ++stats_.keepaliveProbesSent;
-      if (int rc = framedSender_->sendKeepaliveProbe(); rc != 0) fail(rc, "ibv_post_send (keepalive probe)");
-      return;
-  }
+const std::string& Connection::peerAddress() const noexcept { return core_->peerAddress_; }
+const ConnectionStats& Connection::stats() const noexcept { return core_->stats_; }
+int Connection::error() const noexcept { return core_->teardown.error(); }
+std::chrono::steady_clock::time_point Connection::createdAt() const noexcept { return core_->createdAt_; }
+std::chrono::steady_clock::time_point Connection::establishedAt() const noexcept { return core_->establishedAt_; }
+ConnectionHandler& Connection::handler() const noexcept { return *core_->handler_; }
+Reactor& Connection::reactor() const noexcept { return core_->reactor_; }
+const CompletionStats* Connection::completionStats() const noexcept { return core_->completionStats_; }
+ibv_context* Connection::device() const noexcept { return core_->device_; }
+rdma_cm_id* Connection::cmId() const noexcept { return core_->id_.get(); }
+ibv_pd* Connection::protectionDomain() const noexcept {
+  return core_->queuePair_ ? core_->queuePair_->protectionDomain() : nullptr;
 }
 
 }  // namespace evrdma

@@ -1,32 +1,72 @@
-// Connection, teardown: failures (reported once, then the close), the device going away, the
+// ConnectionTeardown: failures (reported once, then the close), the device going away, the
 // Reactor going first, and the close in two steps: rdma_disconnect, then, once DISCONNECTED and
 // every flushed work request are back (or disconnectTimeout ran out), every resource released and
 // onClosed as the last callback, on a later turn. Every accepted operation gets its onOpDone first.
-#include "evrdma/Connection.h"
+#include "ConnectionTeardown.h"
 
+#include <cerrno>
 #include <cstring>
 #include <string>
 
+#include "ConnectionCore.h"
 #include "Device.h"
-#include "Logging.h"
 #include "FramedSender.h"
-#include "HeldMessages.h"
 #include "LendingPool.h"
+#include "Logging.h"
 #include "QueuePair.h"
 #include "ReactorCore.h"
 #include "RegionExchange.h"
 #include "SendQueue.h"
+#include "evrdma/Connection.h"
 #include "evrdma/Reactor.h"
 
-namespace evrdma {
+namespace evrdma::detail {
 
-void Connection::onDeviceGone() noexcept {
+ConnectionTeardown::ConnectionTeardown(ConnectionCore& core)
+    : c_(core),
+      disconnectTimer_(core.reactor_,
+                       [this] {
+                         disconnectDone_ = true;  // waited long enough for the peer and the flushes
+                         scheduleFinish();
+                       }),
+      unexplainedFlushTimer_(core.reactor_, [this] {
+        fail(-EIO, "the queue pair went to the error state (its work was flushed) and no disconnect followed: "
+                   "the device refused an operation of this connection or the peer's (e.g. an RDMA access "
+                   "outside a region)");
+      }) {}
+
+void ConnectionTeardown::noteUnexplainedFlush() noexcept {
+  if (closing() || unexplainedFlushTimer_.active()) return;
+  unexplainedFlushTimer_.startOnce(kUnexplainedFlushGrace);
+}
+
+void ConnectionTeardown::onCmEvent(const CmEvent& event) noexcept {
+  if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
+    disconnectDone_ = true;
+    maybeFinish();
+  } else if (event.type == RDMA_CM_EVENT_ESTABLISHED && phase_ == Phase::AwaitingEstablished) {
+    phase_ = Phase::Disconnecting;  // see begin()
+    disconnect();
+  } else if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+    onDeviceGone();
+  }
+}
+
+void ConnectionTeardown::peerDisconnected() noexcept {
+  disconnectDone_ = true;
+  if (closing())
+    maybeFinish();
+  else
+    begin();
+}
+
+void ConnectionTeardown::onDeviceGone() noexcept {
   // Every connection on the device hears it (this one too, if its QP exists): onDeviceRemoved.
-  if (queuePair_ && queuePair_->device() != nullptr) queuePair_->device()->markRemoved();
+  if (c_.queuePair_ && c_.queuePair_->device() != nullptr) c_.queuePair_->device()->markRemoved();
   onDeviceRemoved();
 }
 
-void Connection::onDeviceRemoved() noexcept {
+void ConnectionTeardown::onDeviceRemoved() noexcept {
   // Nothing posted will come back, and the removal waits for our resources: release them now
   // rather than after disconnectTimeout.
   if (deviceGone_ || finished()) return;
@@ -35,7 +75,7 @@ void Connection::onDeviceRemoved() noexcept {
   // it from the other end first): the application learns why. Not after its own close().
   if (closing() && !failed_ && !closeRequested_) {
     failed_ = true;
-    handler_->onError(*this, -ENODEV, "device removal: the RDMA device went away");
+    c_.handler_->onError(c_.facade(), -ENODEV, "device removal: the RDMA device went away");
   }
   fail(-ENODEV, "device removal: the RDMA device went away");
   if (closing()) {
@@ -44,143 +84,144 @@ void Connection::onDeviceRemoved() noexcept {
   }
 }
 
-void Connection::failLater(int err, const char* op) noexcept {
+void ConnectionTeardown::failLater(int err, const char* op) noexcept {
   if (closing()) return;
   failed_ = true;
   if (error_ == 0) error_ = err;
   logFailure(err, op);
   // The caller is inside one of our calls (postSend, endBatch...): it gets the error as the
-  // return value, and onError comes after it returned (deferred before finish(), so it precedes
+  // return value, and onError comes after it returned (deferred before the finish, so it precedes
   // onClosed).
   laterErrorText_ = op;
-  reactor_.defer([this, err] { handler_->onError(*this, err, laterErrorText_.c_str()); });
-  beginTeardown();
+  c_.reactor_.defer([this, err] { c_.handler_->onError(c_.facade(), err, laterErrorText_.c_str()); });
+  begin();
 }
 
-void Connection::fail(int err, const char* op) noexcept {
+void ConnectionTeardown::fail(int err, const char* op) noexcept {
   if (closing()) return;
   failed_ = true;
   if (error_ == 0) error_ = err;
   logFailure(err, op);
-  handler_->onError(*this, err, op);
-  beginTeardown();
+  c_.handler_->onError(c_.facade(), err, op);
+  begin();
 }
 
-void Connection::logFailure(int err, const char* op) const noexcept {
-  EVRDMA_LOG(LogLevel::Info, "%s %s failed: %s: %s", isClient_ ? "client of" : "agent for", peerAddress_.c_str(), op,
-             strerror(-err));
+void ConnectionTeardown::logFailure(int err, const char* op) const noexcept {
+  EVRDMA_LOG(LogLevel::Info, "%s %s failed: %s: %s", c_.isClient_ ? "client of" : "agent for",
+             c_.peerAddress_.c_str(), op, strerror(-err));
 }
 
-void Connection::close() noexcept {
+void ConnectionTeardown::close() noexcept {
   if (!closing()) closeRequested_ = true;
-  beginTeardown();
+  begin();
 }
 
-void Connection::reportUnfinished(const SendOp& op, ibv_wc_status status) noexcept {
+void ConnectionTeardown::reportUnfinished(const SendOp& op, ibv_wc_status status) noexcept {
   // Copied sends used evrdma's own buffers, and internal frames are evrdma's: nothing to give back.
   if (orphaned() || op.internal || op.copySlot >= 0) return;
-  handler_->onOpDone(*this, OpCompletion{op.tag, op.type, status, op.sge.length});
+  c_.handler_->onOpDone(c_.facade(), OpCompletion{op.tag, op.type, status, op.sge.length});
 }
 
-void Connection::beginTeardown() noexcept {
+void ConnectionTeardown::begin() noexcept {
   if (closing()) return;
-  teardown_ = Teardown::Disconnecting;
-  livenessTimer_.cancel();
+  phase_ = Phase::Disconnecting;
+  c_.stopLivenessChecks();
   unexplainedFlushTimer_.cancel();
-  deliverHeldTimer_.cancel();
-  for (; !heldMessages_->empty(); heldMessages_->pop_front()) keepReceive(heldMessages_->front().slot);
+  c_.receiver.dropHeld();
   // Never posted: nothing to wait for. Reported as flushed just before onClosed, in the order
   // issued (the send queue's backlog is older than what waits for credits).
-  if (SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr)
+  if (SendQueue* queue = c_.queuePair_ ? c_.queuePair_->sendQueue() : nullptr)
     for (const SendOp& op : queue->takeBacklog()) {
-      ++stats_.requestsDropped;
+      ++c_.stats_.requestsDropped;
       dropped_.push_back(op);
     }
-  if (framedSender_)
-    for (const SendOp& op : framedSender_->stop()) {
-      ++stats_.requestsDropped;
+  if (c_.framedSender_)
+    for (const SendOp& op : c_.framedSender_->stop()) {
+      ++c_.stats_.requestsDropped;
       dropped_.push_back(op);
     }
   // A receive may have come before the ESTABLISHED event (and failed the connection): the peer
   // is connected, and only a disconnect tells it.
-  const bool wasConnected = state_ == ConnectionState::Established || peerReached_;
-  setState(ConnectionState::Disconnecting);
-  if (!wasConnected || !queuePair_ || !queuePair_->hasQp() || deviceGone_) {
+  const bool wasConnected = c_.state_ == ConnectionState::Established || c_.peerReached_;
+  c_.state_ = ConnectionState::Disconnecting;
+  if (!wasConnected || !c_.queuePair_ || !c_.queuePair_->hasQp() || deviceGone_) {
     // Nothing established: destroying the id cancels a resolution or a pending connect.
     disconnectDone_ = true;
     scheduleFinish();
     return;
   }
-  disconnectTimer_.startOnce(options_.disconnectTimeout);  // whatever happens, the end comes
-  if (!isClient_ && !cmEstablished_) {
+  disconnectTimer_.startOnce(c_.options_.disconnectTimeout);  // whatever happens, the end comes
+  if (!c_.isClient_ && !c_.cmEstablished_) {
     // An agent whose client was heard before the CM said ESTABLISHED (notePeerReached asked the
     // CM to count it established): disconnecting now would race the CM's own work for that, and
     // Linux's CM then leaves its REP outstanding, retried for about a minute, while rdma_destroy_id
     // blocks the loop waiting for it (seen: a server that answered nothing for a minute). The
     // event comes within moments; the disconnect goes then (or the timer ends it all).
-    teardown_ = Teardown::AwaitingEstablished;
+    phase_ = Phase::AwaitingEstablished;
     return;
   }
   disconnect();
 }
 
-void Connection::disconnect() noexcept {
+void ConnectionTeardown::disconnect() noexcept {
   // Moves the QP to the error state, which flushes every posted work request back to us.
-  if (rdma_disconnect(id_.get()) != 0) disconnectDone_ = true;  // EINVAL: the peer went first
+  if (rdma_disconnect(c_.id_.get()) != 0) disconnectDone_ = true;  // EINVAL: the peer went first
   maybeFinish();
 }
 
-void Connection::maybeFinish() noexcept {
+void ConnectionTeardown::maybeFinish() noexcept {
   if (!closing() || !disconnectDone_) return;  // the common case, on every completion
-  const SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr;
+  const QueuePair* queuePair = c_.queuePair_.get();
+  const SendQueue* queue = queuePair ? queuePair->sendQueue() : nullptr;
   const size_t sendsInFlight = queue ? queue->inFlight() : 0;
-  if (postedRecvs() == 0 && sendsInFlight == 0) scheduleFinish();
+  const uint32_t receivesPosted = queuePair ? queuePair->postedReceives() : 0;
+  if (receivesPosted == 0 && sendsInFlight == 0) scheduleFinish();
 }
 
-void Connection::scheduleFinish() noexcept {
-  if (teardown_ >= Teardown::FinishScheduled) return;
-  teardown_ = Teardown::FinishScheduled;
+void ConnectionTeardown::scheduleFinish() noexcept {
+  if (phase_ >= Phase::FinishScheduled) return;
+  phase_ = Phase::FinishScheduled;
   // Never inside a callback of this connection (the handler may still be on the stack), and at
   // most a few connections per turn (Reactor::deferTeardown).
-  reactor_.core().deferTeardown([this] { finish(); });
+  c_.reactor_.core().deferTeardown([this] { finish(); });
 }
 
-void Connection::finish() noexcept {
+void ConnectionTeardown::finish() noexcept {
   disconnectTimer_.cancel();
-  if (queuePair_) queuePair_->destroyQp();  // the device touches no memory of ours from here on
+  if (c_.queuePair_) c_.queuePair_->destroyQp();  // the device touches no memory of ours from here on
   // What the flush did not hand back (disconnectTimeout ran out first), then what never went out.
-  if (SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr)
+  if (SendQueue* queue = c_.queuePair_ ? c_.queuePair_->sendQueue() : nullptr)
     for (const SendOp& op : queue->takeInFlight()) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
   for (const SendOp& op : dropped_) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
   dropped_.clear();
   releaseResources();
-  teardown_ = Teardown::Finished;
-  setState(failed_ ? ConnectionState::Failed : ConnectionState::Closed);
-  handler_->onClosed(*this);
-  onFinished();
+  phase_ = Phase::Finished;
+  c_.state_ = failed_ ? ConnectionState::Failed : ConnectionState::Closed;
+  c_.handler_->onClosed(c_.facade());
+  c_.onFinished();
 }
 
-void Connection::releaseResources() noexcept {
+void ConnectionTeardown::releaseResources() noexcept {
   // The QP first (the device touches no memory of ours from then on), then what used it: the
   // regions lent to the peer, the frame slots' users, the CQ entries and buffers, the id.
-  if (queuePair_) queuePair_->destroyQp();
-  regionExchange_.reset();
-  lendingPool_.reset();  // after what it lent
-  framedSender_.reset();
-  queuePair_.reset();
+  if (c_.queuePair_) c_.queuePair_->destroyQp();
+  c_.regionExchange_.reset();
+  c_.lendingPool_.reset();  // after what it lent
+  c_.framedSender_.reset();
+  c_.queuePair_.reset();
   dropped_.clear();
-  id_.reset();
+  c_.id_.reset();
 }
 
-void Connection::onReactorGone() noexcept {
+void ConnectionTeardown::onReactorGone() noexcept {
   // Silent: the application hears nothing (see Reactor), and nothing here touches the Reactor.
   const bool wasFinished = finished();
-  teardown_ = Teardown::Orphaned;
+  phase_ = Phase::Orphaned;
   if (!wasFinished) {
     releaseResources();
-    setState(failed_ ? ConnectionState::Failed : ConnectionState::Closed);
+    c_.state_ = failed_ ? ConnectionState::Failed : ConnectionState::Closed;
   }
-  onOrphaned();  // may free this object
+  c_.onOrphaned();  // may free the connection
 }
 
-}  // namespace evrdma
+}  // namespace evrdma::detail

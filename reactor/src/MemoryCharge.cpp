@@ -1,7 +1,6 @@
 // MemoryCharge: giving its bytes back to the Reactor's budget when it goes.
 #include "evrdma/MemoryCharge.h"
 
-#include <cerrno>
 #include <utility>
 
 #include "MemoryAccount.h"
@@ -18,13 +17,6 @@ MemoryCharge& MemoryCharge::operator=(MemoryCharge&& other) noexcept {
     bytes_ = other.bytes_;
   }
   return *this;
-}
-
-int MemoryAccount::charge(uint64_t bytes, MemoryCharge& out) noexcept {
-  out.reset();
-  if (!take(bytes)) return -ENOBUFS;
-  out = MemoryCharge(shared_from_this(), bytes);  // always owned by a shared_ptr (the Reactor's)
-  return 0;
 }
 
 void MemoryCharge::reset() noexcept {

@@ -2,8 +2,6 @@
 // registration.
 #include "MemoryLock.h"
 
-#include "MemoryAccount.h"
-
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -47,21 +45,3 @@ std::string memoryLockHint(const MemoryLockState& state, uint64_t more, uint64_t
 }
 
 }  // namespace evrdma::detail
-
-namespace evrdma {
-
-using detail::kib;
-
-std::string MemoryAccount::refusal(uint64_t more, uint64_t perConnection) const {
-  // The essentials first: a reject reason carries only the first 143 bytes.
-  std::string text = "memory budget: " + std::to_string(registered_ / 1024) + " of " + kib(budget_) + " in use";
-  if (perConnection > 0)
-    text += ", a connection needs " + kib(perConnection) + ", the budget holds ~" +
-            std::to_string(budget_ / perConnection);
-  else
-    text += ", " + kib(more) + " more asked";
-  text += " (Reactor::setMemoryBudget; or a smaller maxMessageSize, recvDepth, sendDepth)";
-  return text;
-}
-
-}  // namespace evrdma

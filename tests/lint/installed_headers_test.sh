@@ -6,7 +6,7 @@
 # listed one no longer does (so that the list only shrinks: issue 29, item 3).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-NOT_YET="handlers/include/evrdma/Connection.h handlers/include/evrdma/Agent.h handlers/include/evrdma/Client.h"
+NOT_YET=""
 pattern='\bfriend\b|detail::|\bCmEvent\b|#include "[^e]|#include "e[^v]|src/'
 bad=0
 for header in reactor/include/evrdma/*.h handlers/include/evrdma/*.h; do

@@ -8,9 +8,10 @@
 #include <vector>
 
 #include "evrdma/Connection.h"
-#include "evrdma/Watch.h"
 
 namespace evrdma {
+
+class ClientCore;
 
 class Client : public Connection {
  public:
@@ -36,27 +37,8 @@ class Client : public Connection {
   int connect(const std::string& address, uint16_t port, std::vector<uint8_t> privateData = {}) noexcept;
 
  private:
-  Client(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options);
+  explicit Client(std::unique_ptr<ClientCore> core) noexcept;
   ~Client() override;
-  void onAddressResolved() noexcept override;
-  void onRouteResolved() noexcept override;
-  void onConnectRejected(const CmEvent& event) noexcept override;
-  void onConnectFailed(const CmEvent& event) noexcept override;
-  void onEstablishedByRole() noexcept override;
-  void onFinished() noexcept override;
-  void onOrphaned() noexcept override;
-  void onConnectTimeout() noexcept;
-  /// Sends the connect request (its turn came: see Reactor::setMaxConnectsInFlight).
-  void sendConnectRequest() noexcept;
-  void leaveConnectGate() noexcept;
-  class ConnectTurn;  ///< its place at the Reactor's connect gate
-
-  ClientOptions clientOptions_;
-  std::vector<uint8_t> privateData_;
-  Timer connectTimer_;
-  std::unique_ptr<ConnectTurn> turn_;
-  bool released_ = false;  ///< the application dropped its Ptr: free after onClosed
-  bool done_ = false;
 };
 
 }  // namespace evrdma

@@ -1,12 +1,9 @@
 /// \file
-/// Connection: what an Agent (server side) and a Client share: one RC connection, its cm_id, its
-/// explicit state, the application's handler, and the teardown. The parts behind it, each in its own
-/// file under handlers/src: QueuePair (verbs resources and receive posting), FramedSender (credits,
-/// frame slots, the waiting line), RegionExchange (memory-region exchange), WorkRequestId (wr_id);
-/// the class itself by concern in Connection.cpp (the CM state machine), ConnectionSending.cpp,
-/// ConnectionCompletions.cpp and ConnectionTeardown.cpp.
+/// Connection: what an Agent (server side) and a Client share: one RC connection, its explicit
+/// state, the application's handler, sending and receiving, and the close. What it holds is
+/// behind an implementation object (ConnectionCore, not installed), so this header is the API.
 ///
-/// The rule for every CM event in every state (one switch, in Connection::onCmEvent):
+/// The rule for every CM event in every state (one switch, in ConnectionCore::onCmEvent):
 ///   ADDR_RESOLVED      ResolvingAddr  -> the role: resolve the route    -> ResolvingRoute
 ///   ROUTE_RESOLVED     ResolvingRoute -> the role: set up verbs, rdma_connect -> Connecting
 ///   ADDR_ERROR         ResolvingAddr  -> onError(status, "rdma_resolve_addr")      -> Failed
@@ -67,20 +64,7 @@
 namespace evrdma {
 
 class Reactor;
-struct CmEvent;
-struct Frame;
-struct SendOp;
-namespace detail {
-struct HeldMessage;
-class HeldMessages;
-class QueuePair;
-class FramedSender;
-class RegionExchange;
-class LendingPool;
-class PreparedMappings;
-class Liveness;
-}  // namespace detail
-
+class ConnectionCore;
 
 class Connection {
  public:
@@ -88,8 +72,8 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  ConnectionState state() const noexcept { return state_; }
-  bool isClient() const noexcept { return isClient_; }
+  ConnectionState state() const noexcept;
+  bool isClient() const noexcept;
   /// Sends `length` bytes (copied into a registered buffer). Returns 0, or -ENOTCONN (not
   /// established, or closing), -EMSGSIZE (longer than maxMessageSize), -ENOBUFS (every send buffer
   /// is in use: onWritable comes once one is free), or -errno from ibv_post_send. `tag` comes back
@@ -143,10 +127,10 @@ class Connection {
   /// again that it has not been told of yet).
   uint32_t sendCredits() const noexcept;
   uint32_t creditsOwed() const noexcept;
-  bool framed() const noexcept { return options_.framed; }
+  bool framed() const noexcept;
   /// Framed: the largest message the peer takes (its maxMessageSize, from its hello); sends longer
   /// than that are refused with -EMSGSIZE before anything is posted.
-  uint64_t peerMaxMessageSize() const noexcept { return peerMaxMessageSize_; }
+  uint64_t peerMaxMessageSize() const noexcept;
 
   /// Requests waiting: behind a full send queue, or (framed) for credits.
   size_t sendBacklog() const noexcept;
@@ -166,11 +150,11 @@ class Connection {
   /// not bound what the peer sends).
   int pauseReceiving() noexcept;
   int resumeReceiving() noexcept;
-  bool receivingPaused() const noexcept { return receivingPaused_; }
+  bool receivingPaused() const noexcept;
   /// The receive buffers this side keeps posted (ConnectionOptions::recvDepth), and how many of
   /// them the application holds now: messages held while paused, plus (autoPostRecv off) buffers
   /// of delivered messages not given back with postRecv() yet.
-  uint32_t recvDepth() const noexcept { return options_.recvDepth; }
+  uint32_t recvDepth() const noexcept;
   uint32_t receivesHeld() const noexcept;
   /// With autoPostRecv off: re-posts the buffer of one delivered message (called from onRecv, the
   /// one being delivered, once the callback returns). evrdma re-posts the receives its own frames
@@ -185,217 +169,42 @@ class Connection {
     return evrdma::checkOptions(options, problem);
   }
 
-  size_t maxMessageSize() const noexcept { return options_.maxMessageSize; }
+  size_t maxMessageSize() const noexcept;
   uint32_t freeSendBuffers() const noexcept;
   uint32_t postedRecvs() const noexcept;
-  const std::string& peerAddress() const noexcept { return peerAddress_; }
-  const ConnectionStats& stats() const noexcept { return stats_; }
+  const std::string& peerAddress() const noexcept;
+  const ConnectionStats& stats() const noexcept;
   /// The -errno the connection failed with (what onError said), 0 while it has not failed.
-  int error() const noexcept { return error_; }
+  int error() const noexcept;
   /// When the object was made, and when it became established (the epoch before that).
-  std::chrono::steady_clock::time_point createdAt() const noexcept { return createdAt_; }
-  std::chrono::steady_clock::time_point establishedAt() const noexcept { return establishedAt_; }
-  ConnectionHandler& handler() const noexcept { return *handler_; }
-  Reactor& reactor() const noexcept { return reactor_; }
+  std::chrono::steady_clock::time_point createdAt() const noexcept;
+  std::chrono::steady_clock::time_point establishedAt() const noexcept;
+  ConnectionHandler& handler() const noexcept;
+  Reactor& reactor() const noexcept;
   /// The statistics of the completion channel this connection's CQ is on (shared by every
   /// connection on its device of this reactor, and kept by the Reactor), once verbs were set up,
   /// also after the connection closed; null before.
-  const CompletionStats* completionStats() const noexcept { return completionStats_; }
+  const CompletionStats* completionStats() const noexcept;
   /// The device the connection's verbs were set up on (also after it closed); null before. Once
   /// the device is removed its context is closed and this pointer dangles: keep what you need of
   /// it (ibv_get_device_name) while the connection is up.
-  ibv_context* device() const noexcept { return device_; }
-  rdma_cm_id* cmId() const noexcept { return id_.get(); }
+  ibv_context* device() const noexcept;
+  rdma_cm_id* cmId() const noexcept;
   /// The protection domain of the connection's device (once established; shared by every
   /// connection on that device of this reactor, and freed with the Reactor): register the memory
   /// you use with send() / rdmaWrite() / rdmaRead() here, e.g.
   /// MemoryRegion::allocate(c.protectionDomain(), ...). Such regions outlive the connection.
   ibv_pd* protectionDomain() const noexcept;
 
+  /// What the connection holds, for evrdma's own objects (opaque here).
+  ConnectionCore& core() const noexcept { return *core_; }
 
  protected:
-  Connection(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ConnectionOptions& options,
-             bool isClient);
-
-  /// Makes `id` this connection's (its events come here from now on).
-  void adoptId(CmId id) noexcept;
-  /// The queue pair and its resources on the id's device (large buffers in `prepared`'s memory
-  /// where it holds some); posts every receive. Returns 0 or -errno and names the failing call in
-  /// `op`.
-  int setUpVerbs(const char*& op, detail::PreparedMappings* prepared = nullptr) noexcept;
-  /// The connection parameters from the options, carrying `privateData` (which must outlive use).
-  rdma_conn_param connParam(const std::vector<uint8_t>& privateData) const noexcept;
-  /// Reports an asynchronous failure (unless closing) and tears down; final state Failed.
-  void fail(int err, const char* op) noexcept;
-  void setState(ConnectionState state) noexcept { state_ = state; }
-  bool closing() const noexcept { return teardown_ != Teardown::None; }
-  /// The Reactor was destroyed first: the connection is a closed shell (see Reactor).
-  bool orphaned() const noexcept { return teardown_ == Teardown::Orphaned; }
-
-  /// The role's part of the CM state machine (see the table above). Each is called only in the
-  /// state named, so a role implements those its states can meet.
-  /// ResolvingAddr: ADDR_RESOLVED (client).
-  virtual void onAddressResolved() noexcept {}
-  /// ResolvingRoute: ROUTE_RESOLVED (client).
-  virtual void onRouteResolved() noexcept {}
-  /// Connecting / Accepting: the peer rejected (REJECTED).
-  virtual void onConnectRejected(const CmEvent& event) noexcept = 0;
-  /// Connecting / Accepting: UNREACHABLE or CONNECT_ERROR.
-  virtual void onConnectFailed(const CmEvent& event) noexcept = 0;
-  /// The connection is up, whichever announced it first (ESTABLISHED or a receive).
-  virtual void onEstablishedByRole() noexcept {}
-  /// After onClosed: the owner frees the object (deferred).
-  virtual void onFinished() noexcept = 0;
-  /// The Reactor is gone and every resource with it; no callback may fire. The owner may free the
-  /// object now (a Client whose Ptr was dropped does).
-  virtual void onOrphaned() noexcept {}
-
-  Reactor& reactor_;
-  std::unique_ptr<ConnectionHandler> handler_;
-  ConnectionOptions options_;
-  std::string peerAddress_ = "?";
+  /// Takes `core` (a role's: a Client's or an Agent's) and becomes the object its callbacks name.
+  explicit Connection(std::unique_ptr<ConnectionCore> core) noexcept;
 
  private:
-  /// Receives the CM events, completions, device events and the Reactor's end for this connection
-  /// (and the region exchange's news), and hands them to the methods below.
-  class Sink;
-  friend class Sink;
-
-  void onCmEvent(const CmEvent& event) noexcept;
-  void onCompletion(const ibv_wc& wc) noexcept;
-  void onSendCompletion(const ibv_wc& wc) noexcept;
-  void onReceiveCompletion(const ibv_wc& wc) noexcept;
-  void onAsyncError(ibv_event_type type) noexcept;
-  void onCompletionQueueError(int err, const char* op) noexcept;
-  /// DEVICE_REMOVAL for this connection's id: every connection on the device is told.
-  void onDeviceGone() noexcept;
-  /// The device is going away (any id's DEVICE_REMOVAL, or DEVICE_FATAL): onError(-ENODEV), and
-  /// teardown finishes at once (no flush will come).
-  void onDeviceRemoved() noexcept;
-  void onReactorGone() noexcept;
-  void onDisconnectedEvent() noexcept;
-  void afterPeerDisconnected() noexcept;  ///< what the peer sent before it left was handed out
-  /// The transport is up (ESTABLISHED, or the first receive that beats it: `peerSpoke`):
-  /// unframed, the connection is established; framed, our hello goes out (the agent's only once
-  /// the client's has arrived) and the peer's is awaited.
-  void transportUp(bool peerSpoke) noexcept;
-  /// The peer's first work reached us (a receive completed, even in error): the connection is up,
-  /// whatever the CM has said so far.
-  void notePeerReached() noexcept;
-  /// The connection is established for the application (onEstablished).
-  void markEstablished() noexcept;
-  /// Receiving. A successful receive: a protocol frame is handled and its receive posted again;
-  /// a message is delivered, or held while receiving is paused (or earlier ones are still held).
-  void onMessage(const detail::HeldMessage& message) noexcept;
-  /// Hands one message to the handler, then posts its receive again or keeps it for postRecv().
-  /// `parsed`: its frame as onMessage parsed it (framed), or null to parse it (held, or unframed).
-  void deliver(const detail::HeldMessage& message, const Frame* parsed) noexcept;
-  /// The messages held while paused, in order, until paused again or closing (resumeReceiving's
-  /// later turn).
-  void deliverHeld() noexcept;
-  /// Posts a consumed receive again (or keeps it, when closing or not yet established).
-  void postReceiveAgain(uint32_t slot) noexcept;
-  /// Tells the credit ledger how many receives the application holds.
-  void noteReceivesHeld() noexcept;
-
-  /// Sending.
-  int copyAndSend(const void* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
-  int checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset, bool hasImm,
-                    uint32_t imm, uint64_t tag) noexcept;
-  /// Framed or not, the request goes its way (waiting for credits, or to the send queue).
-  int dispatch(const SendOp& op, uint8_t* copiedHeader) noexcept;
-  /// To the send queue; a failed post fails the connection (on a later turn).
-  int submit(const SendOp& op) noexcept;
-  void noteBacklog() noexcept;
-  void notifyWritableIfDrained() noexcept;
-  bool sendable() const noexcept { return state_ == ConnectionState::Established && !closing(); }
-  /// A consumed receive buffer not posted again now: kept (closing), or, from a shared receive
-  /// queue, given back to its pool.
-  void keepReceive(uint32_t slot) noexcept;
-  /// Posts a consumed receive again (and, framed, owes the peer a credit for it).
-  int repostRecv(uint32_t slot) noexcept;
-
-  /// Teardown.
-  void releaseResources() noexcept;
-  /// fail() for an error met inside a call of the application's: onError comes on a later turn.
-  void failLater(int err, const char* op) noexcept;
-  void logFailure(int err, const char* op) const noexcept;
-  /// keepaliveInterval / idleTimeout: starts the liveness checks (once established).
-  void startLivenessChecks() noexcept;
-  void onLivenessTick() noexcept;
-  /// Messages either way and operations completed: what idleTimeout watches.
-  uint64_t activity() const noexcept;
-  /// Reports an operation that will never complete normally (flushed, or dropped unposted).
-  void reportUnfinished(const SendOp& op, ibv_wc_status status) noexcept;
-  void beginTeardown() noexcept;
-  void disconnect() noexcept;  ///< rdma_disconnect, once teardown has begun
-  void maybeFinish() noexcept;
-  void scheduleFinish() noexcept;
-  void finish() noexcept;
-
-  /// The teardown's phases. Past None a connection never returns to it; an agent closing early
-  /// waits in AwaitingEstablished, then disconnects; the last three come in order, only forward.
-  enum class Teardown : uint8_t {
-    None,                 ///< open: no close() yet, no failure
-    AwaitingEstablished,  ///< an agent closing before the CM said ESTABLISHED: rdma_disconnect once it does
-    Disconnecting,        ///< waiting for DISCONNECTED and every posted request flushed back
-    FinishScheduled,      ///< all back (or disconnectTimeout ran out): finish() on a later turn
-    Finished,             ///< resources released, onClosed called
-    Orphaned,             ///< the Reactor went first: released without a word to the application
-  };
-  bool finished() const noexcept { return teardown_ >= Teardown::Finished; }
-
-  const bool isClient_;
-  ConnectionState state_ = ConnectionState::Idle;
-  Teardown teardown_ = Teardown::None;
-  bool failed_ = false;
-  /// DISCONNECTED seen, rdma_disconnect refused, or no disconnect needed (may come before close())
-  bool disconnectDone_ = false;
-  bool deviceGone_ = false;
-  bool closeRequested_ = false;  ///< the application called close()
-  bool helloSent_ = false;       ///< framed: our hello is out
-  bool peerReached_ = false;     ///< a receive completed: the transport is up (see notePeerReached)
-  bool cmEstablished_ = false;   ///< the CM's ESTABLISHED event arrived
-  uint64_t peerMaxMessageSize_ = 0;  ///< framed: from the peer's hello
-  bool backlogged_ = false;  ///< something had to wait: onWritable once it all went out
-  std::string errorText_;       ///< keeps an onError `op` alive while the callback runs
-  std::string laterErrorText_;  ///< the same for failLater's deferred onError
-  ConnectionStats stats_;
-  int error_ = 0;
-  std::chrono::steady_clock::time_point createdAt_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point establishedAt_{};
-  const CompletionStats* completionStats_ = nullptr;
-  ibv_context* device_ = nullptr;
-
-  std::unique_ptr<Sink> sink_;
-  /// Declared in creation order: destroyed in reverse (the parts, then the id).
-  CmId id_;
-  std::unique_ptr<detail::QueuePair> queuePair_;
-  std::unique_ptr<detail::FramedSender> framedSender_;      ///< framed connections only
-  std::unique_ptr<detail::LendingPool> lendingPool_;  ///< lendingPoolBytes: outlives what it lent
-  std::unique_ptr<detail::RegionExchange> regionExchange_;  ///< framed connections only
-  std::vector<SendOp> dropped_;  ///< never posted (teardown): reported as flushed before onClosed
-  std::vector<uint32_t> idleRecvSlots_;  ///< consumed, not re-posted (autoPostRecv off)
-  /// Receive-side back-pressure (pauseReceiving): what arrived while paused, in order.
-  bool receivingPaused_ = false;
-  std::unique_ptr<detail::HeldMessages> heldMessages_;
-  Timer deliverHeldTimer_;
-  /// autoPostRecv off: the message being delivered, whose buffer postRecv() may claim from onRecv.
-  int64_t deliveringSlot_ = -1;
-  bool repostDelivered_ = false;
-  Timer disconnectTimer_;
-  /// Liveness (keepaliveInterval, idleTimeout): counters compared at each tick of the timer, so
-  /// the data path only counts.
-  Timer livenessTimer_;
-  /// Work flushed while the connection was up: the QP went to the error state. A disconnect that
-  /// follows (iWARP may flush before DISCONNECTED) explains it; if none comes within this, the
-  /// connection fails (rxe moves a QP to the error state and says nothing else, e.g. after a peer's
-  /// refused RDMA access).
-  static constexpr std::chrono::milliseconds kUnexplainedFlushGrace{2000};
-  Timer unexplainedFlushTimer_;
-  void noteUnexplainedFlush() noexcept;
-  uint64_t receivesSeen_ = 0;  ///< every successful receive, the protocol's own frames included
-  std::unique_ptr<detail::Liveness> liveness_;  ///< once established, with keepalive or idleTimeout
+  std::unique_ptr<ConnectionCore> core_;
 };
 
 }  // namespace evrdma

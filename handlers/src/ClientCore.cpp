@@ -1,0 +1,186 @@
+// ClientCore: address and route resolution, the connect request (through the Reactor's
+// ConnectGate), the connect timeout, the answer, and the Client's release.
+#include "ClientCore.h"
+
+#include <cerrno>
+
+#include "CmDispatcher.h"
+#include "CmEvent.h"
+#include "ConnectGate.h"
+#include "ReactorCore.h"
+#include "evrdma/Address.h"
+#include "evrdma/PrivateData.h"
+#include "evrdma/Reactor.h"
+
+namespace evrdma {
+namespace {
+constexpr int kIbRejectInvalidServiceId = 8;  // IB CM: nobody listens on that port
+constexpr int kIbRejectConsumer = 28;         // IB CM: the peer application rejected
+}  // namespace
+
+void ClientCore::release() noexcept {
+  Connection* client = &facade();
+  if (orphaned()) {  // the Reactor is gone: nothing left to close or to defer onto
+    delete client;
+    return;
+  }
+  if (state_ == ConnectionState::Idle && !closing()) {
+    delete client;  // never started (or connect() failed): no callback is owed, none fires
+    return;
+  }
+  released_ = true;
+  if (done_) {
+    // Maybe called from one of its callbacks: freed on a later turn, or by onOrphaned if the
+    // Reactor goes first (it drops the deferred delete).
+    reactor_.defer([client] { delete client; });
+    return;
+  }
+  close();
+}
+
+class ClientCore::ConnectTurn final : public detail::ConnectGate::Waiter {
+ public:
+  explicit ConnectTurn(ClientCore& client) : client_(client) {}
+  void onConnectTurn() noexcept override { client_.sendConnectRequest(); }
+  bool entered = false;
+
+ private:
+  ClientCore& client_;
+};
+
+ClientCore::ClientCore(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options)
+    : ConnectionCore(reactor, std::move(handler), options, true),
+      clientOptions_(options),
+      connectTimer_(reactor, [this] { onConnectTimeout(); }),
+      turn_(std::make_unique<ConnectTurn>(*this)) {}
+
+ClientCore::~ClientCore() { leaveConnectGate(); }
+
+void ClientCore::leaveConnectGate() noexcept {
+  // An orphan left in onOrphaned, while its Reactor (and gate) still existed.
+  if (!turn_->entered) return;
+  turn_->entered = false;
+  reactor_.core().connectGate().leave(turn_.get());
+}
+
+int ClientCore::connect(const std::string& address, uint16_t port, std::vector<uint8_t> privateData) noexcept {
+  if (orphaned()) return -ESHUTDOWN;
+  if (state_ != ConnectionState::Idle || closing()) return -EALREADY;
+  if (privateData.size() > kMaxPrivateDataAnyTransport) return -EMSGSIZE;
+  const char* problem = nullptr;
+  if (int rc = evrdma::checkOptions(options_, problem); rc != 0) return rc;
+  sockaddr_storage destination{};
+  if (int rc = parseAddress(address, port, destination); rc != 0) return rc;
+  int error = 0;
+  CmDispatcher* cm = reactor_.core().cm(error);
+  if (cm == nullptr) return error;
+  CmId id;
+  if (int rc = cm->createId(nullptr, RDMA_PS_TCP, id); rc != 0) return rc;
+  if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&destination),
+                        static_cast<int>(clientOptions_.resolveTimeout.count())) != 0)
+    return errno ? -errno : -EINVAL;
+  privateData_ = std::move(privateData);
+  peerAddress_ = formatAddress(reinterpret_cast<sockaddr*>(&destination));
+  adoptId(std::move(id));  // events of the id come here from now on
+  state_ = ConnectionState::ResolvingAddr;
+  return 0;
+}
+
+void ClientCore::onAddressResolved() noexcept {
+  state_ = ConnectionState::ResolvingRoute;
+  if (rdma_resolve_route(id_.get(), static_cast<int>(clientOptions_.resolveTimeout.count())) != 0)
+    fail(errno ? -errno : -EINVAL, "rdma_resolve_route");
+}
+
+void ClientCore::onConnectFailed(const CmEvent& event) noexcept {
+  connectTimer_.cancel();
+  fail(event.status < 0 ? event.status : -EHOSTUNREACH,
+       event.type == RDMA_CM_EVENT_UNREACHABLE ? "connect: peer unreachable" : "connect: connection error");
+}
+
+void ClientCore::onRouteResolved() noexcept {
+  if (privateData_.size() > maxPrivateData(id_.get(), PrivateDataUse::Connect)) {
+    fail(-EMSGSIZE, "rdma_connect: private data longer than this transport carries");
+    return;
+  }
+  const char* op = nullptr;
+  if (int rc = setUpVerbs(op); rc != 0) {
+    fail(rc, op);
+    return;
+  }
+  state_ = ConnectionState::Connecting;
+  turn_->entered = true;
+  if (reactor_.core().connectGate().enter(turn_.get())) sendConnectRequest();
+}
+
+void ClientCore::sendConnectRequest() noexcept {
+  if (state_ != ConnectionState::Connecting || closing()) return;
+  rdma_conn_param param = connParam(privateData_);
+  connectTimer_.startOnce(clientOptions_.connectTimeout);
+  if (rdma_connect(id_.get(), &param) != 0) {
+    connectTimer_.cancel();
+    // iWARP connects over TCP and may learn of a refusal inside rdma_connect itself.
+    if (errno == ECONNREFUSED)
+      fail(-ECONNREFUSED, "connect: refused (nobody listens on that port?)");
+    else
+      fail(errno ? -errno : -EINVAL, "rdma_connect");
+  }
+}
+
+void ClientCore::onConnectRejected(const CmEvent& event) noexcept {
+  connectTimer_.cancel();
+  RejectInfo info;
+  info.status = event.status;
+  info.privateData = event.privateData;
+  if (decodeRejectReason(event.privateData.data(), event.privateData.size(), info.reason)) {
+    info.reasonFromPeer = true;
+  } else if (event.status == kIbRejectConsumer) {
+    // Also what the kernel sends for a request its listener never answered: the server closed
+    // its listener, or exited, while the request waited.
+    info.reason = "rejected by the peer without a reason (its application refused, or the server closed or exited "
+                  "before answering)";
+  } else if (event.status == kIbRejectInvalidServiceId || event.status == -ECONNREFUSED) {
+    fail(-ECONNREFUSED, "connect: refused (nobody listens on that port?)");
+    return;
+  } else {
+    info.reason = "rejected (transport status " + std::to_string(event.status) + ")";
+  }
+  handler_->onRejected(facade(), info);
+  close();
+}
+
+void ClientCore::onConnectTimeout() noexcept {
+  // libevent runs expired timers before a turn the CM dispatcher deferred (it drains a bounded
+  // number of events per turn): the answer may be in our own CM event queue, behind a burst of
+  // events. That wait is ours, not the peer's: the verdict waits until the queue has drained.
+  int error = 0;
+  const CmDispatcher* cm = reactor_.core().cm(error);
+  if (cm != nullptr && cm->backlogged()) {
+    connectTimer_.startOnce(std::chrono::milliseconds(5));
+    return;
+  }
+  fail(-ETIMEDOUT, "connect: no answer within connectTimeout");
+}
+
+void ClientCore::onEstablishedByRole() noexcept {
+  connectTimer_.cancel();
+  leaveConnectGate();
+}
+
+void ClientCore::onOrphaned() noexcept {
+  done_ = true;
+  leaveConnectGate();  // the Reactor is being destroyed, its gate not yet
+  if (released_) delete &facade();  // the application dropped its Ptr already
+}
+
+void ClientCore::onFinished() noexcept {
+  done_ = true;
+  connectTimer_.cancel();
+  leaveConnectGate();
+  if (released_) {
+    Connection* client = &facade();
+    reactor_.defer([client] { delete client; });
+  }
+}
+
+}  // namespace evrdma

@@ -1,0 +1,354 @@
+// ConnectionCore: construction, the wiring of the verbs parts (QueuePair, FramedSender, LendingPool,
+// RegionExchange, each in its own file), the CM state machine (one switch over every event in
+// every state), the connection coming up, the liveness checks, and each event routed to its part.
+#include "ConnectionCore.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+
+#include "CmEvent.h"
+#include "Device.h"
+#include "Frame.h"
+#include "Logging.h"
+#include "FramedSender.h"
+#include "Liveness.h"
+#include "LendingPool.h"
+#include "QueuePair.h"
+#include "ReactorCore.h"
+#include "ReactorMember.h"
+#include "RegionExchange.h"
+#include "SendQueue.h"
+#include "WorkRequestId.h"
+#include "evrdma/Address.h"
+#include "evrdma/Reactor.h"
+
+namespace evrdma {
+
+ConnectionCore::ConnectionCore(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
+                               const ConnectionOptions& options, bool isClient)
+    : reactor_(reactor),
+      handler_(handler ? std::move(handler) : std::make_unique<ConnectionHandler>()),
+      options_(options),
+      isClient_(isClient),
+      teardown(*this),
+      sender(*this),
+      receiver(*this),
+      livenessTimer_(reactor, [this] { onLivenessTick(); }) {
+  reactor.core().join(this);
+}
+
+ConnectionCore::~ConnectionCore() {
+  if (!orphaned()) reactor_.core().leave(this);
+  teardown.releaseResources();  // normally the finish did already
+}
+
+void ConnectionCore::adoptId(CmId id) noexcept {
+  id_ = std::move(id);
+  id_->context = static_cast<CmEventHandler*>(this);
+  if (!isClient_) peerAddress_ = formatAddress(rdma_get_peer_addr(id_.get()));
+}
+
+int ConnectionCore::setUpVerbs(const char*& op, detail::PreparedMappings* prepared) noexcept {
+  if (int rc = checkOptions(options_, op); rc != 0) return rc;
+  queuePair_ = std::make_unique<detail::QueuePair>();
+  const int rc = queuePair_->setUp(reactor_, id_.get(), options_, *this, op, prepared);
+  if (const Device* device = queuePair_->device()) {
+    completionStats_ = &device->stats();
+    device_ = device->context();
+  }
+  if (rc != 0) return rc;
+  if (!options_.framed) return 0;
+  framedSender_ = std::make_unique<detail::FramedSender>(
+      options_.recvDepth, queuePair_->frameSlots(), queuePair_->frameSlotCount(), queuePair_->frameSlotLkey(), stats_,
+      [this](const SendOp& request) { return sender.submit(request); });
+  framedSender_->setYields(isClient_);  // when both sides wait for credits, the client answers first
+  ibv_pd* pd = queuePair_->protectionDomain();
+  detail::MemoryAccount& account = queuePair_->device()->memoryAccount();
+  if (options_.lendingPoolBytes > 0) {
+    // Registered now, at setup: a peer's requestRegion is then served without a registration.
+    lendingPool_ = std::make_unique<detail::LendingPool>();
+    if (int failed = lendingPool_->init(pd, account, options_.lendingPoolBytes); failed != 0) {
+      lendingPool_.reset();
+      op = "lending pool registration (ConnectionOptions::lendingPoolBytes)";
+      if (failed == -ENOBUFS) {  // past the Reactor's budget: say what is in use and what it needs
+        const uint64_t pool = detail::BufferMemory::pinnedBytes(options_.lendingPoolBytes);
+        errorText_ = "lending pool (ConnectionOptions::lendingPoolBytes): " + account.refusal(pool, pool);
+        op = errorText_.c_str();
+      }
+      return failed;
+    }
+  }
+  regionExchange_ = std::make_unique<detail::RegionExchange>(
+      options_.maxLentBytes, options_.maxLentRegions, options_.maxPeerRegions,
+      [this](std::vector<uint8_t> frame) {
+        const int sent = framedSender_->sendControl(std::move(frame));
+        if (sent == -ENOBUFS) {
+          errorText_ = "the peer keeps asking for regions without returning the credits to answer it (" +
+                       std::to_string(framedSender_->answersWaiting()) + " answers wait)";
+          failLater(sent, errorText_.c_str());
+        }
+        return sent;
+      },
+      [this, pd, account = &account](uint64_t bytes, int access, RemoteRegion& remote, MemoryCharge& charge,
+                                     int& error) -> detail::RegionExchange::LentRegion {
+        if (detail::LendingPool* pool = lendingPool_.get()) {
+          auto piece = std::make_unique<MemoryRegion>(pool->take(bytes, access));
+          if (!*piece) {
+            error = -ENOMEM;  // the pool has no free range that large
+            return nullptr;
+          }
+          piece->remote(remote);
+          return detail::RegionExchange::LentRegion(piece.release(), [pool](MemoryRegion* given) {
+            pool->give(*given);
+            delete given;
+          });
+        }
+        // Lent memory counts against the Reactor's budget, across all its connections.
+        if (account->charge(detail::BufferMemory::pinnedBytes(bytes), charge) != 0) {
+          error = -ENOMEM;
+          return nullptr;
+        }
+        auto region = std::make_unique<MemoryRegion>(MemoryRegion::allocate(pd, bytes, access, error));
+        if (!*region) return nullptr;
+        region->remote(remote);
+        return detail::RegionExchange::LentRegion(region.release(), std::default_delete<MemoryRegion>());
+      },
+      *this, stats_);
+  return 0;
+}
+
+rdma_conn_param ConnectionCore::connParam(const std::vector<uint8_t>& privateData) const noexcept {
+  rdma_conn_param param{};
+  param.private_data = privateData.empty() ? nullptr : privateData.data();
+  param.private_data_len = static_cast<uint8_t>(privateData.size());
+  param.responder_resources = options_.responderResources;
+  param.initiator_depth = options_.initiatorDepth;
+  param.retry_count = options_.retryCount;  // used by the active side only
+  param.rnr_retry_count = options_.rnrRetryCount;
+  return param;
+}
+
+// ---- The CM state machine ----
+
+void ConnectionCore::onCmEvent(const CmEvent& event) noexcept {
+  if (teardown.finished()) return;
+  if (event.type == RDMA_CM_EVENT_ESTABLISHED) cmEstablished_ = true;
+  if (closing()) {
+    teardown.onCmEvent(event);
+    return;
+  }
+  const bool connecting = state_ == ConnectionState::Connecting || state_ == ConnectionState::Accepting;
+  switch (event.type) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+      if (state_ != ConnectionState::ResolvingAddr) break;
+      onAddressResolved();
+      return;
+    case RDMA_CM_EVENT_ADDR_ERROR:
+      if (state_ != ConnectionState::ResolvingAddr) break;
+      fail(event.status < 0 ? event.status : -EHOSTUNREACH, "rdma_resolve_addr: no route to that address");
+      return;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+      if (state_ != ConnectionState::ResolvingRoute) break;
+      onRouteResolved();
+      return;
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+      if (state_ != ConnectionState::ResolvingRoute) break;
+      fail(event.status < 0 ? event.status : -EHOSTUNREACH, "rdma_resolve_route");
+      return;
+    case RDMA_CM_EVENT_ESTABLISHED:
+      if (connecting) {
+        transportUp(false);
+        return;
+      }
+      if (state_ == ConnectionState::Established) return;  // a receive announced it already
+      break;
+    case RDMA_CM_EVENT_REJECTED:
+      if (!connecting) break;
+      onConnectRejected(event);
+      return;
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+      if (!connecting) break;
+      onConnectFailed(event);
+      return;
+    case RDMA_CM_EVENT_DISCONNECTED:
+      if (state_ == ConnectionState::Established) {
+        onDisconnectedEvent();
+        return;
+      }
+      if (connecting) {
+        fail(-ECONNRESET, "connection reset before it was established");
+        return;
+      }
+      break;
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+    case RDMA_CM_EVENT_ADDR_CHANGE:
+      return;  // informational: nothing to do
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      teardown.onDeviceGone();
+      return;
+    default:
+      break;
+  }
+  errorText_ = std::string("unexpected CM event ") + event.name() + " in state " + toString(state_);
+  fail(-EPROTO, errorText_.c_str());
+}
+
+void ConnectionCore::onDisconnectedEvent() noexcept {
+  // The CM channel may be read before the completion channel: what the peer sent before it left
+  // is in the CQ already, and reaches onRecv before onDisconnected, once the dispatcher's own pass
+  // has handed it out (on a later turn; not from inside this CM event).
+  if (queuePair_ && queuePair_->attachment()) {
+    queuePair_->attachment()->whenDrained([this] { afterPeerDisconnected(); });
+    return;
+  }
+  afterPeerDisconnected();
+}
+
+void ConnectionCore::afterPeerDisconnected() noexcept {
+  // Unless the application closed (or it failed) meanwhile, it hears that the peer left.
+  if (!closing()) handler_->onDisconnected(facade());
+  teardown.peerDisconnected();  // the peer's side is gone; ours follows
+}
+
+void ConnectionCore::transportUp(bool peerSpoke) noexcept {
+  if (!options_.framed) {
+    markEstablished();
+    return;
+  }
+  // Framed: our first frame says how large a message we take (and returns our receives as
+  // credits); the connection is established for the application once the peer's has arrived.
+  // The client speaks first, the agent answers: an iWARP responder must not send before the
+  // initiator has (siw terminates connections that race it).
+  if (helloSent_ || !framedSender_ || (!isClient_ && !peerSpoke)) return;
+  helloSent_ = true;
+  framedSender_->sendHello(options_.maxMessageSize);
+}
+
+void ConnectionCore::notePeerReached() noexcept {
+  if (peerReached_) return;
+  peerReached_ = true;
+  // An agent's QP can receive before the client's RTU reaches the CM (InfiniBand, RoCE): until the
+  // CM hears the connection is up, rdma_disconnect sends the peer nothing, and a connection that
+  // fails that early would leave its client connected. iWARP has no RTU: there it fails, harmlessly.
+  if (!isClient_ && state_ == ConnectionState::Accepting && id_) (void)rdma_notify(id_.get(), IBV_EVENT_COMM_EST);
+}
+
+void ConnectionCore::markEstablished() noexcept {
+  if (state_ == ConnectionState::Established) return;
+  state_ = ConnectionState::Established;
+  establishedAt_ = std::chrono::steady_clock::now();
+  startLivenessChecks();
+  onEstablishedByRole();  // e.g. the client's connect timer stops, whoever announced it
+  if (framedSender_) framedSender_->maybeSendCreditFrame();  // tell the peer about our receives first
+  handler_->onEstablished(facade());
+}
+
+uint64_t ConnectionCore::activity() const noexcept {
+  return stats_.messagesSent + stats_.messagesReceived + stats_.opsCompleted;
+}
+
+void ConnectionCore::startLivenessChecks() noexcept {
+  detail::Liveness liveness(detail::Liveness::Settings{framedSender_ != nullptr, options_.keepaliveInterval,
+                                                        options_.keepaliveTimeout, options_.idleTimeout});
+  const std::chrono::milliseconds tick = liveness.tickPeriod();
+  if (tick.count() == 0) return;  // no keepalive, no idle timeout: nothing allocated
+  liveness.start(establishedAt_, receiver.receivesSeen(), activity());
+  liveness_ = std::make_unique<detail::Liveness>(liveness);
+  livenessTimer_.startPeriodic(tick);
+}
+
+void ConnectionCore::onLivenessTick() noexcept {
+  if (!sendable()) {
+    livenessTimer_.cancel();
+    return;
+  }
+  std::chrono::milliseconds silence{0};
+  switch (liveness_->tick(std::chrono::steady_clock::now(), receiver.receivesSeen(), activity(), silence)) {
+    case detail::Liveness::Verdict::Fine:
+      return;
+    case detail::Liveness::Verdict::Idle:
+      livenessTimer_.cancel();
+      errorText_ = "idle timeout: no message either way for " + std::to_string(liveness_->idleTimeout().count()) + " ms";
+      fail(-ETIMEDOUT, errorText_.c_str());
+      return;
+    case detail::Liveness::Verdict::PeerSilent:
+      livenessTimer_.cancel();
+      errorText_ = "keepalive: the peer has sent nothing, not even an answer to a probe, for " +
+                   std::to_string(silence.count()) + " ms (keepaliveTimeout " +
+                   std::to_string(liveness_->keepaliveTimeout().count()) + " ms)";
+      EVRDMA_LOG(LogLevel::Warn, "%s %s: %s", isClient_ ? "client of" : "agent for", peerAddress_.c_str(),
+                 errorText_.c_str());
+      fail(-ETIMEDOUT, errorText_.c_str());
+      return;
+    case detail::Liveness::Verdict::Probe:
+      ++stats_.keepaliveProbesSent;
+      if (int rc = framedSender_->sendKeepaliveProbe(); rc != 0) fail(rc, "ibv_post_send (keepalive probe)");
+      return;
+  }
+}
+
+// ---- Each event to its part.
+
+void ConnectionCore::onCompletion(const ibv_wc& wc) noexcept {
+  if (detail::wrid::isSend(wc.wr_id))
+    sender.onCompletion(wc);
+  else
+    receiver.onCompletion(wc);
+}
+
+// What the callbacks of one poll's completions send goes out as one post at its end; but after a
+// poll that found one message (a ping-pong's, with the completion of the previous answer's send
+// beside it), the first request goes out at once: the peer waits for it, and the poll's
+// bookkeeping (the receive re-posted) can come after. Not on an unframed iWARP connection: there
+// a peer that answers at once could find that receive not yet posted again, and iWARP has no RNR
+// retry (the connection ends); framed, credits keep the peer from it.
+void ConnectionCore::onPollBegin(int receives) noexcept {
+  SendQueue* queue = queuePair_ ? queuePair_->sendQueue() : nullptr;
+  pollBatch_ = queue != nullptr;
+  if (pollBatch_) queue->beginBatch(receives == 1 && (options_.framed || supportsImmediateData()));
+}
+
+void ConnectionCore::onPollEnd() noexcept {
+  if (!pollBatch_) return;
+  pollBatch_ = false;
+  (void)sender.endBatch();  // a failed post fails the connection
+}
+
+bool ConnectionCore::connectionState(ConnectionState& state) const noexcept {
+  state = state_;
+  return true;
+}
+
+bool ConnectionCore::supportsImmediateData() const noexcept {
+  // iWARP (RFC 5040) has no immediate data; InfiniBand and RoCE do.
+  return id_ && id_->verbs && id_->verbs->device->transport_type != IBV_TRANSPORT_IWARP;
+}
+
+void ConnectionCore::onAsyncError(ibv_event_type type) noexcept {
+  errorText_ = std::string("device async event: ") + ibv_event_type_str(type);
+  // iWARP reports no completion for a message its receive buffer cannot hold: the QP goes fatal.
+  if (type == IBV_EVENT_QP_FATAL && !supportsImmediateData())
+    errorText_ += " (on iWARP: a message longer than this side's maxMessageSize (" +
+                  std::to_string(options_.maxMessageSize) +
+                  " B), or one that found no receive posted; both sides must use the same maxMessageSize)";
+  fail(-EIO, errorText_.c_str());
+}
+
+void ConnectionCore::onCompletionQueueError(int err, const char* op) noexcept {
+  errorText_ = std::string(op) + " failed on the connection's completion queue";
+  fail(err, errorText_.c_str());
+}
+
+void ConnectionCore::onGranted(uint64_t tag, const RemoteRegion& region) noexcept {
+  handler_->onRegionGranted(facade(), tag, region);
+}
+void ConnectionCore::onRefused(uint64_t tag, int err) noexcept { handler_->onRegionRefused(facade(), tag, err); }
+void ConnectionCore::onReceived(const RemoteRegion& region, uint64_t tag) noexcept {
+  handler_->onRegionReceived(facade(), region, tag);
+}
+void ConnectionCore::onLent(const MemoryRegion& region) noexcept { handler_->onRegionLent(facade(), region); }
+void ConnectionCore::onReleased(const MemoryRegion& region) noexcept { handler_->onRegionReleased(facade(), region); }
+
+}  // namespace evrdma

@@ -1,0 +1,169 @@
+// ConnectionCore: what a Connection holds behind its API: the options, the application's handler,
+// the cm_id and the explicit state, the verbs parts (QueuePair, FramedSender, LendingPool,
+// RegionExchange), and the CM state machine: one switch over every event in every state (the
+// table in evrdma/Connection.h). It receives every event of the connection (CM events,
+// completions, device events, the Reactor's end, the region exchange's news) and hands each to
+// its part: ConnectionSender, ConnectionReceiver, ConnectionTeardown. A role (ClientCore,
+// AgentCore) implements the hooks its states can meet. Not installed.
+//
+// Its fields are open to its parts, which are its own rooms; nothing else but the roles and the
+// Connection facade includes this header.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CmEvent.h"
+#include "CompletionDispatcher.h"
+#include "ConnectionReceiver.h"
+#include "ConnectionSender.h"
+#include "ConnectionTeardown.h"
+#include "ReactorMember.h"
+#include "RegionExchange.h"
+#include "evrdma/Callbacks.h"
+#include "evrdma/CompletionStats.h"
+#include "evrdma/ConnectionOptions.h"
+#include "evrdma/ConnectionState.h"
+#include "evrdma/Verbs.h"
+#include "evrdma/Watch.h"
+
+namespace evrdma {
+
+class Connection;
+class Reactor;
+
+namespace detail {
+class QueuePair;
+class FramedSender;
+class LendingPool;
+class PreparedMappings;
+class Liveness;
+}  // namespace detail
+
+class ConnectionCore : public CmEventHandler,
+                       public CompletionHandler,
+                       public detail::ReactorMember,
+                       public detail::RegionExchange::Events {
+ public:
+  ConnectionCore(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ConnectionOptions& options,
+                 bool isClient);
+  virtual ~ConnectionCore();
+  ConnectionCore(const ConnectionCore&) = delete;
+  ConnectionCore& operator=(const ConnectionCore&) = delete;
+
+  // The object the application holds, given to every callback; set once, by Connection's
+  // constructor, before any event can come.
+  void attach(Connection& facade) noexcept { facade_ = &facade; }
+  Connection& facade() const noexcept { return *facade_; }
+
+  // ---- For the roles.
+  // Makes `id` this connection's (its events come here from now on).
+  void adoptId(CmId id) noexcept;
+  // The queue pair and its resources on the id's device (large buffers in `prepared`'s memory
+  // where it holds some); posts every receive. Returns 0 or -errno and names the failing call in
+  // `op`.
+  int setUpVerbs(const char*& op, detail::PreparedMappings* prepared = nullptr) noexcept;
+  // The connection parameters from the options, carrying `privateData` (which must outlive use).
+  rdma_conn_param connParam(const std::vector<uint8_t>& privateData) const noexcept;
+  void fail(int err, const char* op) noexcept { teardown.fail(err, op); }
+  void failLater(int err, const char* op) noexcept { teardown.failLater(err, op); }
+  bool closing() const noexcept { return teardown.closing(); }
+  bool orphaned() const noexcept { return teardown.orphaned(); }
+  bool sendable() const noexcept { return state_ == ConnectionState::Established && !closing(); }
+  bool supportsImmediateData() const noexcept;
+  void close() noexcept { teardown.close(); }
+
+  // ---- The role's part of the CM state machine. Each is called only in the state named.
+  // ResolvingAddr: ADDR_RESOLVED (client).
+  virtual void onAddressResolved() noexcept {}
+  // ResolvingRoute: ROUTE_RESOLVED (client).
+  virtual void onRouteResolved() noexcept {}
+  // Connecting / Accepting: the peer rejected (REJECTED).
+  virtual void onConnectRejected(const CmEvent& event) noexcept = 0;
+  // Connecting / Accepting: UNREACHABLE or CONNECT_ERROR.
+  virtual void onConnectFailed(const CmEvent& event) noexcept = 0;
+  // The connection is up, whichever announced it first (ESTABLISHED or a receive).
+  virtual void onEstablishedByRole() noexcept {}
+  // After onClosed: the owner frees the object (deferred).
+  virtual void onFinished() noexcept = 0;
+  // The Reactor is gone and every resource with it; no callback may fire. The owner may free the
+  // object now (a Client whose Ptr was dropped does).
+  virtual void onOrphaned() noexcept {}
+
+  // ---- For the parts.
+  // The transport is up (ESTABLISHED, or the first receive that beats it: `peerSpoke`):
+  // unframed, the connection is established; framed, our hello goes out (the agent's only once
+  // the client's has arrived) and the peer's is awaited.
+  void transportUp(bool peerSpoke) noexcept;
+  // The peer's first work reached us (a receive completed, even in error): the connection is up,
+  // whatever the CM has said so far.
+  void notePeerReached() noexcept;
+  // The connection is established for the application (onEstablished).
+  void markEstablished() noexcept;
+  // Messages either way and operations completed: what idleTimeout watches.
+  uint64_t activity() const noexcept;
+  void stopLivenessChecks() noexcept { livenessTimer_.cancel(); }
+
+  Reactor& reactor_;
+  std::unique_ptr<ConnectionHandler> handler_;
+  ConnectionOptions options_;
+  std::string peerAddress_ = "?";
+  const bool isClient_;
+  ConnectionState state_ = ConnectionState::Idle;
+  bool helloSent_ = false;          // framed: our hello is out
+  bool peerReached_ = false;        // a receive completed: the transport is up (see notePeerReached)
+  bool cmEstablished_ = false;      // the CM's ESTABLISHED event arrived
+  uint64_t peerMaxMessageSize_ = 0;  // framed: from the peer's hello
+  std::string errorText_;           // keeps an onError `op` alive while the callback runs
+  ConnectionStats stats_;
+  std::chrono::steady_clock::time_point createdAt_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point establishedAt_{};
+  const CompletionStats* completionStats_ = nullptr;
+  ibv_context* device_ = nullptr;
+
+  // Declared in creation order: destroyed in reverse (the parts, then the id).
+  CmId id_;
+  std::unique_ptr<detail::QueuePair> queuePair_;
+  std::unique_ptr<detail::FramedSender> framedSender_;      // framed connections only
+  std::unique_ptr<detail::LendingPool> lendingPool_;        // lendingPoolBytes: outlives what it lent
+  std::unique_ptr<detail::RegionExchange> regionExchange_;  // framed connections only
+
+  detail::ConnectionTeardown teardown;
+  detail::ConnectionSender sender;
+  detail::ConnectionReceiver receiver;
+
+ private:
+  // CmEventHandler, CompletionHandler, ReactorMember, RegionExchange::Events.
+  void onCmEvent(const CmEvent& event) noexcept override;
+  void onCompletion(const ibv_wc& wc) noexcept override;
+  void onAsyncError(ibv_event_type type) noexcept override;
+  void onCompletionQueueError(int err, const char* op) noexcept override;
+  void onDeviceRemoved() noexcept override { teardown.onDeviceRemoved(); }
+  void onPollBegin(int receives) noexcept override;
+  void onPollEnd() noexcept override;
+  void onReactorGone() noexcept override { teardown.onReactorGone(); }  // may free the connection
+  bool connectionState(ConnectionState& state) const noexcept override;
+  void onGranted(uint64_t tag, const RemoteRegion& region) noexcept override;
+  void onRefused(uint64_t tag, int err) noexcept override;
+  void onReceived(const RemoteRegion& region, uint64_t tag) noexcept override;
+  void onLent(const MemoryRegion& region) noexcept override;
+  void onReleased(const MemoryRegion& region) noexcept override;
+
+  void onDisconnectedEvent() noexcept;
+  void afterPeerDisconnected() noexcept;  // what the peer sent before it left was handed out
+  // keepaliveInterval / idleTimeout: starts the liveness checks (once established).
+  void startLivenessChecks() noexcept;
+  void onLivenessTick() noexcept;
+
+  Connection* facade_ = nullptr;
+  bool pollBatch_ = false;  // this poll's callbacks send in one batch (onPollBegin)
+  // Liveness (keepaliveInterval, idleTimeout): counters compared at each tick of the timer, so
+  // the data path only counts.
+  Timer livenessTimer_;
+  std::unique_ptr<detail::Liveness> liveness_;  // once established, with keepalive or idleTimeout
+};
+
+}  // namespace evrdma

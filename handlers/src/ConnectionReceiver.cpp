@@ -1,0 +1,245 @@
+// ConnectionReceiver: each receive completion routed to what it means (a protocol frame handled,
+// a message delivered or held while paused), the receives posted again or kept, and the
+// receive-side back-pressure (pauseReceiving / resumeReceiving).
+#include "ConnectionReceiver.h"
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <string>
+
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>  // the device writes received bytes behind valgrind's back
+#define EVRDMA_MARK_DEFINED(address, length) VALGRIND_MAKE_MEM_DEFINED(address, length)
+#else
+#define EVRDMA_MARK_DEFINED(address, length) ((void)(address), (void)(length))
+#endif
+
+#include "ConnectionCore.h"
+#include "Frame.h"
+#include "FramedSender.h"
+#include "HeldMessages.h"
+#include "QueuePair.h"
+#include "RegionExchange.h"
+#include "SendQueue.h"
+#include "WorkRequestId.h"
+#include "evrdma/Connection.h"
+
+namespace evrdma::detail {
+
+ConnectionReceiver::ConnectionReceiver(ConnectionCore& core)
+    : c_(core), deliverHeldTimer_(core.reactor_, [this] { deliverHeld(); }) {}
+
+int ConnectionReceiver::pause() noexcept {
+  if (c_.closing()) return -ENOTCONN;
+  if (!c_.options_.framed && c_.options_.sharedReceiveQueue) return -EOPNOTSUPP;
+  paused_ = true;
+  deliverHeldTimer_.cancel();
+  return 0;
+}
+
+int ConnectionReceiver::resume() noexcept {
+  if (c_.closing()) return -ENOTCONN;
+  paused_ = false;
+  // From a later turn: the caller may be inside a callback of this connection (onRecv among them).
+  if (!heldMessages_.empty()) deliverHeldTimer_.startOnce(std::chrono::milliseconds(0));
+  return 0;
+}
+
+void ConnectionReceiver::dropHeld() noexcept {
+  deliverHeldTimer_.cancel();
+  for (; !heldMessages_.empty(); heldMessages_.pop_front()) keep(heldMessages_.front().slot);
+}
+
+void ConnectionReceiver::noteHeld() noexcept {
+  if (c_.framedSender_) c_.framedSender_->setReceivesHeld(held());
+}
+
+int ConnectionReceiver::postRecv() noexcept {
+  if (!c_.sendable()) return -ENOTCONN;
+  if (idleSlots_.empty()) {
+    // From onRecv: the buffer being delivered goes back once the callback returns.
+    if (deliveringSlot_ < 0 || repostDelivered_) return -ENOBUFS;
+    repostDelivered_ = true;
+    return 0;
+  }
+  if (int rc = repost(idleSlots_.back()); rc != 0) return rc;
+  idleSlots_.pop_back();
+  noteHeld();
+  if (c_.framedSender_) c_.framedSender_->maybeSendCreditFrame();
+  return 0;
+}
+
+int ConnectionReceiver::repost(uint32_t slot) noexcept {
+  int rc = c_.queuePair_->postReceive(slot);
+  if (rc == 0 && c_.framedSender_) c_.framedSender_->onReceiveReposted();  // a credit we owe the peer
+  return rc;
+}
+
+void ConnectionReceiver::postAgain(uint32_t slot) noexcept {
+  if (c_.closing() || c_.state_ != ConnectionState::Established) {
+    keep(slot);
+    return;
+  }
+  if (int rc = repost(slot); rc != 0) {
+    keep(slot);
+    c_.fail(rc, "ibv_post_recv");
+  }
+}
+
+void ConnectionReceiver::keep(uint32_t slot) noexcept {
+  if (c_.queuePair_->sharesReceives())
+    (void)c_.queuePair_->postReceive(slot);  // the pool's buffer: back at once (the connection is going down)
+  else
+    idleSlots_.push_back(slot);
+}
+
+void ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
+  const uint32_t slot = wrid::index(wc.wr_id);
+  c_.queuePair_->onReceiveCompleted();
+  if (wc.status != IBV_WC_WR_FLUSH_ERR) c_.notePeerReached();  // a flush is our QP's error, not the peer
+  if (wc.status != IBV_WC_SUCCESS) {
+    keep(slot);
+    if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+      ++c_.stats_.flushedCompletions;  // see ConnectionSender::onCompletion
+      c_.teardown.noteUnexplainedFlush();
+    } else if (!c_.closing()) {
+      // A message longer than the receive buffer fails the receive (LOC_LEN_ERR; rxe reports a
+      // local QP operation error): almost always two sides with different maxMessageSize.
+      const bool tooLong = wc.status == IBV_WC_LOC_LEN_ERR || wc.status == IBV_WC_LOC_QP_OP_ERR;
+      c_.errorText_ = std::string("work completion (receive): ") + ibv_wc_status_str(wc.status);
+      if (tooLong)
+        c_.errorText_ += ": a message longer than this side's maxMessageSize (" + std::to_string(c_.options_.maxMessageSize) +
+                      " B) arrived? Both sides must use the same maxMessageSize";
+      c_.fail(tooLong ? -EMSGSIZE : -EIO, c_.errorText_.c_str());
+    }
+    c_.teardown.maybeFinish();
+    return;
+  }
+  ++receivesSeen_;  // the peer is alive (keepalive)
+  // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
+  if (c_.state_ == ConnectionState::Accepting || c_.state_ == ConnectionState::Connecting) c_.transportUp(true);
+  HeldMessage message;
+  message.slot = slot;
+  message.length = wc.byte_len;
+  message.hasImm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+  message.imm = message.hasImm ? ntohl(wc.imm_data) : 0;
+  // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
+  message.intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
+  if (message.intoBuffer) EVRDMA_MARK_DEFINED(c_.queuePair_->receiveBuffer(slot), wc.byte_len);
+  if (!c_.closing() && (c_.state_ == ConnectionState::Established || c_.helloSent_))
+    onMessage(message);
+  else
+    keep(slot);
+  if (c_.framedSender_ && !c_.closing()) {
+    c_.framedSender_->pump();  // credits may have come back; a keepalive reply may wait
+    c_.sender.notifyWritableIfDrained();
+  }
+  c_.teardown.maybeFinish();
+}
+
+void ConnectionReceiver::onMessage(const HeldMessage& message) noexcept {
+  Frame frame;
+  const bool parsed = c_.options_.framed && message.intoBuffer;
+  if (parsed) {
+    const char* why = "";
+    if (parseFrame(c_.queuePair_->receiveBuffer(message.slot), message.length, frame, why) != 0) {
+      c_.errorText_ = std::string("malformed frame from the peer: ") + why;
+      c_.fail(-EPROTO, c_.errorText_.c_str());
+      keep(message.slot);
+      return;
+    }
+    c_.framedSender_->onCreditsReturned(frame.credits);
+    if (frame.asksForCredits) c_.framedSender_->onAsk(frame.requestId);
+    if (frame.answersAsk) c_.framedSender_->onAnswer();
+    if ((frame.type == FrameType::Hello) != (c_.state_ != ConnectionState::Established)) {
+      c_.fail(-EPROTO, frame.type == FrameType::Hello ? "the peer sent a second hello"
+                                                   : "the peer's first frame was not a hello (is it framed too?)");
+      keep(message.slot);
+      return;
+    }
+    // evrdma's own frames: handled now, whether receiving is paused or not, and their receives
+    // are evrdma's to post again (the application never saw them).
+    switch (frame.type) {
+      case FrameType::Hello:
+        c_.peerMaxMessageSize_ = frame.maxMessageSize;
+        c_.markEstablished();  // the limits are known: the application may send
+        postAgain(message.slot);
+        return;
+      case FrameType::KeepaliveProbe:
+        c_.framedSender_->queueKeepaliveReply();  // goes with the pump after this, returning this receive
+        postAgain(message.slot);
+        return;
+      case FrameType::Credit:
+      case FrameType::KeepaliveReply:  // heard: that is all a reply says
+        postAgain(message.slot);
+        return;
+      default:
+        break;  // data and the region exchange: the application's, in order
+    }
+    c_.framedSender_->onMessageFromPeer();
+  }
+  if (paused_ || !heldMessages_.empty()) {
+    heldMessages_.push_back(message);
+    noteHeld();
+    return;
+  }
+  deliver(message, parsed ? &frame : nullptr);
+}
+
+void ConnectionReceiver::deliver(const HeldMessage& message, const Frame* parsed) noexcept {
+  const uint8_t* payload = message.intoBuffer ? c_.queuePair_->receiveBuffer(message.slot) : nullptr;
+  size_t length = message.length;
+  if (c_.options_.framed && message.intoBuffer) {
+    Frame held;
+    const char* why = "";
+    // Parsed and checked when it arrived (onMessage); a held message is parsed again.
+    if (parsed == nullptr) {
+      (void)parseFrame(payload, message.length, held, why);
+      parsed = &held;
+    }
+    const Frame& frame = *parsed;
+    if (frame.type != FrameType::Data) {
+      if (c_.regionExchange_->onFrame(frame, why) != 0) c_.fail(-EPROTO, why);
+      c_.sender.noteBacklog();
+      postAgain(message.slot);
+      return;
+    }
+    payload = frame.payload;
+    length = frame.payloadLength;
+  }
+  ++c_.stats_.messagesReceived;
+  c_.stats_.bytesReceived += length;
+  const bool applicationPosts = !c_.options_.autoPostRecv;
+  if (applicationPosts) {
+    deliveringSlot_ = message.slot;
+    repostDelivered_ = false;
+  }
+  if (message.hasImm)
+    c_.handler_->onRecvWithImm(c_.facade(), message.imm, payload, length);
+  else
+    c_.handler_->onRecv(c_.facade(), payload, length);
+  deliveringSlot_ = -1;
+  if (applicationPosts && !repostDelivered_ && c_.sendable()) {
+    idleSlots_.push_back(message.slot);  // the application's, until postRecv()
+    noteHeld();
+    return;
+  }
+  postAgain(message.slot);
+}
+
+void ConnectionReceiver::deliverHeld() noexcept {
+  c_.sender.beginBatch();  // what the handler sends from these callbacks goes out together
+  while (!heldMessages_.empty() && !paused_ && c_.sendable()) {
+    const HeldMessage message = heldMessages_.front();
+    heldMessages_.pop_front();
+    deliver(message, nullptr);
+  }
+  noteHeld();
+  if (c_.framedSender_ && !c_.closing()) c_.framedSender_->pump();  // the receives given back: credits
+  (void)c_.sender.endBatch();
+  if (!c_.closing()) c_.sender.notifyWritableIfDrained();
+  c_.teardown.maybeFinish();
+}
+
+}  // namespace evrdma::detail

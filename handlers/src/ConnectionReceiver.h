@@ -1,0 +1,71 @@
+// ConnectionReceiver: one connection's receiving: each receive completion routed to what it means
+// (a protocol frame handled, a message delivered to onRecv or held while receiving is paused), the
+// receives posted again (or kept for the application's postRecv, or while closing), and the
+// receive-side back-pressure (pauseReceiving / resumeReceiving). A part of ConnectionCore.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <infiniband/verbs.h>
+
+#include "HeldMessages.h"
+#include "evrdma/Watch.h"
+
+namespace evrdma {
+
+class ConnectionCore;
+struct Frame;
+
+namespace detail {
+
+class ConnectionReceiver {
+ public:
+  explicit ConnectionReceiver(ConnectionCore& core);
+
+  // A completion of a receive (success, error or flush).
+  void onCompletion(const ibv_wc& wc) noexcept;
+  int pause() noexcept;
+  int resume() noexcept;
+  bool paused() const noexcept { return paused_; }
+  // Messages held while paused, plus (autoPostRecv off) delivered messages' buffers not given
+  // back with postRecv() yet.
+  uint32_t held() const noexcept { return static_cast<uint32_t>(heldMessages_.size() + idleSlots_.size()); }
+  int postRecv() noexcept;
+  // Every successful receive, the protocol's own frames included: the peer is alive.
+  uint64_t receivesSeen() const noexcept { return receivesSeen_; }
+  // Closing: what was held stays in its buffers, never delivered.
+  void dropHeld() noexcept;
+
+ private:
+  // A successful receive: a protocol frame is handled and its receive posted again; a message is
+  // delivered, or held while receiving is paused (or earlier ones are still held).
+  void onMessage(const HeldMessage& message) noexcept;
+  // Hands one message to the handler, then posts its receive again or keeps it for postRecv().
+  // `parsed`: its frame as onMessage parsed it (framed), or null to parse it (held, or unframed).
+  void deliver(const HeldMessage& message, const Frame* parsed) noexcept;
+  // The messages held while paused, in order, until paused again or closing (resume's later turn).
+  void deliverHeld() noexcept;
+  // Posts a consumed receive again (or keeps it, when closing or not yet established).
+  void postAgain(uint32_t slot) noexcept;
+  // Posts a consumed receive again (and, framed, owes the peer a credit for it).
+  int repost(uint32_t slot) noexcept;
+  // A consumed receive buffer not posted again now: kept (closing), or, from a shared receive
+  // queue, given back to its pool.
+  void keep(uint32_t slot) noexcept;
+  // Tells the credit ledger how many receives the application holds.
+  void noteHeld() noexcept;
+
+  ConnectionCore& c_;
+  bool paused_ = false;
+  HeldMessages heldMessages_;  // what arrived while paused, in order
+  Timer deliverHeldTimer_;
+  std::vector<uint32_t> idleSlots_;  // consumed, not re-posted (autoPostRecv off)
+  // autoPostRecv off: the message being delivered, whose buffer postRecv() may claim from onRecv.
+  int64_t deliveringSlot_ = -1;
+  bool repostDelivered_ = false;
+  uint64_t receivesSeen_ = 0;
+};
+
+}  // namespace detail
+}  // namespace evrdma

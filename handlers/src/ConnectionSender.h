@@ -1,0 +1,61 @@
+// ConnectionSender: one connection's sending: the copy path (postSend), the zero-copy operations
+// and the checks they pass before anything is posted, batches, the region-exchange calls, and each
+// send completion routed to the application's onSendDone / onOpDone. A request goes through the
+// FramedSender (framed) or straight to the SendQueue; onWritable comes once everything that had
+// to wait went out. A part of ConnectionCore.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <infiniband/verbs.h>
+
+#include "evrdma/Callbacks.h"
+#include "evrdma/ConnectionOptions.h"
+#include "evrdma/MemoryRegion.h"
+
+namespace evrdma {
+
+class ConnectionCore;
+struct SendOp;
+
+namespace detail {
+
+class ConnectionSender {
+ public:
+  explicit ConnectionSender(ConnectionCore& core) : c_(core) {}
+
+  // Connection::postSend / postSendWithImm: copied into one of evrdma's send buffers.
+  int copyAndSend(const void* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
+  // Connection::send, rdmaWrite, rdmaRead...: checked, then sent from the application's memory.
+  int checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset, bool hasImm,
+                    uint32_t imm, uint64_t tag) noexcept;
+  // To the send queue (the FramedSender's way out too); a failed post fails the connection on a
+  // later turn.
+  int submit(const SendOp& op) noexcept;
+  void beginBatch() noexcept;
+  int endBatch() noexcept;
+  int requestRegion(uint64_t bytes, int access, uint64_t tag) noexcept;
+  int sendRegion(const MemoryRegion& region, uint64_t tag) noexcept;
+  int releaseRegion(const RemoteRegion& region) noexcept;
+
+  // A completion of a send, write or read.
+  void onCompletion(const ibv_wc& wc) noexcept;
+  // Something had to wait: onWritable once it all went out.
+  void noteBacklog() noexcept;
+  void notifyWritableIfDrained() noexcept;
+  // Requests waiting: behind a full send queue, or (framed) for credits.
+  size_t backlog() const noexcept;
+  SendQueueStats queueStats() const noexcept;
+
+ private:
+  // Framed or not, the request goes its way (waiting for credits, or to the send queue).
+  int dispatch(const SendOp& op, uint8_t* copiedHeader) noexcept;
+  void failedCompletion(const SendOp& op, ibv_wc_status status) noexcept;
+
+  ConnectionCore& c_;
+  bool backlogged_ = false;  // something had to wait: onWritable once it all went out
+};
+
+}  // namespace detail
+}  // namespace evrdma
