@@ -65,8 +65,8 @@ echo "$libdir" >"$out/bin/libdir"
 echo "--- the README's example, as the README shows it"
 awk '/^```cpp$/ {inside=1; next} /^```$/ && inside {exit} inside' "$src/README.md" >"$out/readme_example.cpp"
 [ -s "$out/readme_example.cpp" ] || fail "no \`\`\`cpp block in README.md"
-diff -u "$src/demos/hello_embedded.cpp" "$out/readme_example.cpp" ||
-    fail "the README's example is not demos/hello_embedded.cpp"
+diff -u "$src/demos/samples/hello_embedded.cpp" "$out/readme_example.cpp" ||
+    fail "the README's example is not demos/samples/hello_embedded.cpp"
 # shellcheck disable=SC2046
 g++ -std=c++17 -Wall -Wextra -Werror "$out/readme_example.cpp" -o "$out/bin/readme-example" \
     $(pkg-config --cflags --libs evrdma) -Wl,-rpath,"$libdir"

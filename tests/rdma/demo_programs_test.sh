@@ -56,7 +56,7 @@ check "raw-pingpong: 200 round trips of 4 KiB, echoes checked, figures printed" 
        echo "$out" | grep -qE "as ib_send_lat averages it \(its 2 longest left out\): [0-9.]+ us"; echo $?)
 wait "$server"
 check "raw-pingpong -S served it and exited" $?
-for program in devices pingpong-server pingpong-client blast-server blast-client evrdma-rping hello_embedded \
+for program in devices pingpong-server pingpong-client blast-server blast-client evrdma-rping \
                evrdma-loop-latency raw-pingpong; do
     for flag in --help -h; do
         "$build/demos/$program" "$flag" >"$log" 2>&1

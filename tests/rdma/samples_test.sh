@@ -1,0 +1,49 @@
+#!/bin/bash
+# The samples in demos/samples do what their opening comments say, over real RDMA (run under
+# tools/rdma-run): hello_embedded gets its echo from echo_server, which drains and exits 0 on
+# SIGINT; remote_memory writes into memory the server lent, reads it back the same, and the server
+# sees the message in its region when it comes back; each takes --help.
+#   samples_test.sh <build dir>
+set -u
+build=$1 failures=0
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
+address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
+check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1 (status $2)"; failures=$((failures + 1)); fi; }
+
+log=$(mktemp)
+"$build/demos/echo_server" "$address" 0 >"$log" 2>&1 &
+server=$!
+port=$(listening_port "$log" "$server")
+check "echo_server listens (port '$port')" $([ -n "$port" ]; echo $?)
+for i in 1 2; do
+    out=$("$build/demos/hello_embedded" "$address" "$port" 2>&1)
+    check "hello_embedded $i gets its echo from echo_server: $out" $([ "$out" = "echo: hello" ]; echo $?)
+done
+kill -INT "$server"
+wait "$server"
+check "echo_server drains and exits 0 on SIGINT" $?
+check "echo_server told of both connections, one message each" \
+    $([ "$(grep -c 'closed after 1 messages' "$log")" = 2 ]; echo $?)
+cat "$log"
+
+out=$("$build/demos/remote_memory" "$address" 2>&1)
+status=$?
+echo "$out"
+check "remote_memory exits 0" "$status"
+check "remote_memory reads back what it wrote into the lent region" \
+    $(echo "$out" | grep -q "read them back: the same"; echo $?)
+check "the server sees the message in its region when it comes back" \
+    $(echo "$out" | grep -q 'the region came back holding "written and read back by RDMA'; echo $?)
+
+for program in hello_embedded echo_server remote_memory; do
+    "$build/demos/$program" --help >"$log" 2>&1
+    status=$?
+    check "$program --help prints its usage and exits 0" $([ "$status" = 0 ] && grep -qi usage "$log"; echo $?)
+done
+"$build/demos/echo_server" nonsense >"$log" 2>&1
+status=$?
+check "echo_server names a bad address and exits 1: $(cat "$log")" \
+    $([ "$status" = 1 ] && grep -q "listen on nonsense" "$log"; echo $?)
+rm -f "$log"
+echo "$failures failed"
+[ "$failures" = 0 ]
