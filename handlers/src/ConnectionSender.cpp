@@ -35,9 +35,21 @@ SendQueueStats ConnectionSender::queueStats() const noexcept {
   return out;
 }
 
+namespace {
+void copyFrom(void* data, uint8_t* to, size_t length) { std::memcpy(to, data, length); }
+}  // namespace
+
 int ConnectionSender::copyAndSend(const void* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept {
+  if (data == nullptr && length > 0 && c_.sendable()) return -EINVAL;
+  return copyIn(length, copyFrom, const_cast<void*>(data), hasImm, imm, tag);
+}
+
+int ConnectionSender::fillAndSend(size_t length, Fill fill, void* context, uint64_t tag) noexcept {
+  return copyIn(length, fill, context, false, 0, tag);
+}
+
+int ConnectionSender::copyIn(size_t length, Fill fill, void* context, bool hasImm, uint32_t imm, uint64_t tag) noexcept {
   if (!c_.sendable()) return -ENOTCONN;
-  if (data == nullptr && length > 0) return -EINVAL;
   const ConnectionOptions& options = c_.options_;
   if (length > options.maxMessageSize) return -EMSGSIZE;
   if (options.framed && length > c_.peerMaxMessageSize_) return -EMSGSIZE;  // the peer's buffers are smaller
@@ -51,7 +63,7 @@ int ConnectionSender::copyAndSend(const void* data, size_t length, bool hasImm, 
   const size_t header = options.framed ? Frame::kHeaderSize : 0;
   uint8_t* buffer = buffers.data(static_cast<uint32_t>(slot));
   if (header > 0) writeFrameHeader(buffer, FrameType::Data, 0, static_cast<uint32_t>(length), 0);
-  if (length > 0) std::memcpy(buffer + header, data, length);
+  if (length > 0) fill(context, buffer + header, length);
   SendOp op;
   op.type = OpType::Send;
   op.tag = tag;

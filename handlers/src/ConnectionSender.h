@@ -27,6 +27,10 @@ class ConnectionSender {
 
   // Connection::postSend / postSendWithImm: copied into one of evrdma's send buffers.
   int copyAndSend(const void* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
+  // The same with the bytes written by `fill(context, to, length)` straight into the send buffer
+  // (a stream copies out of its evbuffer so: one copy).
+  using Fill = void (*)(void* context, uint8_t* to, size_t length);
+  int fillAndSend(size_t length, Fill fill, void* context, uint64_t tag) noexcept;
   // Connection::send, rdmaWrite, rdmaRead...: checked, then sent from the application's memory.
   int checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset, bool hasImm,
                     uint32_t imm, uint64_t tag) noexcept;
@@ -49,6 +53,7 @@ class ConnectionSender {
   SendQueueStats queueStats() const noexcept;
 
  private:
+  int copyIn(size_t length, Fill fill, void* context, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
   // Framed or not, the request goes its way (waiting for credits, or to the send queue).
   int dispatch(const SendOp& op, uint8_t* copiedHeader) noexcept;
   void failedCompletion(const SendOp& op, ibv_wc_status status) noexcept;

@@ -2,7 +2,8 @@
 # The library as a user gets it (label `install`, on the host): `cmake --install` into a temporary
 # prefix must lay out the public headers (and no internal one), the shared library with its
 # SOVERSION, the static library, the CMake package and evrdma.pc; every installed header must
-# compile on its own; and a small consumer (consumer.cpp) must build three ways: find_package,
+# compile on its own (the C API's, evrdma.h, as C99 too); a C99 program of the C API must build
+# through pkg-config; and a small consumer (consumer.cpp) must build three ways: find_package,
 # pkg-config, add_subdirectory (where evrdma must leave the parent's cache alone and build neither
 # its tests nor its demos). The README's example is built from the README itself, with pkg-config.
 # Then the Debian packages (make deb): libevrdma and libevrdma-dev, unpacked, must give the same
@@ -44,6 +45,10 @@ for h in "$prefix"/include/evrdma/*.h; do
         fail "evrdma/$(basename "$h") does not compile on its own"
 done
 
+echo "--- the C API's header compiles as C99 on its own"
+echo '#include <evrdma/evrdma.h>' | cc -std=c99 -Wall -Wextra -Werror -pedantic -fsyntax-only -I"$prefix/include" -x c - ||
+    fail "evrdma/evrdma.h does not compile as C99"
+
 echo "--- 1. find_package(evrdma CONFIG)"
 cmake -S "$src/tests/consumer" -B "$out/find-package" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$out/find-package" -j"$jobs"
@@ -62,6 +67,10 @@ readme_line=$(sed -n 's/^    \(g++ -std=c++17 app\.cpp \$(pkg-config .*\)$/\1/p'
 g++ -std=c++17 -Wall -Wextra -Werror "$src/tests/consumer/consumer.cpp" -o "$out/bin/consumer-pkg-config-no-rpath" \
     $(pkg-config --cflags --libs evrdma)
 echo "$libdir" >"$out/bin/libdir"
+echo "--- a C99 program of the C API, through pkg-config"
+# shellcheck disable=SC2046
+cc -std=c99 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror "$src/tests/rdma/stream_c_api_test.c" \
+    -o "$out/bin/c-api-pkg-config" $(pkg-config --cflags --libs evrdma) -Wl,-rpath,"$libdir"
 echo "--- the README's example, as the README shows it"
 awk '/^```cpp$/ {inside=1; next} /^```$/ && inside {exit} inside' "$src/README.md" >"$out/readme_example.cpp"
 [ -s "$out/readme_example.cpp" ] || fail "no \`\`\`cpp block in README.md"

@@ -1,0 +1,131 @@
+/// \file
+/// Byte streams over RDMA as libevent's own `struct bufferevent`: Stream::connect hands the program
+/// a bufferevent at once, as bufferevent_socket_connect does, and a StreamListener hands it one
+/// per accepted peer, as an evconnlistener does. On it the program's code stays what it is over
+/// TCP: bufferevent_setcb, enable / disable, write, read, get_input / get_output, watermarks,
+/// set_timeouts, bufferevent_free (also from inside its own callbacks).
+///
+/// Events, as over a socket: BEV_EVENT_CONNECTED (a connecting stream is up), BEV_EVENT_EOF |
+/// BEV_EVENT_READING (the peer shut its side down or freed its end, after its last byte), and
+/// BEV_EVENT_ERROR with the reason in EVUTIL_SOCKET_ERROR() (ECONNREFUSED, EHOSTUNREACH, ETIMEDOUT,
+/// ECONNRESET when the peer's side went away without closing, ENODEV, ESHUTDOWN when the Reactor
+/// was destroyed). None after bufferevent_free.
+///
+/// Under it: a framed connection (credits: the peer never finds its receives exhausted, no RNR),
+/// what the program writes in one loop turn going out together, cut at the peer's message size and
+/// copied once into a registered buffer. A reader that stops reading (disable(EV_READ), or a read
+/// high watermark it does not drain) stops the writer: its receive window fills, the writer's
+/// credits run out, and what the writer's program writes stays in its own output evbuffer, whose
+/// write watermark and write callback behave as over TCP. Freeing the bufferevent sends what was
+/// written before, then closes (the peer reads it all, then EOF).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "evrdma/ConnectionOptions.h"
+#include "evrdma/Listener.h"
+
+struct bufferevent;
+
+namespace evrdma {
+
+class Reactor;
+
+struct StreamOptions {
+  /// The connection under the stream: `framed` is always on; maxMessageSize is how many bytes one
+  /// message carries at most (writes are cut at the smaller of ours and the peer's).
+  ClientOptions connection = defaultConnection();
+  /// Bytes received and not yet read by the program that the stream holds before the peer must
+  /// wait (its credits stop coming back): the reader's bound on buffering, above what its program
+  /// keeps in its own input evbuffer.
+  size_t receiveWindow = size_t{1} << 20;
+  /// What the program's end holds of what it wrote before it stops taking more from it (its
+  /// output evbuffer grows past that, as a socket's does when the kernel's buffer is full).
+  size_t sendWindow = size_t{256} << 10;
+
+  static ClientOptions defaultConnection() {
+    ClientOptions options;
+    options.framed = true;
+    options.maxMessageSize = 64 << 10;
+    options.recvDepth = 16;
+    options.sendDepth = 16;
+    return options;
+  }
+};
+
+/// What one stream did and holds (Stream::stats).
+struct StreamStats {
+  bool connected = false;       ///< up, and not closed
+  /// Every send buffer holds a message the peer has no room for yet: what the program writes
+  /// waits in its output evbuffer.
+  bool waitingForPeer = false;
+  /// The receive window is full (the program does not read): the peer's sends wait.
+  bool receivingPaused = false;
+  size_t heldForProgram = 0;    ///< bytes received that the program has not taken in yet
+  ConnectionStats connection;   ///< the connection's figures (bytes, messages, credit waits...)
+};
+
+class Stream {
+ public:
+  Stream() = delete;
+  /// Starts connecting to a numeric `address` and `port` and returns the program's bufferevent at
+  /// once (the program frees it with bufferevent_free): set its callbacks and enable it; writes
+  /// made before the connection is up go out once it is. The outcome is BEV_EVENT_CONNECTED or
+  /// BEV_EVENT_ERROR. Or returns null with `*error` (if given) set to -errno: -EINVAL (not a
+  /// numeric address, or unusable options), -ENODEV (no RDMA CM), -ESHUTDOWN, -ENOMEM.
+  static bufferevent* connect(Reactor& reactor, const std::string& address, uint16_t port,
+                              const StreamOptions& options = {}, int* error = nullptr) noexcept;
+  /// Half-close: what the program wrote so far goes out, then the peer gets EOF after the last
+  /// byte; this side still reads what the peer sends. 0, -EINVAL (not a stream of evrdma's),
+  /// -ENOTCONN (closed or failed), -EALREADY (done before).
+  static int shutdownWrite(bufferevent* bev) noexcept;
+  /// Whether `bev` is a stream's end that evrdma made (and the program has not freed).
+  static bool isStream(bufferevent* bev) noexcept;
+  /// The stream's figures: 0, or -EINVAL (not a stream of evrdma's).
+  static int stats(bufferevent* bev, StreamStats& out) noexcept;
+};
+
+struct StreamListenerOptions {
+  /// Admission, budgets, workers' absence (streams run on the listening Reactor) and drain, as
+  /// for any Listener.
+  ListenerOptions listener;
+  /// The accepted streams' connection (framed always on) and windows.
+  StreamOptions stream;
+};
+
+/// Accepts streams: each accepted peer becomes a bufferevent handed to the callback once its
+/// connection is up, with the peer's address (the callback owns it from then on).
+class StreamListener {
+ public:
+  using Callback = std::function<void(bufferevent* bev, const sockaddr* peer, int peerLength)>;
+  struct Release {
+    void operator()(StreamListener* listener) const noexcept;
+  };
+  /// Dropping it stops listening; streams already handed out go on.
+  using Ptr = std::unique_ptr<StreamListener, Release>;
+
+  static Ptr create(Reactor& reactor, Callback callback, const StreamListenerOptions& options = {});
+  /// As Listener::listen: 0 or -errno (-EINVAL, -EADDRINUSE, -ENODEV...).
+  int listen(const std::string& address, uint16_t port, int backlog = 0) noexcept;
+  uint16_t port() const noexcept;
+  /// While disabled, connect requests are refused ("not accepting"), as with an evconnlistener
+  /// that does not accept; enable() takes them again.
+  void enable() noexcept;
+  void disable() noexcept;
+  /// Streams accepted and handed out so far.
+  uint64_t accepted() const noexcept;
+
+ private:
+  class Impl;
+  explicit StreamListener(std::unique_ptr<Impl> impl);
+  ~StreamListener();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace evrdma

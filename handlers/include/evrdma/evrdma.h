@@ -1,0 +1,83 @@
+/** \file
+ * evrdma's C API: byte streams over RDMA as libevent's own `struct bufferevent`, for C programs.
+ * An evrdma_base puts evrdma on the program's event_base; evrdma_bufferevent_connect hands back a
+ * bufferevent at once, as bufferevent_socket_connect does (BEV_EVENT_CONNECTED or BEV_EVENT_ERROR
+ * follows, the reason in EVUTIL_SOCKET_ERROR()), and an evrdma_listener hands its callback one per
+ * accepted peer, as an evconnlistener does. Everything else is libevent's: bufferevent_setcb,
+ * enable, write, read, watermarks, set_timeouts, bufferevent_free. See evrdma/Stream.h for the
+ * semantics (events, back-pressure, what freeing sends).
+ *
+ * Calls that make something return NULL on failure with errno set; the others return 0 or -errno.
+ * Everything runs on the event_base's thread.
+ */
+#ifndef EVRDMA_EVRDMA_H
+#define EVRDMA_EVRDMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct event_base;
+struct bufferevent;
+
+/** evrdma on one event_base (a Reactor borrowing it: the base stays the program's). */
+struct evrdma_base;
+/** A listener for streams, bound to an address and port. */
+struct evrdma_listener;
+
+/** NULL with errno set (ENOMEM, or what libevent refused). */
+struct evrdma_base *evrdma_base_new(struct event_base *base);
+/** Free the streams and listeners first; those left are closed without a word. */
+void evrdma_base_free(struct evrdma_base *rbase);
+
+/** Options of a stream; fill with evrdma_stream_options_init, then change what you need. */
+struct evrdma_stream_options {
+  size_t max_message_size;        /**< bytes per message (writes are cut at it): 64 KiB */
+  unsigned recv_depth;            /**< receive buffers: 16 */
+  unsigned send_depth;            /**< send buffers: 16 */
+  size_t receive_window;          /**< bytes held for a program that does not read: 1 MiB */
+  size_t send_window;             /**< bytes taken from the program's output to send: 256 KiB */
+  unsigned connect_timeout_ms;    /**< connecting: 10000 */
+  unsigned keepalive_interval_ms; /**< probe a silent peer after this long: 0, never */
+};
+void evrdma_stream_options_init(struct evrdma_stream_options *options);
+
+/** Starts connecting to a numeric IPv4 or IPv6 `address` and returns the program's bufferevent
+ * (`options` NULL: the defaults). NULL with errno set: EINVAL (not an IPv4 / IPv6 address, or
+ * unusable options), ENODEV (no RDMA CM), ENOMEM, or what the connect said at once. */
+struct bufferevent *evrdma_bufferevent_connect(struct evrdma_base *rbase, const struct sockaddr *address, int socklen,
+                                               const struct evrdma_stream_options *options);
+/** Half-close: what was written goes out, then the peer reads EOF; this side still reads.
+ * 0, -EINVAL (not an evrdma stream), -ENOTCONN, -EALREADY. */
+int evrdma_bufferevent_shutdown_write(struct bufferevent *bev);
+/** 1 if `bev` is an evrdma stream (not freed), else 0. */
+int evrdma_bufferevent_is_stream(struct bufferevent *bev);
+
+/** Called with each accepted stream's bufferevent (the callback's to keep and free) and the
+ * peer's address. */
+typedef void (*evrdma_listener_cb)(struct evrdma_listener *listener, struct bufferevent *bev,
+                                   const struct sockaddr *peer, int socklen, void *arg);
+
+/** Binds to `address` (port 0: any free one; see evrdma_listener_get_port) and listens
+ * (`backlog` 0 or less: the kernel's limit; `flags` must be 0). NULL with errno set: EINVAL,
+ * EADDRINUSE, EADDRNOTAVAIL, ENODEV... */
+struct evrdma_listener *evrdma_listener_new_bind(struct evrdma_base *rbase, evrdma_listener_cb cb, void *arg,
+                                                 unsigned flags, int backlog, const struct sockaddr *address,
+                                                 int socklen, const struct evrdma_stream_options *options);
+/** While disabled, connect requests are refused; enabling takes them again. 0. */
+int evrdma_listener_enable(struct evrdma_listener *listener);
+int evrdma_listener_disable(struct evrdma_listener *listener);
+/** The port listened on. */
+uint16_t evrdma_listener_get_port(const struct evrdma_listener *listener);
+/** Stops listening; the streams it handed out go on. */
+void evrdma_listener_free(struct evrdma_listener *listener);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EVRDMA_EVRDMA_H */

@@ -1,0 +1,339 @@
+// ByteStream: the program's bufferevent over a framed connection: the pair and filter made for
+// it, what the program wrote cut into messages (one copy, into the send buffer), what the peer
+// sent handed to the program within the receive window, the FIN both ways, the events, and the
+// end once both the program's bufferevent and the connection are gone.
+#include "ByteStream.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/bufferevent.h>
+#include <event2/util.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <new>
+
+#include "ConnectionCore.h"
+#include "ReactorCore.h"
+#include "evrdma/Reactor.h"
+
+namespace evrdma::detail {
+namespace {
+
+constexpr uint64_t kDataTag = 0;
+constexpr uint64_t kFinTag = 1;
+// What the pair's end under the program's bufferevent holds of what the program wrote, past
+// which the program's own output evbuffer keeps the rest (as a socket's does).
+constexpr size_t kHeldUnderProgram = 16 << 10;
+
+void takeFrom(void* input, uint8_t* to, size_t length) {
+  (void)evbuffer_remove(static_cast<evbuffer*>(input), to, length);
+}
+
+}  // namespace
+
+class ByteStream::Handler final : public ConnectionHandler {
+ public:
+  explicit Handler(ByteStream& stream) : stream_(&stream) {}
+  ~Handler() override {
+    if (stream_ == nullptr) return;
+    // The connection is gone (after onClosed, or it never started): so is the stream's use of it.
+    stream_->handler_ = nullptr;
+    stream_->connectionEnded();
+  }
+  void onEstablished(Connection& c) noexcept override {
+    if (stream_ != nullptr) stream_->onEstablished(c);
+  }
+  void onRecv(Connection& c, const uint8_t* data, size_t length) noexcept override {
+    if (stream_ != nullptr) stream_->onRecv(c, data, length);
+  }
+  void onSendDone(Connection& c, uint64_t tag) noexcept override {
+    if (stream_ != nullptr) stream_->onSendDone(c, tag);
+  }
+  void onWritable(Connection& c) noexcept override {
+    if (stream_ != nullptr) stream_->onWritable(c);
+  }
+  void onDisconnected(Connection& c) noexcept override {
+    if (stream_ != nullptr) stream_->onDisconnected(c);
+  }
+  void onRejected(Connection& c, const RejectInfo& info) noexcept override {
+    if (stream_ != nullptr) stream_->onRejected(c, info);
+  }
+  void onError(Connection& c, int err, const char* op) noexcept override {
+    if (stream_ != nullptr) stream_->onError(c, err, op);
+  }
+  void onClosed(Connection& c) noexcept override {
+    if (stream_ != nullptr) stream_->onClosed(c);  // may end the stream
+  }
+  ByteStream* stream_;
+};
+
+ByteStream::ByteStream(Reactor& reactor, const StreamOptions& options) : reactor_(reactor), options_(options) {
+  options_.connection.framed = true;
+}
+
+ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, int& error) noexcept {
+  error = 0;
+  if (reactor.base() == nullptr) {
+    error = -ESHUTDOWN;
+    return nullptr;
+  }
+  auto* stream = new (std::nothrow) ByteStream(reactor, options);
+  if (stream == nullptr) {
+    error = -ENOMEM;
+    return nullptr;
+  }
+  bufferevent* pair[2] = {nullptr, nullptr};
+  if (bufferevent_pair_new(reactor.base(), BEV_OPT_DEFER_CALLBACKS, pair) != 0) {
+    delete stream;
+    error = -ENOMEM;
+    return nullptr;
+  }
+  stream->userPair_ = pair[0];
+  stream->ours_ = pair[1];
+  // The program's end: a filter that passes the bytes through unchanged, so that libevent tells
+  // us when the program frees it (and frees the pair's end under it).
+  stream->user_ = bufferevent_filter_new(pair[0], nullptr, nullptr, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS,
+                                         onProgramFreed, stream);
+  if (stream->user_ == nullptr) {
+    bufferevent_free(pair[0]);
+    stream->userPair_ = nullptr;
+    delete stream;
+    error = -ENOMEM;
+    return nullptr;
+  }
+  bufferevent_setwatermark(pair[0], EV_WRITE, 0, kHeldUnderProgram);
+  bufferevent_setwatermark(stream->ours_, EV_READ, 0, std::max<size_t>(options.sendWindow, 1));
+  bufferevent_setcb(stream->ours_, onProgramWrote, nullptr, nullptr, stream);
+  evbuffer_add_cb(bufferevent_get_output(stream->ours_), onDeliveredChanged, stream);
+  evbuffer_add_cb(bufferevent_get_input(pair[0]), onDeliveredChanged, stream);
+  // Reading what the program wrote waits until the connection is up (see pump).
+  bufferevent_enable(stream->ours_, EV_WRITE);
+  reactor.core().join(stream);
+  return stream;
+}
+
+ByteStream::~ByteStream() {
+  if (!reactorGone_) reactor_.core().leave(this);
+  if (handler_ != nullptr) handler_->stream_ = nullptr;
+  if (ours_ != nullptr) bufferevent_free(ours_);
+  client_.reset();  // frees the client now or after its onClosed (see Client::Release)
+}
+
+ByteStream* ByteStream::of(bufferevent* bev) noexcept {
+  if (bev == nullptr) return nullptr;
+  bufferevent* under = bufferevent_get_underlying(bev);
+  bufferevent* ours = under != nullptr ? bufferevent_pair_get_partner(under) : nullptr;
+  if (ours == nullptr) return nullptr;
+  bufferevent_data_cb readcb = nullptr;
+  void* arg = nullptr;
+  bufferevent_getcb(ours, &readcb, nullptr, nullptr, &arg);
+  if (readcb != onProgramWrote) return nullptr;
+  auto* stream = static_cast<ByteStream*>(arg);
+  return stream->user_ == bev ? stream : nullptr;
+}
+
+std::unique_ptr<ConnectionHandler> ByteStream::makeHandler() {
+  auto handler = std::make_unique<Handler>(*this);
+  handler_ = handler.get();
+  connectionGone_ = false;
+  return handler;
+}
+
+void ByteStream::onEstablished(Connection& c) noexcept {
+  connection_ = &c;
+  connected_ = true;
+  if (established_) {
+    established_(*this, c);  // the listener hands the program its end
+  } else {
+    tellProgram(BEV_EVENT_CONNECTED, 0);
+  }
+  pump();  // what the program wrote while connecting
+}
+
+void ByteStream::pump() noexcept {
+  if (!connected_ || connection_ == nullptr || finSent_) return;
+  Connection& c = *connection_;
+  evbuffer* input = bufferevent_get_input(ours_);
+  const size_t most = std::min<size_t>(c.maxMessageSize(), c.peerMaxMessageSize());
+  ConnectionSender& sender = c.core().sender;
+  blocked_ = false;
+  c.beginBatch();  // a turn's messages go to the device together
+  while (true) {
+    const size_t waiting = evbuffer_get_length(input);
+    if (waiting == 0 && !finWanted_) break;
+    const size_t length = std::min(waiting, most);
+    const int rc = sender.fillAndSend(length, takeFrom, input, length == 0 ? kFinTag : kDataTag);
+    if (rc == -ENOBUFS) {
+      blocked_ = true;  // every send buffer is in use: onWritable comes once one is free
+      break;
+    }
+    if (rc != 0) break;  // the connection fails: onError follows
+    if (length == 0) {
+      finSent_ = true;
+      break;
+    }
+  }
+  (void)c.endBatch();
+  // Take more from the program only while it can go out: else it waits in the program's output.
+  if (blocked_ || finSent_ || !connected_)
+    bufferevent_disable(ours_, EV_READ);
+  else
+    bufferevent_enable(ours_, EV_READ);
+}
+
+void ByteStream::onProgramWrote(bufferevent*, void* self) { static_cast<ByteStream*>(self)->pump(); }
+
+void ByteStream::onWritable(Connection&) noexcept {
+  if (blocked_) pump();
+}
+
+void ByteStream::onSendDone(Connection& c, uint64_t tag) noexcept {
+  if (tag != kFinTag) return;
+  finDone_ = true;
+  if (programGone_) c.close();  // everything the program wrote went out, and the FIN after it
+}
+
+void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexcept {
+  if (length == 0) {
+    peerFinished_ = true;
+    afterDelivery();
+    return;
+  }
+  if (!programHoldsItsEnd()) return;  // nobody reads any more
+  bufferevent_write(ours_, data, length);  // the pair carries it to the program as it reads
+  if (!receivingPaused_ && evbuffer_get_length(bufferevent_get_output(ours_)) >= options_.receiveWindow) {
+    receivingPaused_ = c.pauseReceiving() == 0;  // the peer's credits stop: it waits
+  }
+}
+
+void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, void* self) {
+  if (info->n_deleted > 0) static_cast<ByteStream*>(self)->afterDelivery();
+}
+
+void ByteStream::afterDelivery() noexcept {
+  if (!programHoldsItsEnd()) return;
+  const size_t held = evbuffer_get_length(bufferevent_get_output(ours_));
+  if (receivingPaused_ && held <= options_.receiveWindow / 2 && connection_ != nullptr) {
+    receivingPaused_ = false;
+    (void)connection_->resumeReceiving();
+  }
+  // EOF after the last byte: once none is left on its way to the program's input (what reached
+  // the pair's end under it has been handed on: its read callback runs before this event's).
+  if (peerFinished_ && !eofTold_ && held == 0 && evbuffer_get_length(bufferevent_get_input(userPair_)) == 0) {
+    eofTold_ = true;
+    tellProgram(BEV_EVENT_EOF | BEV_EVENT_READING, 0);
+  }
+}
+
+bool ByteStream::programHoldsItsEnd() const noexcept {
+  // bufferevent_free on the program's end frees the pair's end under it at once (its own
+  // finalizer, and our onProgramFreed, run later): then our end has no partner any more.
+  return !programGone_ && ours_ != nullptr && userPair_ != nullptr && bufferevent_pair_get_partner(ours_) != nullptr;
+}
+
+void ByteStream::tellProgram(short what, int err) noexcept {
+  if (!handedOut_ || !programHoldsItsEnd()) return;
+  // The pair's callbacks are deferred: libevent keeps this errno for the program's callback.
+  EVUTIL_SET_SOCKET_ERROR(err);
+  bufferevent_trigger_event(userPair_, what, 0);
+}
+
+void ByteStream::onDisconnected(Connection&) noexcept {
+  connected_ = false;
+  // Gone without a FIN: its process died or its Reactor went, not a close.
+  if (!peerFinished_) tellProgram(BEV_EVENT_ERROR | BEV_EVENT_READING, ECONNRESET);
+}
+
+void ByteStream::onRejected(Connection&, const RejectInfo&) noexcept { tellProgram(BEV_EVENT_ERROR, ECONNREFUSED); }
+
+void ByteStream::onError(Connection&, int err, const char*) noexcept {
+  connected_ = false;
+  tellProgram(BEV_EVENT_ERROR, -err);
+}
+
+void ByteStream::onClosed(Connection& c) noexcept {
+  lastStats_ = c.stats();
+  connectionEnded();
+}
+
+void ByteStream::connectionEnded() noexcept {
+  connection_ = nullptr;
+  connected_ = false;
+  connectionGone_ = true;
+  if (!handedOut_ && user_ != nullptr) {
+    // An accepted stream whose connection never came up: its end was never the program's.
+    bufferevent* end = user_;
+    user_ = nullptr;
+    userPair_ = nullptr;
+    bufferevent_free(end);  // onProgramFreed follows, from the loop
+    return;
+  }
+  maybeEnd();
+}
+
+void ByteStream::onProgramFreed(void* self) {
+  auto* stream = static_cast<ByteStream*>(self);
+  stream->programGone_ = true;
+  stream->user_ = nullptr;
+  stream->userPair_ = nullptr;  // freed with the program's end
+  stream->closeWhenSent();
+  stream->maybeEnd();
+}
+
+void ByteStream::closeWhenSent() noexcept {
+  if (connection_ == nullptr) {
+    if (client_ && !connectionGone_) client_->close();  // still connecting
+    return;
+  }
+  finWanted_ = true;
+  if (finDone_) {
+    connection_->close();
+    return;
+  }
+  pump();  // what the program wrote before, then the FIN; closed once the FIN's send completes
+}
+
+int ByteStream::shutdownWrite() noexcept {
+  if (finWanted_) return -EALREADY;
+  if (connectionGone_ || !programHoldsItsEnd()) return -ENOTCONN;
+  finWanted_ = true;
+  // What the program wrote so far goes first: from its output evbuffer down to ours.
+  bufferevent_flush(user_, EV_WRITE, BEV_FLUSH);
+  pump();
+  return 0;
+}
+
+StreamStats ByteStream::stats() const noexcept {
+  StreamStats out;
+  out.connected = connected_;
+  out.waitingForPeer = blocked_;
+  out.receivingPaused = receivingPaused_;
+  out.heldForProgram = ours_ != nullptr ? evbuffer_get_length(bufferevent_get_output(ours_)) : 0;
+  if (programHoldsItsEnd()) out.heldForProgram += evbuffer_get_length(bufferevent_get_input(userPair_));
+  out.connection = connection_ != nullptr ? connection_->stats() : lastStats_;
+  return out;
+}
+
+void ByteStream::maybeEnd() noexcept {
+  if (!programGone_ || !connectionGone_ || ending_) return;
+  ending_ = true;
+  if (reactorGone_) {
+    delete this;
+    return;
+  }
+  reactor_.defer([this] { delete this; });
+}
+
+void ByteStream::onReactorGone() noexcept {
+  // The connection is a closed shell now and says nothing more; the program still holds its end.
+  reactorGone_ = true;
+  connected_ = false;
+  connection_ = nullptr;
+  connectionGone_ = true;
+  tellProgram(BEV_EVENT_ERROR, ESHUTDOWN);
+  // A delete scheduled with defer() was dropped with the Reactor's deferred closures.
+  if (programGone_) delete this;
+}
+
+}  // namespace evrdma::detail

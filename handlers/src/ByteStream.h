@@ -1,0 +1,116 @@
+// ByteStream: one RDMA byte stream behind the bufferevent a program holds. The program's end is a
+// filter bufferevent over one end of a bufferevent pair (its free_context tells us when the
+// program frees it); the pair's other end is ours: what the program writes arrives in its input,
+// is cut into messages and sent on a framed connection; what the peer sends goes into its output,
+// and the pair carries it to the program. Message zero bytes long: the peer shut its side down.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "ReactorMember.h"
+#include "evrdma/Callbacks.h"
+#include "evrdma/Client.h"
+#include "evrdma/Stream.h"
+
+struct bufferevent;
+struct evbuffer;
+struct evbuffer_cb_info;
+
+namespace evrdma::detail {
+
+class ByteStream final : public ReactorMember {
+ public:
+  // Makes the pair and the program's end; null with `error` set when libevent cannot.
+  static ByteStream* create(Reactor& reactor, const StreamOptions& options, int& error) noexcept;
+  // The stream of a program's end, or null if `bev` is not one.
+  static ByteStream* of(bufferevent* bev) noexcept;
+
+  bufferevent* userEnd() const noexcept { return user_; }
+  // The handler of the connection that carries the stream (the connection owns it).
+  std::unique_ptr<ConnectionHandler> makeHandler();
+  // A client stream keeps its Client until it ends.
+  void holdClient(Client::Ptr client) noexcept { client_ = std::move(client); }
+  int shutdownWrite() noexcept;
+  StreamStats stats() const noexcept;
+  // An accepted stream: `established` is told once it is up (the listener hands the program its
+  // end then); until then the stream is the listener's, and it ends by itself if the connection
+  // does.
+  void onceEstablished(std::function<void(ByteStream&, Connection&)> established) {
+    established_ = std::move(established);
+    handedOut_ = false;
+  }
+  // The listener handed the program its end.
+  void handOut() noexcept { handedOut_ = true; }
+
+ private:
+  class Handler;
+  friend class Handler;
+
+  ByteStream(Reactor& reactor, const StreamOptions& options);
+  ~ByteStream();
+
+  // The connection's news (through Handler).
+  void onEstablished(Connection& c) noexcept;
+  void onRecv(Connection& c, const uint8_t* data, size_t length) noexcept;
+  void onWritable(Connection& c) noexcept;
+  void onSendDone(Connection& c, uint64_t tag) noexcept;
+  void onDisconnected(Connection& c) noexcept;
+  void onRejected(Connection& c, const RejectInfo& info) noexcept;
+  void onError(Connection& c, int err, const char* op) noexcept;
+  void onClosed(Connection& c) noexcept;
+  void onReactorGone() noexcept override;
+
+  // libevent's news.
+  static void onProgramWrote(bufferevent* ours, void* self);  // our end's read callback
+  static void onDeliveredChanged(evbuffer* buffer, const evbuffer_cb_info* info, void* self);
+  static void onProgramFreed(void* self);  // the filter's free_context
+
+  // What the program wrote goes out as messages, as long as send buffers last; then the FIN if
+  // one was asked for.
+  void pump() noexcept;
+  // The peer's bytes reached the program (or the window has room again): receiving resumes, and
+  // EOF follows the last byte.
+  void afterDelivery() noexcept;
+  // The program has not freed its end (false from the moment it calls bufferevent_free).
+  bool programHoldsItsEnd() const noexcept;
+  // Tells the program `what` (BEV_EVENT_*), with `err` as EVUTIL_SOCKET_ERROR().
+  void tellProgram(short what, int err) noexcept;
+  // The program is gone: what it wrote before goes out, the FIN, then the connection closes.
+  void closeWhenSent() noexcept;
+  // The connection closed, or went without a word (it never started): an accepted stream never
+  // handed out lets go of its end.
+  void connectionEnded() noexcept;
+  // Frees the stream once the program's end and the connection are both gone.
+  void maybeEnd() noexcept;
+
+  Reactor& reactor_;
+  StreamOptions options_;
+  bufferevent* user_ = nullptr;     // the program's end (a filter over userPair_): the program frees it
+  bufferevent* userPair_ = nullptr;  // the pair's end under it (freed with it)
+  bufferevent* ours_ = nullptr;      // the pair's end the stream reads and writes
+  Connection* connection_ = nullptr;  // while it is open
+  Client::Ptr client_;
+  ConnectionStats lastStats_;  // the connection's, kept once it is gone
+  Handler* handler_ = nullptr;  // while the connection holds it
+  std::function<void(ByteStream&, Connection&)> established_;
+  bool connected_ = false;       // established, and not closed
+  bool handedOut_ = true;        // the program has its end (an accepted stream's only once up)
+  bool programGone_ = false;     // the program freed its end
+  bool connectionGone_ = false;  // onClosed came (or there never was a connection)
+  bool blocked_ = false;         // no send buffer free: the pump waits for onWritable
+  bool finWanted_ = false;       // shutdownWrite, or the program freed its end
+  bool finSent_ = false;
+  bool finDone_ = false;         // the FIN's send completed
+  bool peerFinished_ = false;    // the peer's FIN arrived
+  bool eofTold_ = false;
+  bool receivingPaused_ = false;
+  bool reactorGone_ = false;
+  bool ending_ = false;          // the delete is scheduled
+};
+
+}  // namespace evrdma::detail

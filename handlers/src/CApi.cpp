@@ -1,0 +1,162 @@
+// The C API (evrdma/evrdma.h): evrdma_base over a Reactor, streams and stream listeners, each
+// call a thin layer over the C++ one, errors as errno (for what makes something) or -errno.
+#include "evrdma/evrdma.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cerrno>
+#include <new>
+#include <string>
+
+#include "evrdma/Reactor.h"
+#include "evrdma/Stream.h"
+
+struct evrdma_base {
+  explicit evrdma_base(event_base* base) : reactor(base) {}
+  evrdma::Reactor reactor;
+};
+
+struct evrdma_listener {
+  evrdma::StreamListener::Ptr listener;
+  evrdma_listener_cb callback = nullptr;
+  void* arg = nullptr;
+};
+
+namespace {
+
+// The numeric host and the port of an IPv4 or IPv6 address; false for anything else.
+bool hostAndPort(const sockaddr* address, int socklen, std::string& host, uint16_t& port) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address == nullptr) return false;
+  if (address->sa_family == AF_INET && socklen >= static_cast<int>(sizeof(sockaddr_in))) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(address);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) == nullptr) return false;
+    port = ntohs(in->sin_port);
+  } else if (address->sa_family == AF_INET6 && socklen >= static_cast<int>(sizeof(sockaddr_in6))) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(address);
+    if (inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text) == nullptr) return false;
+    port = ntohs(in6->sin6_port);
+  } else {
+    return false;
+  }
+  host = text;
+  return true;
+}
+
+evrdma::StreamOptions streamOptions(const evrdma_stream_options* given) {
+  evrdma::StreamOptions options;
+  if (given == nullptr) return options;
+  if (given->max_message_size != 0) options.connection.maxMessageSize = given->max_message_size;
+  if (given->recv_depth != 0) options.connection.recvDepth = given->recv_depth;
+  if (given->send_depth != 0) options.connection.sendDepth = given->send_depth;
+  if (given->receive_window != 0) options.receiveWindow = given->receive_window;
+  if (given->send_window != 0) options.sendWindow = given->send_window;
+  if (given->connect_timeout_ms != 0) options.connection.connectTimeout = std::chrono::milliseconds(given->connect_timeout_ms);
+  options.connection.keepaliveInterval = std::chrono::milliseconds(given->keepalive_interval_ms);
+  return options;
+}
+
+}  // namespace
+
+extern "C" {
+
+evrdma_base* evrdma_base_new(event_base* base) {
+  if (base == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* made = new (std::nothrow) evrdma_base(base);
+  if (made == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (!made->reactor.valid()) {
+    delete made;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return made;
+}
+
+void evrdma_base_free(evrdma_base* rbase) { delete rbase; }
+
+void evrdma_stream_options_init(evrdma_stream_options* options) {
+  if (options == nullptr) return;
+  const evrdma::StreamOptions defaults;
+  options->max_message_size = defaults.connection.maxMessageSize;
+  options->recv_depth = defaults.connection.recvDepth;
+  options->send_depth = defaults.connection.sendDepth;
+  options->receive_window = defaults.receiveWindow;
+  options->send_window = defaults.sendWindow;
+  options->connect_timeout_ms = static_cast<unsigned>(defaults.connection.connectTimeout.count());
+  options->keepalive_interval_ms = static_cast<unsigned>(defaults.connection.keepaliveInterval.count());
+}
+
+bufferevent* evrdma_bufferevent_connect(evrdma_base* rbase, const sockaddr* address, int socklen,
+                                        const evrdma_stream_options* options) {
+  std::string host;
+  uint16_t port = 0;
+  if (rbase == nullptr || !hostAndPort(address, socklen, host, port)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  int error = 0;
+  bufferevent* bev = evrdma::Stream::connect(rbase->reactor, host, port, streamOptions(options), &error);
+  if (bev == nullptr) errno = -error;
+  return bev;
+}
+
+int evrdma_bufferevent_shutdown_write(bufferevent* bev) { return evrdma::Stream::shutdownWrite(bev); }
+
+int evrdma_bufferevent_is_stream(bufferevent* bev) { return evrdma::Stream::isStream(bev) ? 1 : 0; }
+
+evrdma_listener* evrdma_listener_new_bind(evrdma_base* rbase, evrdma_listener_cb cb, void* arg, unsigned flags,
+                                          int backlog, const sockaddr* address, int socklen,
+                                          const evrdma_stream_options* options) {
+  std::string host;
+  uint16_t port = 0;
+  if (rbase == nullptr || cb == nullptr || flags != 0 || !hostAndPort(address, socklen, host, port)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* made = new (std::nothrow) evrdma_listener;
+  if (made == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  made->callback = cb;
+  made->arg = arg;
+  evrdma::StreamListenerOptions listenerOptions;
+  listenerOptions.stream = streamOptions(options);
+  made->listener = evrdma::StreamListener::create(
+      rbase->reactor,
+      [made](bufferevent* bev, const sockaddr* peer, int length) { made->callback(made, bev, peer, length, made->arg); },
+      listenerOptions);
+  if (int rc = made->listener->listen(host, port, backlog > 0 ? backlog : 0); rc != 0) {
+    delete made;
+    errno = -rc;
+    return nullptr;
+  }
+  return made;
+}
+
+int evrdma_listener_enable(evrdma_listener* listener) {
+  if (listener == nullptr) return -EINVAL;
+  listener->listener->enable();
+  return 0;
+}
+
+int evrdma_listener_disable(evrdma_listener* listener) {
+  if (listener == nullptr) return -EINVAL;
+  listener->listener->disable();
+  return 0;
+}
+
+uint16_t evrdma_listener_get_port(const evrdma_listener* listener) {
+  return listener != nullptr ? listener->listener->port() : 0;
+}
+
+void evrdma_listener_free(evrdma_listener* listener) { delete listener; }
+
+}  // extern "C"

@@ -1,0 +1,329 @@
+// Byte streams over real RDMA as a libevent program uses them: a StreamListener and Stream::connect
+// handing out bufferevents, random-sized writes both ways checked byte by byte, the half-close and
+// EOF after the last byte, a refused connect's errno, and a slow reader holding the writer back in
+// the writer's own output evbuffer.
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/util.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "RunUntil.h"
+#include "TestBed.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/Stream.h"
+
+namespace {
+
+using evrdma::test::runUntil;
+using namespace std::chrono_literals;
+
+// Byte `index` of what side `side` sends: a reordered, lost or repeated byte shows.
+uint8_t patternByte(uint64_t index, int side) {
+  return static_cast<uint8_t>(((index * 2654435761u) >> 13) ^ (index >> 20) ^ static_cast<uint64_t>(side * 0x5a));
+}
+
+// One side of a stream: writes `total` bytes of its pattern in random-sized chunks (keeping about
+// a megabyte in its output), checks every byte it reads against the peer's pattern, and records
+// the events.
+struct Side {
+  Side(int side, uint64_t total, unsigned seed) : me(side), toSend(total), random(seed) {}
+
+  void attach(bufferevent* b) {
+    bev = b;
+    bufferevent_setcb(bev, onRead, onWrite, onEvent, this);
+    bufferevent_setwatermark(bev, EV_WRITE, 512 << 10, 0);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+  }
+  void startWriting() {
+    writing = true;
+    writeMore();
+  }
+  void writeMore() {
+    if (!writing || bev == nullptr) return;
+    std::uniform_int_distribution<size_t> size(1, 200000);
+    evbuffer* output = bufferevent_get_output(bev);
+    while (sent < toSend && evbuffer_get_length(output) < (1u << 20)) {
+      const size_t length = std::min<uint64_t>(size(random), toSend - sent);
+      chunk.resize(length);
+      for (size_t i = 0; i < length; ++i) chunk[i] = patternByte(sent + i, me);
+      bufferevent_write(bev, chunk.data(), length);
+      sent += length;
+    }
+    if (sent == toSend && shutDownWhenSent && !shutDown) {
+      shutDown = true;
+      shutdownResult = evrdma::Stream::shutdownWrite(bev);
+    }
+  }
+  static void onRead(bufferevent* b, void* self) {
+    auto* side = static_cast<Side*>(self);
+    evbuffer* input = bufferevent_get_input(b);
+    std::vector<uint8_t> bytes(evbuffer_get_length(input));
+    evbuffer_remove(input, bytes.data(), bytes.size());
+    for (uint8_t byte : bytes) {
+      if (byte != patternByte(side->received, 1 - side->me) && side->firstBad == UINT64_MAX) side->firstBad = side->received;
+      ++side->received;
+    }
+  }
+  static void onWrite(bufferevent*, void* self) { static_cast<Side*>(self)->writeMore(); }
+  static void onEvent(bufferevent*, short what, void* self) {
+    auto* side = static_cast<Side*>(self);
+    const int err = EVUTIL_SOCKET_ERROR();
+    if (what & BEV_EVENT_CONNECTED) {
+      side->connected = true;
+      side->startWriting();
+    }
+    if (what & BEV_EVENT_EOF) side->eofAt = side->received;
+    if (what & BEV_EVENT_ERROR) {
+      side->error = err;
+      side->errorEvents = what;
+    }
+  }
+
+  const int me;
+  const uint64_t toSend;
+  std::mt19937 random;
+  std::vector<uint8_t> chunk;
+  bufferevent* bev = nullptr;
+  bool writing = false, connected = false, shutDownWhenSent = true, shutDown = false;
+  int shutdownResult = 1;
+  uint64_t sent = 0, received = 0, firstBad = UINT64_MAX, eofAt = UINT64_MAX;
+  int error = 0;
+  short errorEvents = 0;
+};
+
+class StreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(evrdma::test::loadTestBed(bed)); }
+  evrdma::test::TestBed bed;
+};
+
+TEST_F(StreamTest, RandomSizedWritesBothWaysArriveWholeInOrderThenEofAfterTheLastByte) {
+  const uint64_t total = evrdma::test::lightStress() ? (8u << 20) : (64u << 20);
+  evrdma::Reactor reactor;
+  Side server(0, total, 1), client(1, total, 2);
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr* peer, int length) {
+    EXPECT_NE(peer, nullptr);
+    EXPECT_GT(length, 0);
+    server.attach(bev);
+    server.startWriting();  // both ways at once
+  });
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  int error = 1;
+  bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port(), {}, &error);
+  ASSERT_NE(bev, nullptr) << strerror(-error);
+  EXPECT_EQ(error, 0);
+  EXPECT_TRUE(evrdma::Stream::isStream(bev));
+  client.attach(bev);
+
+  const bool done = runUntil(reactor, [&] {
+    return client.received == total && server.received == total && client.eofAt != UINT64_MAX &&
+           server.eofAt != UINT64_MAX;
+  }, 600s);
+  EXPECT_TRUE(done) << "client received " << client.received << ", server " << server.received << " of " << total
+                    << "; errors " << client.error << " / " << server.error;
+  EXPECT_TRUE(client.connected);
+  EXPECT_EQ(client.firstBad, UINT64_MAX) << "the client read a wrong byte at " << client.firstBad;
+  EXPECT_EQ(server.firstBad, UINT64_MAX) << "the server read a wrong byte at " << server.firstBad;
+  EXPECT_EQ(client.eofAt, total) << "EOF came before the last byte";
+  EXPECT_EQ(server.eofAt, total) << "EOF came before the last byte";
+  EXPECT_EQ(client.shutdownResult, 0);
+  EXPECT_EQ(server.shutdownResult, 0);
+  EXPECT_EQ(client.error, 0);
+  EXPECT_EQ(server.error, 0);
+  EXPECT_EQ(listener->accepted(), 1u);
+  bufferevent_free(client.bev);
+  bufferevent_free(server.bev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
+TEST_F(StreamTest, AfterAHalfCloseThePeerReadsEveryByteThenEofAndItsReplyStillArrives) {
+  evrdma::Reactor reactor;
+  std::string question = "what is the answer?", heard, reply;
+  bool serverEof = false, clientEof = false;
+  struct Ends {
+    std::string* heard;
+    bool* eof;
+  };
+  Ends serverEnds{&heard, &serverEof};
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    bufferevent_setcb(
+        bev,
+        [](bufferevent* b, void* arg) {
+          evbuffer* input = bufferevent_get_input(b);
+          std::string more(evbuffer_get_length(input), '\0');
+          evbuffer_remove(input, more.data(), more.size());
+          *static_cast<Ends*>(arg)->heard += more;
+        },
+        nullptr,
+        [](bufferevent* b, short what, void* arg) {
+          if ((what & BEV_EVENT_EOF) == 0) return;
+          *static_cast<Ends*>(arg)->eof = true;
+          // The question is whole: answer, and go (freed inside its own event callback).
+          const std::string answer = "42, for: " + *static_cast<Ends*>(arg)->heard;
+          bufferevent_write(b, answer.data(), answer.size());
+          bufferevent_free(b);
+        },
+        &serverEnds);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+  });
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+  ASSERT_NE(bev, nullptr);
+  Ends clientEnds{&reply, &clientEof};
+  bufferevent_setcb(
+      bev,
+      [](bufferevent* b, void* arg) {
+        evbuffer* input = bufferevent_get_input(b);
+        std::string more(evbuffer_get_length(input), '\0');
+        evbuffer_remove(input, more.data(), more.size());
+        *static_cast<Ends*>(arg)->heard += more;
+      },
+      nullptr,
+      [](bufferevent*, short what, void* arg) {
+        if (what & BEV_EVENT_EOF) *static_cast<Ends*>(arg)->eof = true;
+      },
+      &clientEnds);
+  bufferevent_enable(bev, EV_READ | EV_WRITE);
+  // Written and shut down at once, before the connection is up: it all goes once it is.
+  bufferevent_write(bev, question.data(), question.size());
+  ASSERT_EQ(evrdma::Stream::shutdownWrite(bev), 0);
+  EXPECT_EQ(evrdma::Stream::shutdownWrite(bev), -EALREADY);
+
+  ASSERT_TRUE(runUntil(reactor, [&] { return clientEof; }, 60s)) << "reply so far: '" << reply << "'";
+  EXPECT_TRUE(serverEof);
+  EXPECT_EQ(heard, question);
+  EXPECT_EQ(reply, "42, for: " + question);
+  bufferevent_free(bev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
+TEST_F(StreamTest, ConnectingWhereNobodyListensEndsInAnErrorEventWithEconnrefused) {
+  evrdma::Reactor reactor;
+  // A port nobody listens on: take one from a listener, then drop it.
+  uint16_t port = 0;
+  {
+    auto listener = evrdma::StreamListener::create(reactor, [](bufferevent*, const sockaddr*, int) {});
+    ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+    port = listener->port();
+  }
+  ASSERT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+  bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, port);
+  ASSERT_NE(bev, nullptr);
+  struct Outcome {
+    short what = 0;
+    int err = 0;
+  } outcome;
+  bufferevent_setcb(bev, nullptr, nullptr,
+                    [](bufferevent*, short what, void* arg) {
+                      static_cast<Outcome*>(arg)->what = what;
+                      static_cast<Outcome*>(arg)->err = EVUTIL_SOCKET_ERROR();
+                    },
+                    &outcome);
+  bufferevent_enable(bev, EV_READ | EV_WRITE);
+  ASSERT_TRUE(runUntil(reactor, [&] { return outcome.what != 0; }, 60s));
+  EXPECT_TRUE(outcome.what & BEV_EVENT_ERROR) << outcome.what;
+  EXPECT_EQ(outcome.err, ECONNREFUSED) << strerror(outcome.err);
+  bufferevent_free(bev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+
+  int error = 0;
+  EXPECT_EQ(evrdma::Stream::connect(reactor, "not-an-address", 1, {}, &error), nullptr);
+  EXPECT_EQ(error, -EINVAL);
+  EXPECT_EQ(evrdma::Stream::shutdownWrite(nullptr), -EINVAL);
+}
+
+TEST_F(StreamTest, ASlowReaderHoldsTheWriterBackInTheWritersOwnOutputBuffer) {
+  evrdma::Reactor reactor;
+  evrdma::StreamListenerOptions options;
+  const uint64_t total = 16u << 20;
+  Side reader(0, 0, 1), writer(1, 0, 2);  // the writer writes by hand, below
+  writer.shutDownWhenSent = false;
+  reader.shutDownWhenSent = false;
+  bufferevent* readerBev = nullptr;
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    readerBev = bev;
+    reader.attach(bev);
+    bufferevent_disable(bev, EV_READ);  // reads nothing for now
+  }, options);
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+  ASSERT_NE(bev, nullptr);
+  writer.attach(bev);
+  ASSERT_TRUE(runUntil(reactor, [&] { return writer.connected && readerBev != nullptr; }, 60s));
+  // All of it written at once: what the reader's side can hold is its receive window, its
+  // receive buffers, and the writer's own buffers; the rest must stay in the writer's output.
+  std::vector<uint8_t> all(total);
+  for (uint64_t i = 0; i < total; ++i) all[i] = patternByte(i, 1);
+  bufferevent_write(bev, all.data(), all.size());
+  const evrdma::StreamOptions& defaults = options.stream;
+  const uint64_t inFlightBound = defaults.receiveWindow + defaults.sendWindow + (16u << 10) +
+                                 uint64_t{defaults.connection.recvDepth + defaults.connection.sendDepth} *
+                                     defaults.connection.maxMessageSize * 2;
+  // Wait until the reader's window is full and the writer's stream can send nothing more (every
+  // send buffer holds a message waiting for the reader's credits): from then on nothing moves.
+  evrdma::StreamStats writerStats, readerStats;
+  const bool stalled = runUntil(reactor, [&] {
+    return evrdma::Stream::stats(bev, writerStats) == 0 && evrdma::Stream::stats(readerBev, readerStats) == 0 &&
+           writerStats.waitingForPeer && readerStats.receivingPaused;
+  }, 60s);
+  EXPECT_TRUE(stalled) << "writer waiting " << writerStats.waitingForPeer << ", reader paused "
+                       << readerStats.receivingPaused << ", reader holds " << readerStats.heldForProgram;
+  EXPECT_EQ(reader.received, 0u);
+  EXPECT_GE(writerStats.connection.creditWaits, 1u);
+  const size_t held = evbuffer_get_length(bufferevent_get_output(bev));
+  EXPECT_GE(held, total - inFlightBound) << "the writer's own output holds only " << held << " of " << total;
+  EXPECT_LE(readerStats.heldForProgram, defaults.receiveWindow + defaults.connection.maxMessageSize)
+      << "the reader buffered past its window";
+  // Reading again, the reader gets every byte.
+  bufferevent_enable(readerBev, EV_READ);
+  EXPECT_TRUE(runUntil(reactor, [&] { return reader.received == total; }, 300s)) << reader.received;
+  EXPECT_EQ(reader.firstBad, UINT64_MAX);
+  bufferevent_free(bev);
+  bufferevent_free(readerBev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
+TEST_F(StreamTest, TheReactorDestroyedWithStreamsOpenTellsEachProgramEshutdownAndTheirFreeLeaksNothing) {
+  event_base* base = event_base_new();
+  ASSERT_NE(base, nullptr);
+  Side server(0, 1 << 20, 1), client(1, 1 << 20, 2);
+  server.shutDownWhenSent = client.shutDownWhenSent = false;
+  {
+    evrdma::Reactor reactor(base);
+    auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+      server.attach(bev);
+      server.startWriting();
+    });
+    ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+    bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+    ASSERT_NE(bev, nullptr);
+    client.attach(bev);
+    // Both up and moving bytes when the Reactor goes.
+    ASSERT_TRUE(runUntil(reactor, [&] { return client.received > 0 && server.received > 0; }, 60s));
+  }
+  // The programs' ends outlive the Reactor: each hears why, from its own loop.
+  struct timeval turn = {0, 0};
+  for (int i = 0; i < 100 && (client.error == 0 || server.error == 0); ++i) {
+    event_base_loopexit(base, &turn);
+    event_base_dispatch(base);
+  }
+  EXPECT_EQ(client.error, ESHUTDOWN) << strerror(client.error);
+  EXPECT_EQ(server.error, ESHUTDOWN) << strerror(server.error);
+  EXPECT_FALSE(evrdma::Stream::isStream(nullptr));
+  bufferevent_free(client.bev);
+  bufferevent_free(server.bev);
+  event_base_loopexit(base, &turn);
+  event_base_dispatch(base);  // libevent's finalizers run: the streams go with them
+  event_base_free(base);
+}
+
+}  // namespace
