@@ -100,6 +100,19 @@ struct Side {
   short errorEvents = 0;
 };
 
+// What one end of the half-close test has read, and whether EOF came.
+struct Ends {
+  std::string* heard;
+  bool* eof;
+};
+
+void appendInput(bufferevent* bev, void* ends) {
+  evbuffer* input = bufferevent_get_input(bev);
+  std::string more(evbuffer_get_length(input), '\0');
+  evbuffer_remove(input, more.data(), more.size());
+  *static_cast<Ends*>(ends)->heard += more;
+}
+
 class StreamTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(evrdma::test::loadTestBed(bed)); }
@@ -149,20 +162,11 @@ TEST_F(StreamTest, AfterAHalfCloseThePeerReadsEveryByteThenEofAndItsReplyStillAr
   evrdma::Reactor reactor;
   std::string question = "what is the answer?", heard, reply;
   bool serverEof = false, clientEof = false;
-  struct Ends {
-    std::string* heard;
-    bool* eof;
-  };
   Ends serverEnds{&heard, &serverEof};
   auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
     bufferevent_setcb(
         bev,
-        [](bufferevent* b, void* arg) {
-          evbuffer* input = bufferevent_get_input(b);
-          std::string more(evbuffer_get_length(input), '\0');
-          evbuffer_remove(input, more.data(), more.size());
-          *static_cast<Ends*>(arg)->heard += more;
-        },
+        appendInput,
         nullptr,
         [](bufferevent* b, short what, void* arg) {
           if ((what & BEV_EVENT_EOF) == 0) return;
@@ -181,12 +185,7 @@ TEST_F(StreamTest, AfterAHalfCloseThePeerReadsEveryByteThenEofAndItsReplyStillAr
   Ends clientEnds{&reply, &clientEof};
   bufferevent_setcb(
       bev,
-      [](bufferevent* b, void* arg) {
-        evbuffer* input = bufferevent_get_input(b);
-        std::string more(evbuffer_get_length(input), '\0');
-        evbuffer_remove(input, more.data(), more.size());
-        *static_cast<Ends*>(arg)->heard += more;
-      },
+      appendInput,
       nullptr,
       [](bufferevent*, short what, void* arg) {
         if (what & BEV_EVENT_EOF) *static_cast<Ends*>(arg)->eof = true;
