@@ -5,15 +5,13 @@
 # sees the message in its region when it comes back; each takes --help.
 #   samples_test.sh <build dir>
 set -u
-build=$1 failures=0
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/servers.sh"
-address=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
-check() { if [ "$2" = 0 ]; then echo "ok: $1"; else echo "FAILED: $1 (status $2)"; failures=$((failures + 1)); fi; }
+build=$1
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 
-log=$(mktemp)
-"$build/demos/echo_server" "$address" 0 >"$log" 2>&1 &
+out=$log/out
+"$build/demos/echo_server" "$address" 0 >"$log/server" 2>&1 &
 server=$!
-port=$(listening_port "$log" "$server")
+port=$(listening_port "$log/server" "$server")
 check "echo_server listens (port '$port')" $([ -n "$port" ]; echo $?)
 for i in 1 2; do
     out=$("$build/demos/hello_embedded" "$address" "$port" 2>&1)
@@ -23,8 +21,8 @@ kill -INT "$server"
 wait "$server"
 check "echo_server drains and exits 0 on SIGINT" $?
 check "echo_server told of both connections, one message each" \
-    $([ "$(grep -c 'closed after 1 messages' "$log")" = 2 ]; echo $?)
-cat "$log"
+    $([ "$(grep -c 'closed after 1 messages' "$log/server")" = 2 ]; echo $?)
+cat "$log/server"
 
 out=$("$build/demos/remote_memory" "$address" 2>&1)
 status=$?
@@ -36,14 +34,13 @@ check "the server sees the message in its region when it comes back" \
     $(echo "$out" | grep -q 'the region came back holding "written and read back by RDMA'; echo $?)
 
 for program in hello_embedded echo_server remote_memory; do
-    "$build/demos/$program" --help >"$log" 2>&1
+    "$build/demos/$program" --help >"$out" 2>&1
     status=$?
-    check "$program --help prints its usage and exits 0" $([ "$status" = 0 ] && grep -qi usage "$log"; echo $?)
+    check "$program --help prints its usage and exits 0" $([ "$status" = 0 ] && grep -qi usage "$out"; echo $?)
 done
-"$build/demos/echo_server" nonsense >"$log" 2>&1
+"$build/demos/echo_server" nonsense >"$out" 2>&1
 status=$?
-check "echo_server names a bad address and exits 1: $(cat "$log")" \
-    $([ "$status" = 1 ] && grep -q "listen on nonsense" "$log"; echo $?)
-rm -f "$log"
+check "echo_server names a bad address and exits 1: $(cat "$out")" \
+    $([ "$status" = 1 ] && grep -q "listen on nonsense" "$out"; echo $?)
 echo "$failures failed"
 [ "$failures" = 0 ]
