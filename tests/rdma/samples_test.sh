@@ -8,7 +8,7 @@ set -u
 build=$1
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 
-out=$log/out
+said=$log/said  # what a program printed
 "$build/demos/echo_server" "$address" 0 >"$log/server" 2>&1 &
 server=$!
 port=$(listening_port "$log/server" "$server")
@@ -34,13 +34,13 @@ check "the server sees the message in its region when it comes back" \
     $(echo "$out" | grep -q 'the region came back holding "written and read back by RDMA'; echo $?)
 
 for program in hello_embedded echo_server remote_memory; do
-    "$build/demos/$program" --help >"$out" 2>&1
+    "$build/demos/$program" --help >"$said" 2>&1
     status=$?
-    check "$program --help prints its usage and exits 0" $([ "$status" = 0 ] && grep -qi usage "$out"; echo $?)
+    check "$program --help prints its usage and exits 0" $([ "$status" = 0 ] && grep -qi usage "$said"; echo $?)
 done
-"$build/demos/echo_server" nonsense >"$out" 2>&1
+"$build/demos/echo_server" nonsense >"$said" 2>&1
 status=$?
-check "echo_server names a bad address and exits 1: $(cat "$out")" \
-    $([ "$status" = 1 ] && grep -q "listen on nonsense" "$out"; echo $?)
+check "echo_server names a bad address and exits 1: $(cat "$said")" \
+    $([ "$status" = 1 ] && grep -q "listen on nonsense" "$said"; echo $?)
 echo "$failures failed"
 [ "$failures" = 0 ]
