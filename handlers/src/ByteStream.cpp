@@ -91,11 +91,16 @@ ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, i
   }
   stream->userPair_ = pair[0];
   stream->ours_ = pair[1];
+  // Held until onProgramFreed: what the program wrote and its end still held when it freed it
+  // (in pair[0]'s output) is taken from there, and sent.
+  bufferevent_incref(pair[0]);
+  stream->heldPair_ = pair[0];
   // The program's end: a filter that passes the bytes through unchanged, so that libevent tells
   // us when the program frees it (and frees the pair's end under it).
   stream->user_ = bufferevent_filter_new(pair[0], nullptr, nullptr, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS,
                                          onProgramFreed, stream);
   if (stream->user_ == nullptr) {
+    bufferevent_decref(pair[0]);
     bufferevent_free(pair[0]);
     stream->userPair_ = nullptr;
     delete stream;
@@ -116,6 +121,7 @@ ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, i
 ByteStream::~ByteStream() {
   if (!reactorGone_) reactor_.core().leave(this);
   if (handler_ != nullptr) handler_->stream_ = nullptr;
+  if (heldPair_ != nullptr) bufferevent_decref(heldPair_);
   if (ours_ != nullptr) bufferevent_free(ours_);
   client_.reset();  // frees the client now or after its onClosed (see Client::Release)
 }
@@ -160,15 +166,23 @@ void ByteStream::pump() noexcept {
   blocked_ = false;
   c.beginBatch();  // a turn's messages go to the device together
   while (true) {
-    const size_t waiting = evbuffer_get_length(input);
-    if (waiting == 0 && !finWanted_) break;
-    const size_t length = std::min(waiting, most);
+    const size_t available = evbuffer_get_length(input);
+    size_t length = std::min(available, most);
+    if (finWanted_) {
+      // After a half-close: what the program wrote before it, then the FIN (length 0).
+      const uint64_t owed = finAt_ - taken_;
+      if (owed > 0 && available == 0) break;  // the rest is on its way down to our end
+      length = static_cast<size_t>(std::min<uint64_t>(length, owed));
+    } else if (available == 0) {
+      break;
+    }
     const int rc = sender.fillAndSend(length, takeFrom, input, length == 0 ? kFinTag : kDataTag);
     if (rc == -ENOBUFS) {
       blocked_ = true;  // every send buffer is in use: onWritable comes once one is free
       break;
     }
     if (rc != 0) break;  // the connection fails: onError follows
+    taken_ += length;
     if (length == 0) {
       finSent_ = true;
       break;
@@ -275,10 +289,33 @@ void ByteStream::connectionEnded() noexcept {
 void ByteStream::onProgramFreed(void* self) {
   auto* stream = static_cast<ByteStream*>(self);
   stream->programGone_ = true;
+  stream->keepWhatTheProgramWrote();
   stream->user_ = nullptr;
   stream->userPair_ = nullptr;  // freed with the program's end
   stream->closeWhenSent();
   stream->maybeEnd();
+}
+
+void ByteStream::keepWhatTheProgramWrote() noexcept {
+  if (heldPair_ == nullptr) return;
+  bufferevent* under = heldPair_;
+  heldPair_ = nullptr;
+  // The program's end is being finalized (this runs from its destructor, its buffers still
+  // there) and pair[0] lives on by our reference: what waited in either goes after what our end
+  // took already. The pair froze the ends of these buffers that only it adds to or takes from;
+  // it is unlinked now, so we do it.
+  if (ours_ != nullptr && !connectionGone_) {
+    evbuffer* to = bufferevent_get_input(ours_);
+    evbuffer* underOutput = bufferevent_get_output(under);
+    evbuffer_unfreeze(to, 0);
+    evbuffer_unfreeze(underOutput, 1);
+    evbuffer_add_buffer(to, underOutput);
+    if (user_ != nullptr) evbuffer_add_buffer(to, bufferevent_get_output(user_));
+    evbuffer_freeze(underOutput, 1);
+    evbuffer_freeze(to, 0);
+  }
+  bufferevent_setcb(under, nullptr, nullptr, nullptr, nullptr);  // its callbacks were the filter's
+  bufferevent_decref(under);
 }
 
 void ByteStream::closeWhenSent() noexcept {
@@ -286,7 +323,10 @@ void ByteStream::closeWhenSent() noexcept {
     if (client_ && !connectionGone_) client_->close();  // still connecting
     return;
   }
-  finWanted_ = true;
+  if (!finWanted_) {
+    finWanted_ = true;
+    finAt_ = taken_ + evbuffer_get_length(bufferevent_get_input(ours_));
+  }
   if (finDone_) {
     connection_->close();
     return;
@@ -298,8 +338,11 @@ int ByteStream::shutdownWrite() noexcept {
   if (finWanted_) return -EALREADY;
   if (connectionGone_ || !programHoldsItsEnd()) return -ENOTCONN;
   finWanted_ = true;
-  // What the program wrote so far goes first: from its output evbuffer down to ours.
-  bufferevent_flush(user_, EV_WRITE, BEV_FLUSH);
+  // Every byte the program wrote so far goes first, wherever it waits: its output evbuffer, the
+  // pair's end under it, our end's input. (A flush would not do: libevent's pair moves no more
+  // than our end's read watermark.)
+  finAt_ = taken_ + evbuffer_get_length(bufferevent_get_input(ours_)) +
+           evbuffer_get_length(bufferevent_get_output(userPair_)) + evbuffer_get_length(bufferevent_get_output(user_));
   pump();
   return 0;
 }

@@ -85,6 +85,8 @@ class ByteStream final : public ReactorMember {
   // The connection closed, or went without a word (it never started): an accepted stream never
   // handed out lets go of its end.
   void connectionEnded() noexcept;
+  // The program freed its end: what it wrote that has not reached our end yet is taken over.
+  void keepWhatTheProgramWrote() noexcept;
   // Frees the stream once the program's end and the connection are both gone.
   void maybeEnd() noexcept;
 
@@ -93,6 +95,7 @@ class ByteStream final : public ReactorMember {
   bufferevent* user_ = nullptr;     // the program's end (a filter over userPair_): the program frees it
   bufferevent* userPair_ = nullptr;  // the pair's end under it (freed with it)
   bufferevent* ours_ = nullptr;      // the pair's end the stream reads and writes
+  bufferevent* heldPair_ = nullptr;  // pair[0], referenced until the program's end is freed
   Connection* connection_ = nullptr;  // while it is open
   Client::Ptr client_;
   ConnectionStats lastStats_;  // the connection's, kept once it is gone
@@ -105,6 +108,8 @@ class ByteStream final : public ReactorMember {
   bool blocked_ = false;         // no send buffer free: the pump waits for onWritable
   bool finWanted_ = false;       // shutdownWrite, or the program freed its end
   bool finSent_ = false;
+  uint64_t taken_ = 0;           // bytes taken from the program and sent
+  uint64_t finAt_ = 0;           // with finWanted_: the FIN goes once this many are taken
   bool finDone_ = false;         // the FIN's send completed
   bool peerFinished_ = false;    // the peer's FIN arrived
   bool eofTold_ = false;

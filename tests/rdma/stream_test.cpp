@@ -205,6 +205,70 @@ TEST_F(StreamTest, AfterAHalfCloseThePeerReadsEveryByteThenEofAndItsReplyStillAr
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
 }
 
+// A few bytes written while connecting, then, from inside the BEV_EVENT_CONNECTED callback, the
+// rest written in one go far past the send window (most of it still in the program's output
+// evbuffer, some in the pair under it) and at once a half-close on one stream, bufferevent_free
+// on the other: the peer reads every byte before EOF on both.
+struct WriteAllThenEnd {
+  const std::vector<uint8_t>* all;
+  size_t early;  // written before the connection is up
+  bool halfClose;
+  int shutdownResult = 1;
+  bool connected = false;
+
+  static void onEvent(bufferevent* bev, short what, void* self) {
+    auto* writer = static_cast<WriteAllThenEnd*>(self);
+    if ((what & BEV_EVENT_CONNECTED) == 0) return;
+    writer->connected = true;
+    // In 64 KiB writes with a write low watermark, as a benchmark writes.
+    bufferevent_setwatermark(bev, EV_WRITE, 1 << 20, 0);
+    for (size_t at = writer->early; at < writer->all->size(); at += 64 << 10)
+      bufferevent_write(bev, writer->all->data() + at, std::min<size_t>(64 << 10, writer->all->size() - at));
+    if (writer->halfClose) {
+      writer->shutdownResult = evrdma::Stream::shutdownWrite(bev);
+    } else {
+      bufferevent_free(bev);  // inside its own event callback
+    }
+  }
+};
+
+TEST_F(StreamTest, EveryByteWrittenBeforeAHalfCloseOrAFreeArrivesBeforeEofEvenPastTheSendWindow) {
+  evrdma::Reactor reactor;
+  const uint64_t total = 1000000;  // about 4 send windows
+  std::vector<std::unique_ptr<Side>> readers;
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    readers.push_back(std::make_unique<Side>(0, 0, 1));
+    readers.back()->shutDownWhenSent = false;
+    readers.back()->attach(bev);
+  });
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  std::vector<uint8_t> all(total);
+  for (uint64_t i = 0; i < total; ++i) all[i] = patternByte(i, 1);
+  for (const bool halfClose : {true, false}) {
+    SCOPED_TRACE(halfClose ? "half-close" : "free");
+    WriteAllThenEnd writer{&all, 5, halfClose};
+    bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+    ASSERT_NE(bev, nullptr);
+    bufferevent_setcb(bev, nullptr, nullptr, WriteAllThenEnd::onEvent, &writer);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    bufferevent_write(bev, all.data(), writer.early);
+    ASSERT_TRUE(runUntil(reactor, [&] { return !readers.empty() && readers.back()->eofAt != UINT64_MAX; }, 300s));
+    const Side& reader = *readers.back();
+    EXPECT_TRUE(writer.connected);
+    EXPECT_EQ(reader.eofAt, total) << "EOF after " << reader.eofAt << " bytes of " << total;
+    EXPECT_EQ(reader.received, total);
+    EXPECT_EQ(reader.firstBad, UINT64_MAX) << "a wrong byte at " << reader.firstBad;
+    EXPECT_EQ(reader.error, 0) << strerror(reader.error);
+    if (halfClose) {
+      EXPECT_EQ(writer.shutdownResult, 0);
+      bufferevent_free(bev);
+    }
+    bufferevent_free(reader.bev);
+    EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+    readers.clear();
+  }
+}
+
 TEST_F(StreamTest, ConnectingWhereNobodyListensEndsInAnErrorEventWithEconnrefused) {
   evrdma::Reactor reactor;
   // A port nobody listens on: take one from a listener, then drop it.
