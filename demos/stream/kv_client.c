@@ -3,7 +3,12 @@
  * prints the replies (QUIT at the end of the input), or with --check N sets N keys, reads them
  * back pipelined, and checks every reply.
  *
+ * --read-timeout makes a server that stops answering a BEV_EVENT_TIMEOUT (bufferevent_set_timeouts,
+ * over either transport); --keepalive (RDMA) probes a silent server, and one that does not answer
+ * (stopped, or its host gone) ends the stream with ETIMEDOUT.
+ *
  *   usage: kv-client (--tcp | --rdma) ADDRESS PORT [--check N] [--timeout SECONDS]
+ *                    [--read-timeout SECONDS] [--keepalive MS]
  */
 #include <errno.h>
 #include <event2/buffer.h>
@@ -84,7 +89,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
   struct client *client = arg;
   (void)bev;
   if (what & BEV_EVENT_CONNECTED) return;
-  if (what & BEV_EVENT_ERROR) {
+  if (what & BEV_EVENT_TIMEOUT) {
+    fprintf(stderr, "kv-client: over %s: no reply within the read timeout\n", client->transport);
+    client->failed = 1;
+  } else if (what & BEV_EVENT_ERROR) {
     fprintf(stderr, "kv-client: over %s: %s\n", client->transport, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
     client->failed = 1;
   }
@@ -126,9 +134,12 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg) {
 static int usage(const char *program, FILE *to, int status) {
   fprintf(to,
           "usage: %s (--tcp | --rdma) ADDRESS PORT [--check N] [--timeout SECONDS]\n"
+          "                 [--read-timeout SECONDS] [--keepalive MS]\n"
           "  kv-server's client. Sends the lines of standard input and prints the replies, or with\n"
           "  --check N sets N keys, reads them back pipelined and checks every reply (exit 0 if\n"
-          "  all are right). --timeout bounds the run (60 s).\n",
+          "  all are right). --timeout bounds the run (60 s); --read-timeout ends it when the\n"
+          "  server sends nothing for that long; --keepalive (RDMA) probes a silent server every MS\n"
+          "  and ends the run with ETIMEDOUT when it does not answer for 3 x MS.\n",
           program);
   return status;
 }
@@ -142,7 +153,7 @@ static double seconds_now(void) {
 int main(int argc, char **argv) {
   const char *host = NULL, *port = NULL;
   int rdma = -1;
-  long timeout = 60;
+  long timeout = 60, read_timeout = 0, keepalive = 0;
   struct client client;
   memset(&client, 0, sizeof client);
   for (int i = 1; i < argc; ++i) {
@@ -151,11 +162,15 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--rdma") == 0) rdma = 1;
     else if (strcmp(argv[i], "--check") == 0 && i + 1 < argc) client.check = atol(argv[++i]);
     else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) timeout = atol(argv[++i]);
+    else if (strcmp(argv[i], "--read-timeout") == 0 && i + 1 < argc) read_timeout = atol(argv[++i]);
+    else if (strcmp(argv[i], "--keepalive") == 0 && i + 1 < argc) keepalive = atol(argv[++i]);
     else if (argv[i][0] != '-' && host == NULL) host = argv[i];
     else if (argv[i][0] != '-' && port == NULL) port = argv[i];
     else return usage(argv[0], stderr, 2);
   }
-  if (rdma < 0 || host == NULL || port == NULL || client.check < 0 || timeout <= 0) return usage(argv[0], stderr, 2);
+  if (rdma < 0 || host == NULL || port == NULL || client.check < 0 || timeout <= 0 || read_timeout < 0 ||
+      keepalive < 0 || (keepalive > 0 && !rdma))
+    return usage(argv[0], stderr, 2);
   struct sockaddr_storage address;
   int length = 0;
   if (address_parse(host, port, &address, &length) != 0) {
@@ -168,9 +183,12 @@ int main(int argc, char **argv) {
   struct evrdma_base *rbase = NULL;
   /* The connect: all that differs between TCP and RDMA. */
   if (rdma) {
+    struct evrdma_stream_options options;
+    evrdma_stream_options_init(&options);
+    options.keepalive_interval_ms = (unsigned)keepalive;
     rbase = evrdma_base_new(client.base);
     client.bev = rbase == NULL ? NULL
-                               : evrdma_bufferevent_connect(rbase, (struct sockaddr *)&address, length, NULL);
+                               : evrdma_bufferevent_connect(rbase, (struct sockaddr *)&address, length, &options);
   } else {
     client.bev = bufferevent_socket_new(client.base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (client.bev != NULL && bufferevent_socket_connect(client.bev, (struct sockaddr *)&address, length) != 0) {
@@ -186,12 +204,17 @@ int main(int argc, char **argv) {
   }
   bufferevent_setcb(client.bev, on_read, NULL, on_event, &client);
   bufferevent_enable(client.bev, EV_READ | EV_WRITE);
+  if (read_timeout > 0) {
+    struct timeval read_limit = {read_timeout, 0};
+    bufferevent_set_timeouts(client.bev, &read_limit, NULL);
+  }
 
   const double started = seconds_now();
   if (client.check > 0) {
     send_checks(&client);
   } else {
     client.typed = evbuffer_new();
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each reply shows as it comes, also in a file or a pipe */
     struct stat input;
     if (fstat(0, &input) == 0 && (S_ISREG(input.st_mode) || (S_ISCHR(input.st_mode) && !isatty(0)))) {
       /* A file (or /dev/null) cannot be watched (epoll refuses it) and never blocks: read it now. */
