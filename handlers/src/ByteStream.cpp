@@ -95,10 +95,11 @@ ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, i
   // (in pair[0]'s output) is taken from there, and sent.
   bufferevent_incref(pair[0]);
   stream->heldPair_ = pair[0];
-  // The program's end: a filter that passes the bytes through unchanged, so that libevent tells
-  // us when the program frees it (and frees the pair's end under it).
-  stream->user_ = bufferevent_filter_new(pair[0], nullptr, nullptr, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS,
-                                         onProgramFreed, stream);
+  // The program's end: a filter that passes the bytes through unchanged (those it writes once the
+  // connection is up), so that libevent tells us when the program frees it (and frees the pair's
+  // end under it).
+  stream->user_ = bufferevent_filter_new(pair[0], nullptr, passOnceConnected,
+                                         BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS, onProgramFreed, stream);
   if (stream->user_ == nullptr) {
     bufferevent_decref(pair[0]);
     bufferevent_free(pair[0]);
@@ -154,7 +155,18 @@ void ByteStream::onEstablished(Connection& c) noexcept {
   } else {
     tellProgram(BEV_EVENT_CONNECTED, 0);
   }
-  pump();  // what the program wrote while connecting
+  pump();
+  // What the program wrote while connecting waited in its output evbuffer: it comes down now.
+  if (programHoldsItsEnd()) bufferevent_trigger(userPair_, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
+}
+
+bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer* to, ev_ssize_t limit,
+                                                        bufferevent_flush_mode, void* self) {
+  // Until the connection is up, what the program writes stays in its output evbuffer, and its
+  // write callback waits, as a connecting socket's do.
+  if (!static_cast<ByteStream*>(self)->connected_) return BEV_NEED_MORE;
+  const size_t most = limit < 0 ? evbuffer_get_length(from) : static_cast<size_t>(limit);
+  return evbuffer_remove_buffer(from, to, most) >= 0 ? BEV_OK : BEV_ERROR;
 }
 
 void ByteStream::pump() noexcept {

@@ -5,6 +5,7 @@
 // and the pair carries it to the program. Message zero bytes long: the peer shut its side down.
 #pragma once
 
+#include <event2/bufferevent.h>
 #include <sys/socket.h>
 
 #include <cstddef>
@@ -17,7 +18,6 @@
 #include "evrdma/Client.h"
 #include "evrdma/Stream.h"
 
-struct bufferevent;
 struct evbuffer;
 struct evbuffer_cb_info;
 
@@ -69,6 +69,8 @@ class ByteStream final : public ReactorMember {
   static void onProgramWrote(bufferevent* ours, void* self);  // our end's read callback
   static void onDeliveredChanged(evbuffer* buffer, const evbuffer_cb_info* info, void* self);
   static void onProgramFreed(void* self);  // the filter's free_context
+  static bufferevent_filter_result passOnceConnected(evbuffer* from, evbuffer* to, ev_ssize_t limit,
+                                                     bufferevent_flush_mode mode, void* self);  // its output filter
 
   // What the program wrote goes out as messages, as long as send buffers last; then the FIN if
   // one was asked for.

@@ -269,6 +269,52 @@ TEST_F(StreamTest, EveryByteWrittenBeforeAHalfCloseOrAFreeArrivesBeforeEofEvenPa
   }
 }
 
+// Over TCP, what a program writes while its bufferevent connects waits in its output evbuffer,
+// and its write callback first runs once the bytes have gone, after BEV_EVENT_CONNECTED: a program
+// that starts its clock or its hash at CONNECTED (stream-bench did) counts on it.
+TEST_F(StreamTest, WhatIsWrittenWhileConnectingWaitsInTheOutputBufferUntilConnectedAsOverTcp) {
+  evrdma::Reactor reactor;
+  std::string heard;
+  bool serverEof = false;
+  Ends serverEnds{&heard, &serverEof};
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    bufferevent_setcb(
+        bev, appendInput, nullptr,
+        [](bufferevent* b, short what, void*) {
+          if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) bufferevent_free(b);
+        },
+        &serverEnds);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+  });
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+  ASSERT_NE(bev, nullptr);
+  struct Order {
+    bool connected = false;
+    int writesBeforeConnected = 0, writesAfter = 0;
+  } order;
+  bufferevent_setcb(
+      bev, nullptr,
+      [](bufferevent*, void* arg) {
+        auto* o = static_cast<Order*>(arg);
+        ++(o->connected ? o->writesAfter : o->writesBeforeConnected);
+      },
+      [](bufferevent*, short what, void* arg) {
+        if (what & BEV_EVENT_CONNECTED) static_cast<Order*>(arg)->connected = true;
+      },
+      &order);
+  bufferevent_enable(bev, EV_READ | EV_WRITE);
+  const std::string early(1000, 'e');
+  bufferevent_write(bev, early.data(), early.size());
+  EXPECT_EQ(evbuffer_get_length(bufferevent_get_output(bev)), early.size());
+  ASSERT_TRUE(runUntil(reactor, [&] { return heard.size() == early.size(); }, 60s)) << heard.size();
+  EXPECT_EQ(heard, early);
+  EXPECT_TRUE(runUntil(reactor, [&] { return order.writesAfter > 0; }, 60s));
+  EXPECT_EQ(order.writesBeforeConnected, 0) << "the write callback ran before BEV_EVENT_CONNECTED";
+  bufferevent_free(bev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
 TEST_F(StreamTest, ConnectingWhereNobodyListensEndsInAnErrorEventWithEconnrefused) {
   evrdma::Reactor reactor;
   // A port nobody listens on: take one from a listener, then drop it.
