@@ -2,11 +2,14 @@
  * choice: only the connect and the listener differ, and the half-close).
  *   throughput: the client writes --bytes in writes of --size bytes, half-closes, and the server
  *               answers with what it counted and the CPU it spent; both sides' CPU per GB printed;
- *   latency:    ping-pong of --size bytes, --count times; the half round trip printed.
+ *   latency:    ping-pong of --size bytes, --count times; the half round trip printed;
+ *   verify:     --bytes of pseudo-random data in writes of random sizes (1 to 200,000 bytes), echoed
+ *               by the server as they come (both ways at once), then a half-close: the SHA-256 of
+ *               what came back must equal that of what was sent.
  * The server serves any number of runs, one after another or at once, until SIGINT.
  *
  *   usage: stream-bench --server (--tcp | --rdma) ADDRESS PORT
- *          stream-bench (--tcp | --rdma) ADDRESS PORT (--throughput | --latency) [--size N]
+ *          stream-bench (--tcp | --rdma) ADDRESS PORT (--throughput | --latency | --verify) [--size N]
  *                       [--bytes N] [--count N] [--timeout SECONDS]
  */
 #include <errno.h>
@@ -26,8 +29,9 @@
 
 #include "address.h"
 #include "evrdma/evrdma.h"
+#include "sha256.h"
 
-enum { kOutputLow = 1 << 20, kOutputHigh = 4 << 20, kWarmup = 100 };
+enum { kOutputLow = 1 << 20, kOutputHigh = 4 << 20, kWarmup = 100, kLongestVerifyWrite = 200000 };
 
 static double seconds_now(void) {
   struct timespec now;
@@ -92,6 +96,12 @@ static void server_write(struct bufferevent *bev, void *arg) {
 
 static void server_event(struct bufferevent *bev, short what, void *arg) {
   struct session *session = arg;
+  if ((what & BEV_EVENT_EOF) && session->mode == 'E') {
+    server_read(bev, session); /* the last bytes go back too, then the session ends */
+    session->closing = 1;
+    if (evbuffer_get_length(bufferevent_get_output(bev)) == 0) session_end(bev, session);
+    return;
+  }
   if ((what & BEV_EVENT_EOF) && session->mode == 'S') {
     server_read(bev, session);
     evbuffer_add_printf(bufferevent_get_output(bev), "DONE %llu %.6f\n", (unsigned long long)session->bytes,
@@ -172,7 +182,10 @@ static int run_server(struct event_base *base, struct evrdma_base *rbase, int rd
 struct run {
   struct event_base *base;
   struct bufferevent *bev;
-  int rdma, latency, failed, done;
+  int rdma, latency, verify, failed, done;
+  uint64_t random;                 /* verify: the sizes' and the bytes' generator */
+  struct sha256 sent_hash, received_hash;
+  uint64_t received;
   size_t size;
   uint64_t bytes, written;  /* throughput */
   long count, rounds;       /* latency: rounds done, the warm-up's first */
@@ -182,10 +195,25 @@ struct run {
   double *round_times;
 };
 
+static uint64_t next_random(struct run *run) { /* xorshift64 */
+  run->random ^= run->random << 13;
+  run->random ^= run->random >> 7;
+  run->random ^= run->random << 17;
+  return run->random;
+}
+
 static void write_more(struct run *run) {
   struct evbuffer *out = bufferevent_get_output(run->bev);
   while (run->written < run->bytes && evbuffer_get_length(out) < kOutputHigh) {
-    size_t n = run->bytes - run->written < run->size ? (size_t)(run->bytes - run->written) : run->size;
+    size_t n = run->verify ? (size_t)(next_random(run) % kLongestVerifyWrite) + 1 : run->size;
+    if (run->bytes - run->written < n) n = (size_t)(run->bytes - run->written);
+    if (run->verify) {
+      for (size_t i = 0; i < n; i += 8) {
+        const uint64_t word = next_random(run);
+        memcpy(run->chunk + i, &word, n - i < 8 ? n - i : 8);
+      }
+      sha256_update(&run->sent_hash, run->chunk, n);
+    }
     bufferevent_write(run->bev, run->chunk, n);
     run->written += n;
   }
@@ -209,6 +237,10 @@ static void start(struct run *run) {
   if (run->latency) {
     bufferevent_write(run->bev, run->chunk, run->size);
   } else {
+    if (run->verify) {
+      sha256_init(&run->sent_hash);
+      sha256_init(&run->received_hash);
+    }
     bufferevent_setwatermark(run->bev, EV_WRITE, kOutputLow, 0);
     write_more(run);
   }
@@ -217,6 +249,20 @@ static void start(struct run *run) {
 static void client_read(struct bufferevent *bev, void *arg) {
   struct run *run = arg;
   struct evbuffer *in = bufferevent_get_input(bev);
+  if (run->verify) {
+    struct evbuffer_iovec pieces[16];
+    while (evbuffer_get_length(in) > 0) {
+      const int count = evbuffer_peek(in, -1, NULL, pieces, 16);
+      size_t taken = 0;
+      for (int i = 0; i < count && i < 16; ++i) {
+        sha256_update(&run->received_hash, pieces[i].iov_base, pieces[i].iov_len);
+        taken += pieces[i].iov_len;
+      }
+      evbuffer_drain(in, taken);
+      run->received += taken;
+    }
+    return;
+  }
   if (!run->latency) {
     char *line = evbuffer_readln(in, NULL, EVBUFFER_EOL_LF);
     if (line == NULL) return;
@@ -249,6 +295,12 @@ static void client_event(struct bufferevent *bev, short what, void *arg) {
     return;
   }
   if (run->finished != 0 && !(what & BEV_EVENT_ERROR)) return; /* the server's EOF after its answer */
+  if (run->verify && (what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR)) {
+    client_read(bev, run);
+    run->finished = seconds_now(); /* all of the echo came back */
+    event_base_loopbreak(run->base);
+    return;
+  }
   if (what & BEV_EVENT_ERROR)
     fprintf(stderr, "stream-bench: over %s: %s\n", run->rdma ? "rdma" : "tcp",
             evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
@@ -288,7 +340,7 @@ static int run_client(struct run *run, struct evrdma_base *rbase, const char *ho
     fprintf(stderr, "stream-bench: connect to %s over %s: %s\n", host, transport, strerror(errno));
     return 1;
   }
-  run->chunk = malloc(run->size);
+  run->chunk = malloc(run->verify ? kLongestVerifyWrite : run->size);
   run->round_times = run->latency ? calloc((size_t)run->count, sizeof(double)) : NULL;
   if (run->chunk == NULL || (run->latency && run->round_times == NULL)) {
     fprintf(stderr, "stream-bench: out of memory\n");
@@ -298,7 +350,7 @@ static int run_client(struct run *run, struct evrdma_base *rbase, const char *ho
   bufferevent_setcb(run->bev, client_read, client_write, client_event, run);
   if (run->latency) bufferevent_setwatermark(run->bev, EV_READ, run->size, 0);
   bufferevent_enable(run->bev, EV_READ | EV_WRITE);
-  bufferevent_write(run->bev, run->latency ? "ECHO\n" : "SINK\n", 5);
+  bufferevent_write(run->bev, run->latency || run->verify ? "ECHO\n" : "SINK\n", 5);
   struct timeval limit = {timeout, 0};
   struct event *deadline = evtimer_new(run->base, on_deadline, run);
   evtimer_add(deadline, &limit);
@@ -306,7 +358,16 @@ static int run_client(struct run *run, struct evrdma_base *rbase, const char *ho
   event_free(deadline);
   const double cpu = cpu_seconds() - run->cpu_started;
   int status = run->failed;
-  if (!run->failed && run->latency) {
+  if (!run->failed && run->verify) {
+    char sent[65], received[65];
+    sha256_hex(&run->sent_hash, sent);
+    sha256_hex(&run->received_hash, received);
+    const int equal = run->received == run->bytes && strcmp(sent, received) == 0;
+    printf("stream-bench: %s verify bytes=%llu received=%llu seconds=%.3f sent_sha256=%s echoed_sha256=%s %s\n",
+           transport, (unsigned long long)run->bytes, (unsigned long long)run->received,
+           run->finished - run->started, sent, received, equal ? "equal" : "DIFFERENT");
+    status = !equal;
+  } else if (!run->failed && run->latency) {
     qsort(run->round_times, (size_t)run->count, sizeof(double), by_value);
     double total = 0;
     for (long i = 0; i < run->count; ++i) total += run->round_times[i];
@@ -336,11 +397,13 @@ static int run_client(struct run *run, struct evrdma_base *rbase, const char *ho
 static int usage(const char *program, FILE *to, int status) {
   fprintf(to,
           "usage: %s --server (--tcp | --rdma) ADDRESS PORT\n"
-          "       %s (--tcp | --rdma) ADDRESS PORT (--throughput | --latency) [--size N] [--bytes N]\n"
-          "          [--count N] [--timeout SECONDS]\n"
+          "       %s (--tcp | --rdma) ADDRESS PORT (--throughput | --latency | --verify) [--size N]\n"
+          "          [--bytes N] [--count N] [--timeout SECONDS] [--seed N]\n"
           "  A byte stream's throughput (--bytes in writes of --size, 64 KiB and 256 MiB by default) or\n"
           "  latency (ping-pong of --size bytes, --count times: 64 B, 10000), with CPU per GB, over\n"
-          "  TCP or RDMA. The server (PORT 0: any free one, printed) serves runs until SIGINT.\n",
+          "  TCP or RDMA; or --verify: --bytes of random data in writes of random sizes echoed back\n"
+          "  as they go, their SHA-256 compared (exit 1 if they differ). The server (PORT 0: any free\n"
+          "  one, printed) serves runs until SIGINT.\n",
           program, program);
   return status;
 }
@@ -349,7 +412,7 @@ int main(int argc, char **argv) {
   const char *host = NULL, *port = NULL;
   int server = 0, rdma = -1, mode = -1;
   long size = -1, count = 10000, timeout = 300;
-  unsigned long long bytes = 256ull << 20;
+  unsigned long long bytes = 256ull << 20, seed = 1;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return usage(argv[0], stdout, 0);
     if (strcmp(argv[i], "--server") == 0) server = 1;
@@ -357,6 +420,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--rdma") == 0) rdma = 1;
     else if (strcmp(argv[i], "--throughput") == 0) mode = 0;
     else if (strcmp(argv[i], "--latency") == 0) mode = 1;
+    else if (strcmp(argv[i], "--verify") == 0) mode = 2;
+    else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) size = atol(argv[++i]);
     else if (strcmp(argv[i], "--bytes") == 0 && i + 1 < argc) bytes = strtoull(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) count = atol(argv[++i]);
@@ -391,6 +456,8 @@ int main(int argc, char **argv) {
     run.base = base;
     run.rdma = rdma;
     run.latency = mode == 1;
+    run.verify = mode == 2;
+    run.random = seed * 0x9e3779b97f4a7c15ull + 1;
     run.size = (size_t)size;
     run.bytes = bytes;
     run.count = count;
