@@ -7,7 +7,9 @@
 #                    1 Gbit/s rate, so it keeps order by itself: jitter on each packet alone
 #                    reorders most of a burst, and rxe's go-back-N then crawls: 20 sends took 16 s)
 #   corruption       0.1 % of the packets corrupted each way
-#     each: pingpong and blast in every mode complete with every byte verified
+#     each: pingpong and blast in every mode complete with every byte verified, and a byte stream
+#     (stream-bench --verify) echoes 16 MiB of random writes with equal SHA-256 (2 MiB with
+#     EVRDMA_STRESS=light)
 #   short-partition  the link drops everything for 2 s in the middle of a run: pingpong and blast
 #                    finish with nothing lost
 #   long-partition   the link drops everything until the client gives up: it ends with a clear
@@ -34,10 +36,14 @@ start() {  # start <name> <program> <options...>: a server on end A; sets port_<
 pingpong() { "$build/demos/pingpong-client" -a "$a" -p "$port_pingpong" -v "$@"; }
 blast() { "$build/demos/blast-client" -a "$a" -p "$port_blast" -v "$@"; }
 modes="send write write_imm read"; [ "$iwarp" = 1 ] && modes="send write read"
+stream_mib=16; [ "${EVRDMA_STRESS:-}" = light ] && stream_mib=2  # sanitizers: the same paths, fewer bytes
 
 start pingpong pingpong-server
 start blast blast-server
-[ -n "$port_pingpong" ] && [ -n "$port_blast" ] || { echo "FAILED: the servers did not start"; cat "$log"/*; exit 1; }
+"$build/demos/stream-bench" --server --rdma "$a" 0 >"$log/stream" 2>&1 &
+port_stream=$(listening_port "$log/stream" $!)
+[ -n "$port_pingpong" ] && [ -n "$port_blast" ] && [ -n "$port_stream" ] ||
+    { echo "FAILED: the servers did not start"; cat "$log"/*; exit 1; }
 
 every_program() {  # every_program <what>: pingpong and blast in every mode, every byte verified
     local what=$1 before status
@@ -50,6 +56,9 @@ every_program() {  # every_program <what>: pingpong and blast in every mode, eve
         status=$?
         check "$what: blast -m $mode 2000 x 4 KiB verified: $(grep 'all connections' "$log/client")" $status
     done
+    "$build/demos/stream-bench" --rdma "$a" "$port_stream" --verify --bytes $((stream_mib << 20)) >"$log/client" 2>&1
+    status=$?
+    check "$what: a stream echoes $stream_mib MiB of random writes, SHA-256 equal: $(cut -c1-120 "$log/client")" $status
     # The traffic really crossed the link (not the loopback).
     crossed=$(( $(tx_packets) - before ))
     [ "$crossed" -ge 400 ]
@@ -120,8 +129,9 @@ esac
 clear_faults
 # The servers are whole: each ends on SIGINT (no agent stuck) within 30 s.
 for name in pingpong blast; do
-    pkill -INT -f "$build/demos/$name-server -a $a" 
+    pkill -INT -f "$build/demos/$name-server -a $a"
 done
+pkill -INT -f "$build/demos/stream-bench --server"
 for _ in $(seq 300); do [ -z "$(jobs -rp)" ] && break; sleep 0.1; done
 [ -z "$(jobs -rp)" ]
 status=$?

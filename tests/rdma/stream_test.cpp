@@ -120,7 +120,7 @@ class StreamTest : public ::testing::Test {
 };
 
 TEST_F(StreamTest, RandomSizedWritesBothWaysArriveWholeInOrderThenEofAfterTheLastByte) {
-  const uint64_t total = evrdma::test::lightStress() ? (8u << 20) : (64u << 20);
+  const uint64_t total = evrdma::test::lightStress() ? (8u << 20) : (256u << 20);
   evrdma::Reactor reactor;
   Side server(0, total, 1), client(1, total, 2);
   auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr* peer, int length) {
