@@ -1,16 +1,21 @@
 // Byte streams over real RDMA as a libevent program uses them: a StreamListener and Stream::connect
 // handing out bufferevents, random-sized writes both ways checked byte by byte, the half-close and
 // EOF after the last byte, a refused connect's errno, and a slow reader holding the writer back in
-// the writer's own output evbuffer.
+// the writer's own output evbuffer, and a thousand connect / write / free cycles leaving nothing held.
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/util.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -399,6 +404,96 @@ TEST_F(StreamTest, ASlowReaderHoldsTheWriterBackInTheWritersOwnOutputBuffer) {
   bufferevent_free(bev);
   bufferevent_free(readerBev);
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
+// What this process holds: open fds, pinned memory (VmPin, KiB), and per kind of RDMA resource
+// the device's count of those that are this process's (`rdma res show <kind>`).
+std::string heldByThisProcess() {
+  std::string held = "fds " + std::to_string(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                                            std::filesystem::directory_iterator{}));
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmPin:", 0) == 0) held += ", pinned " + std::to_string(std::stoul(line.substr(6))) + " KiB";
+  const std::string pid = " pid " + std::to_string(getpid()) + " ";
+  for (const char* kind : {"pd", "cq", "qp", "mr", "cm_id"}) {
+    int count = 0;
+    if (FILE* out = popen(("rdma res show " + std::string(kind) + " 2>/dev/null").c_str(), "r")) {
+      char line[1024];
+      while (std::fgets(line, sizeof line, out) != nullptr)
+        if (std::strstr(line, pid.c_str()) != nullptr) ++count;
+      pclose(out);
+    }
+    held += std::string(", ") + kind + " " + std::to_string(count);
+  }
+  return held;
+}
+
+// A thousand streams connected, written to and freed, one after another, each read whole by the
+// server, which frees its end at EOF: afterwards the process holds what it held after the first.
+// On siw 25: a process's device context there keeps the pages of every queue pair it ever made
+// (docs/limitations.md), and refuses new ones after about 124, destroyed or not.
+TEST_F(StreamTest, AThousandConnectWriteFreeCyclesLeaveFdsPinnedMemoryAndRdmaResourcesAsTheyWere) {
+  evrdma::Reactor reactor;
+  const int cycles = evrdma::test::onIwarp() ? 25 : evrdma::test::lightStress() ? 50 : 1000;
+  const std::string payload(4096, 'p');
+  uint64_t heardTotal = 0;
+  int serverEnds = 0;
+  struct Server {
+    uint64_t* heard;
+    int* ends;
+  } server{&heardTotal, &serverEnds};
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    bufferevent_setcb(
+        bev,
+        [](bufferevent* b, void* arg) {
+          evbuffer* input = bufferevent_get_input(b);
+          *static_cast<Server*>(arg)->heard += evbuffer_get_length(input);
+          evbuffer_drain(input, evbuffer_get_length(input));
+        },
+        nullptr,
+        [](bufferevent* b, short what, void* arg) {
+          if ((what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) == 0) return;
+          ++*static_cast<Server*>(arg)->ends;
+          bufferevent_free(b);
+        },
+        &server);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+  });
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  auto cycle = [&](int i) {
+    bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+    ASSERT_NE(bev, nullptr) << "cycle " << i;
+    bufferevent_setcb(
+        bev, nullptr, nullptr,
+        [](bufferevent* b, short what, void* arg) {
+          if (what & BEV_EVENT_CONNECTED) {
+            const std::string& bytes = *static_cast<const std::string*>(arg);
+            bufferevent_write(b, bytes.data(), bytes.size());
+          } else {
+            std::printf("cycle's stream ended: events 0x%x, %s\n", what, strerror(EVUTIL_SOCKET_ERROR()));
+          }
+          bufferevent_free(b);  // what was written goes first, then the FIN
+        },
+        const_cast<std::string*>(&payload));
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    ASSERT_TRUE(runUntil(reactor, [&] { return serverEnds == i + 1; }, 60s))
+        << "cycle " << i << ": accepted " << listener->accepted() << ", bytes heard " << heardTotal
+        << ", connections open " << reactor.stats().connections.total();
+  };
+  cycle(0);
+  ASSERT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+  const std::string idle = heldByThisProcess();
+  for (int i = 1; i <= cycles; ++i) {
+    cycle(i);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_EQ(heardTotal, static_cast<uint64_t>(cycles + 1) * payload.size());
+  ASSERT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+  // The kernel frees a QP's resources as its process lets go of them: wait for them, with a bound.
+  std::string after;
+  runUntil(reactor, [&] { return (after = heldByThisProcess()) == idle; }, 30s);
+  EXPECT_EQ(after, idle) << "after " << cycles << " cycles";
+  std::printf("idle after the first cycle: %s\nidle after %d more:        %s\n", idle.c_str(), cycles, after.c_str());
 }
 
 TEST_F(StreamTest, TheReactorDestroyedWithStreamsOpenTellsEachProgramEshutdownAndTheirFreeLeaksNothing) {
