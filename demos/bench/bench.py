@@ -12,6 +12,12 @@ rdma_cm. Every figure is the median of --runs runs, evrdma's and perftest's take
   rate       message rate at 8 B to 4 KiB: blast send and write with -P against ib_send_bw and
              ib_write_bw, one request per post and in lists of 16 (blast -l 16, --post_list 16)
   idle       the CPU both pingpong processes use while their connection is open and idle (-P)
+  streams    byte streams (stream-bench, a libevent program on evrdma's bufferevents) against
+             rstream (librdmacm's rsockets benchmark, custom runs -S size -C count -I 1): one-way
+             throughput with 64 B, 4 KiB and 64 KiB writes against rstream -T b (blocking) and its
+             default (polling), with the CPU per GB each side spent; 64 B ping-pong latency; blast
+             send at 64 KiB (evrdma's messages under the stream); TCP as a reference only
+             (stream-bench --tcp, rstream -T s)
 
 Prints each table with the ratios (evrdma / perftest: above 1 is evrdma slower for latency,
 faster for bandwidth and rate), and writes latency.csv, bandwidth.csv, rate.csv and summary.txt
@@ -30,6 +36,7 @@ import time
 LATENCY_SIZES = [1, 8, 64, 512, 4096, 32768, 262144, 1048576]
 BANDWIDTH_SIZES = [4096, 65536, 1048576]
 RATE_SIZES = [8, 64, 512, 4096]
+STREAM_SIZES = [64, 4096, 65536]
 DEPTH = 16       # operations in flight (blast -b, perftest -t)
 POST_LIST = 16   # the batched message rate's list length
 
@@ -176,6 +183,92 @@ class Bench:
         self.finish(proc, path)
         return self.round_trips("raw-pingpong", rc, out)
 
+    # ---- byte streams ----
+
+    @staticmethod
+    def cpu_of(usage):
+        return usage.ru_utime + usage.ru_stime
+
+    def rstream(self, size, count, iterations, option):
+        """rstream's Gb/s and usec/xfer, and the CPU s per GB each side spent (each side sends and
+        receives size x count x iterations bytes)."""
+        port = str(7600 + int(time.time() * 1000) % 300)
+        common = ["-p", port, "-S", str(size), "-C", str(count), "-I", str(iterations)] + option
+        proc, path = self.server(["rstream", "-b", self.ip] + common, r"usec/xfer", "rstream-server")
+        client = subprocess.Popen(["rstream", "-s", self.ip] + common, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+        out = client.stdout.read()
+        _, client_status, client_usage = os.wait4(client.pid, 0)
+        _, server_status, server_usage = os.wait4(proc.pid, 0)
+        rows = [line.split() for line in out.splitlines() if line.startswith("custom")]
+        if client_status != 0 or not rows:
+            raise Failed(f"rstream {' '.join(common)} (status {client_status}): {out[-400:]}")
+        gb = 2 * size * count * iterations / 1e9
+        usec_per_xfer = float(rows[-1][7])
+        # Its Gb/s from its usec/xfer: the Gb/s column has two decimals, 0.00 for small writes.
+        return (size * 8 / (1000 * usec_per_xfer), usec_per_xfer, self.cpu_of(client_usage) / gb,
+                self.cpu_of(server_usage) / gb)
+
+    def stream_bench(self, transport, args):
+        """One stream-bench client run against a stream-bench server started for it."""
+        proc, path = self.server([f"{self.build}/demos/stream-bench", "--server", f"--{transport}", self.ip, "0"],
+                                 r"listening on .* port \d+", f"stream-bench-{transport}")
+        port = re.search(r"port (\d+)", open(path).read()).group(1)
+        rc, out = self.client([f"{self.build}/demos/stream-bench", f"--{transport}", self.ip, port] + args)
+        proc.send_signal(2)
+        self.finish(proc, path)
+        figures = dict(re.findall(r"(\w+)=([0-9.]+)", out))
+        if rc != 0 or not figures:
+            raise Failed(f"stream-bench {' '.join(args)} (status {rc}): {out[-400:]}")
+        return figures
+
+    def stream_throughput(self, transport, size, total):
+        f = self.stream_bench(transport, ["--throughput", "--size", str(size), "--bytes", str(total)])
+        return float(f["gbps"]), float(f["client_cpu_s_per_gb"]), float(f["server_cpu_s_per_gb"])
+
+    def streams(self):
+        self.say(f"byte streams, one way, Gb/s, median of {self.args.runs} runs; evrdma = stream-bench (a libevent "
+                 f"program on evrdma's bufferevents, writes of the size), rstream = rsockets, -S size -C count -I 1 "
+                 f"(which sends the bytes, then gets them back: its Gb/s is the one-way rate); ratio = evrdma / "
+                 f"rstream (>= 1: evrdma as fast or faster); CPU = s per GB through each side, client/server")
+        self.say(f"  {'size':>6} {'evrdma':>8} {'rstream -T b':>13} {'ratio':>6} {'rstream':>8} {'ratio':>6}   "
+                 f"{'CPU evrdma':>12} {'CPU -T b':>12}   {'TCP stream':>10} {'rstream -T s':>12}")
+        rows = []
+        for size in STREAM_SIZES:
+            total = (2 << 20) if size <= 64 else (32 << 20)
+            count = total // size
+            (ours, our_ccpu, our_scpu), (blocking, _, b_ccpu, b_scpu), (polling, _, _, _), \
+                (tcp, _, _), (tcp_rs, _, _, _) = self.medians([
+                    lambda: self.stream_throughput("rdma", size, total),
+                    lambda: self.rstream(size, count, 1, ["-T", "b"]),
+                    lambda: self.rstream(size, count, 1, []),
+                    lambda: self.stream_throughput("tcp", size, total),
+                    lambda: self.rstream(size, count, 1, ["-T", "s"])])
+            rows.append((size, ours, blocking, polling, tcp, tcp_rs, our_ccpu, our_scpu, b_ccpu, b_scpu))
+            self.say(f"  {size:>6} {ours:>8.3f} {blocking:>13.3f} {ours / blocking:>6.2f} {polling:>8.3f} "
+                     f"{ours / polling:>6.2f}   {our_ccpu:>5.1f}/{our_scpu:<6.1f} {b_ccpu:>5.1f}/{b_scpu:<6.1f}   "
+                     f"{tcp:>10.3f} {tcp_rs:>12.3f}")
+        blast_ops, = self.medians([lambda: self.blast("send", 65536, 500)])
+        blast_gbps = blast_ops * 65536 * 8 / 1e9
+        ours_64k = rows[-1][1]
+        self.say(f"  64 KiB: blast send (evrdma's messages, {DEPTH} in flight) {blast_gbps:.3f} Gb/s; the stream "
+                 f"{ours_64k / blast_gbps:.2f} x of it")
+        (lat, p50), (_, rs_b, _, _), (_, rs_poll, _, _), (tcp_lat, _), (_, rs_s, _, _) = self.medians([
+            lambda: tuple(float(x) for x in (lambda f: (f["half_rtt_us"], f["p50_us"]))(
+                self.stream_bench("rdma", ["--latency", "--size", "64", "--count", "2000"]))),
+            lambda: self.rstream(64, 1, 2000, ["-T", "b"]),
+            lambda: self.rstream(64, 1, 2000, []),
+            lambda: tuple(float(x) for x in (lambda f: (f["half_rtt_us"], f["p50_us"]))(
+                self.stream_bench("tcp", ["--latency", "--size", "64", "--count", "2000"]))),
+            lambda: self.rstream(64, 1, 2000, ["-T", "s"])])
+        self.say(f"  64 B ping-pong, half round trip, us: evrdma {lat:.1f} (median {p50:.1f}), rstream -T b {rs_b:.1f} "
+                 f"(ratio {lat / rs_b:.2f}), rstream polling {rs_poll:.1f}; TCP: stream-bench {tcp_lat:.1f}, "
+                 f"rstream -T s {rs_s:.1f}")
+        self.write("streams.csv", "size,evrdma_gbps,rstream_b_gbps,rstream_gbps,tcp_stream_gbps,rstream_s_gbps,"
+                   "evrdma_client_cpu_s_per_gb,evrdma_server_cpu_s_per_gb,rstream_b_client_cpu_s_per_gb,"
+                   "rstream_b_server_cpu_s_per_gb", rows)
+        return rows
+
     # ---- the runs ----
 
     def medians(self, measures):
@@ -308,12 +401,12 @@ def main():
     parser.add_argument("--window", type=int, default=100, help="adaptive polling window in us (default 100)")
     parser.add_argument("--idle", type=int, default=10, help="seconds of the idle measurement (default 10)")
     parser.add_argument("--rate-count", type=int, default=50000, help="operations per message-rate run (default 50000)")
-    parser.add_argument("--only", choices=["latency", "bandwidth", "rate", "idle"], action="append",
+    parser.add_argument("--only", choices=["latency", "bandwidth", "rate", "idle", "streams"], action="append",
                         help="run only these parts (repeatable; default all)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     bench = Bench(args)
-    parts = args.only or ["latency", "bandwidth", "rate", "idle"]
+    parts = args.only or ["latency", "bandwidth", "rate", "idle", "streams"]
     started = time.time()
     try:
         for part in parts:
