@@ -77,7 +77,7 @@ demo: build
 BENCH_OUT ?= $(BUILD_DIR)/bench
 bench: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3000 -- sh -c '/usr/bin/python3 demos/bench/bench.py --out "$(BENCH_OUT)" && echo && $(BUILD_DIR)/demos/evrdma-loop-latency -a "$$EVRDMA_RDMA_IP" -d 3'
-	gnuplot -e "dir='$(BENCH_OUT)'" demos/bench/plot.gp && echo "bench: pictures in $(BENCH_OUT)/latency.svg, bandwidth.svg, rate.svg; streams.csv beside them"
+	gnuplot -e "dir='$(BENCH_OUT)'" demos/bench/plot.gp && echo "bench: pictures in $(BENCH_OUT)/latency.svg, bandwidth.svg, rate.svg, streams.svg"
 
 # Across a faulty link (tools/rdma-run --link): pingpong's round trip and blast's throughput on a
 # clean link and under 1 % loss, 5 ms +- 2 ms delay with reordering, 0.1 % corruption, on rxe and

@@ -1,5 +1,5 @@
 # plot.gp: draws what demos/bench/bench.py wrote into `dir` as SVG next to its CSV files:
-# latency.svg, bandwidth.svg and rate.svg.   gnuplot -e "dir='bench-results'" demos/bench/plot.gp
+# latency.svg, bandwidth.svg, rate.svg and streams.svg.   gnuplot -e "dir='bench-results'" demos/bench/plot.gp
 if (!exists("dir")) dir = "bench-results"
 set datafile separator ","
 set terminal svg size 900,500 dynamic enhanced font "sans,12" background rgb "white"
@@ -52,3 +52,20 @@ plot dir."/rate.csv" using 2:(stringcolumn(1) eq "send" ? $3 : NaN) every ::1 wi
      "" using 2:(stringcolumn(1) eq "write" ? $4 : NaN) every ::1 with linespoints lw 2 pt 8 dt 2 lc rgb "#2ca02c" title "ib\\_write\\_bw", \
      "" using 2:(stringcolumn(1) eq "write" ? $5 : NaN) every ::1 with linespoints lw 2 pt 11 lc rgb "#bcbd22" title "blast write -l 16", \
      "" using 2:(stringcolumn(1) eq "write" ? $6 : NaN) every ::1 with linespoints lw 2 pt 10 dt 2 lc rgb "#bcbd22" title "ib\\_write\\_bw --post\\_list 16"
+
+# Byte streams (bench.py --only streams): one-way throughput against the size of the program's
+# writes, stream-bench on evrdma against rstream; TCP as a reference.
+set output dir."/streams.svg"
+set title "Byte streams: stream-bench on evrdma vs rstream (rsockets)"
+set xrange [40:100000]
+set logscale y 10
+set yrange [*:*]
+set xlabel "bytes per write"
+set ylabel "Gb/s, one way"
+set key outside right top box
+eval "set xtics (\"64 B\" 64, \"4 KiB\" 4096, \"64 KiB\" 65536)"
+plot dir."/streams.csv" using 1:2 every ::1 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "evrdma stream (event-driven)", \
+     "" using 1:3 every ::1 with linespoints lw 2 pt 6 dt 2 lc rgb "#1f77b4" title "rstream -T b (blocking)", \
+     "" using 1:4 every ::1 with linespoints lw 2 pt 4 dt 2 lc rgb "#d62728" title "rstream (polling)", \
+     "" using 1:5 every ::1 with linespoints lw 1 pt 3 dt 3 lc rgb "#7f7f7f" title "TCP: stream-bench", \
+     "" using 1:6 every ::1 with linespoints lw 1 pt 2 dt 3 lc rgb "#bbbbbb" title "TCP: rstream -T s"
