@@ -320,6 +320,54 @@ TEST_F(StreamTest, WhatIsWrittenWhileConnectingWaitsInTheOutputBufferUntilConnec
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
 }
 
+// A thousand writes of 10 bytes made in one loop turn leave as one message; one write of 1 MiB
+// is cut at the peer's message size (16 KiB here, the writer's own is 64 KiB).
+TEST_F(StreamTest, SmallWritesInOneLoopTurnLeaveAsOneMessageAndALargeOneIsCutAtThePeersMessageSize) {
+  evrdma::Reactor reactor;
+  evrdma::StreamListenerOptions options;
+  options.stream.connection.maxMessageSize = 16 << 10;
+  std::string heard;
+  bool serverEof = false;
+  Ends serverEnds{&heard, &serverEof};
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    bufferevent_setcb(
+        bev, appendInput, nullptr,
+        [](bufferevent* b, short what, void*) {
+          if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) bufferevent_free(b);
+        },
+        &serverEnds);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+  }, options);
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  Side client(1, 0, 2);
+  client.shutDownWhenSent = false;
+  bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+  ASSERT_NE(bev, nullptr);
+  client.attach(bev);
+  ASSERT_TRUE(runUntil(reactor, [&] { return client.connected && listener->accepted() == 1u; }, 60s));
+  auto messagesSent = [&] {
+    evrdma::StreamStats stats;
+    EXPECT_EQ(evrdma::Stream::stats(bev, stats), 0);
+    return stats.connection.messagesSent;
+  };
+
+  const uint64_t before = messagesSent();
+  for (int i = 0; i < 1000; ++i) bufferevent_write(bev, "0123456789", 10);
+  ASSERT_TRUE(runUntil(reactor, [&] { return heard.size() == 10000; }, 60s)) << heard.size();
+  EXPECT_EQ(messagesSent() - before, 1u) << "1000 small writes of one turn";
+
+  const uint64_t beforeLarge = messagesSent();
+  const std::string large(1 << 20, 'L');
+  bufferevent_write(bev, large.data(), large.size());
+  ASSERT_TRUE(runUntil(reactor, [&] { return heard.size() == 10000 + large.size(); }, 60s)) << heard.size();
+  const uint64_t messages = messagesSent() - beforeLarge;
+  EXPECT_GE(messages, uint64_t{(1 << 20) / (16 << 10)}) << "a message longer than the peer's 16 KiB";
+  EXPECT_EQ(client.error, 0) << strerror(client.error);
+  std::printf("1000 writes of 10 B: 1 message; one of 1 MiB: %llu messages\n", static_cast<unsigned long long>(messages));
+  bufferevent_free(bev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
 TEST_F(StreamTest, ConnectingWhereNobodyListensEndsInAnErrorEventWithEconnrefused) {
   evrdma::Reactor reactor;
   // A port nobody listens on: take one from a listener, then drop it.
