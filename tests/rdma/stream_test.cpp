@@ -118,6 +118,17 @@ void appendInput(bufferevent* bev, void* ends) {
   *static_cast<Ends*>(ends)->heard += more;
 }
 
+// A server's end that appends what it reads to `ends` and frees itself at EOF or an error.
+void readAllThenFree(bufferevent* bev, Ends* ends) {
+  bufferevent_setcb(
+      bev, appendInput, nullptr,
+      [](bufferevent* b, short what, void*) {
+        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) bufferevent_free(b);
+      },
+      ends);
+  bufferevent_enable(bev, EV_READ | EV_WRITE);
+}
+
 class StreamTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(evrdma::test::loadTestBed(bed)); }
@@ -283,13 +294,7 @@ TEST_F(StreamTest, WhatIsWrittenWhileConnectingWaitsInTheOutputBufferUntilConnec
   bool serverEof = false;
   Ends serverEnds{&heard, &serverEof};
   auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
-    bufferevent_setcb(
-        bev, appendInput, nullptr,
-        [](bufferevent* b, short what, void*) {
-          if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) bufferevent_free(b);
-        },
-        &serverEnds);
-    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    readAllThenFree(bev, &serverEnds);
   });
   ASSERT_EQ(listener->listen(bed.ip, 0), 0);
   bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
@@ -330,13 +335,7 @@ TEST_F(StreamTest, SmallWritesInOneLoopTurnLeaveAsOneMessageAndALargeOneIsCutAtT
   bool serverEof = false;
   Ends serverEnds{&heard, &serverEof};
   auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
-    bufferevent_setcb(
-        bev, appendInput, nullptr,
-        [](bufferevent* b, short what, void*) {
-          if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) bufferevent_free(b);
-        },
-        &serverEnds);
-    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    readAllThenFree(bev, &serverEnds);
   }, options);
   ASSERT_EQ(listener->listen(bed.ip, 0), 0);
   Side client(1, 0, 2);
