@@ -222,6 +222,11 @@ class Bench:
             raise Failed(f"stream-bench {' '.join(args)} (status {rc}): {out[-400:]}")
         return figures
 
+    def stream_latency(self, transport):
+        """The 64 B ping-pong's mean and median half round trip, us."""
+        f = self.stream_bench(transport, ["--latency", "--size", "64", "--count", "2000"])
+        return float(f["half_rtt_us"]), float(f["p50_us"])
+
     def stream_throughput(self, transport, size, total):
         f = self.stream_bench(transport, ["--throughput", "--size", str(size), "--bytes", str(total)])
         return float(f["gbps"]), float(f["client_cpu_s_per_gb"]), float(f["server_cpu_s_per_gb"])
@@ -254,12 +259,10 @@ class Bench:
         self.say(f"  64 KiB: blast send (evrdma's messages, {DEPTH} in flight) {blast_gbps:.3f} Gb/s; the stream "
                  f"{ours_64k / blast_gbps:.2f} x of it")
         (lat, p50), (_, rs_b, _, _), (_, rs_poll, _, _), (tcp_lat, _), (_, rs_s, _, _) = self.medians([
-            lambda: tuple(float(x) for x in (lambda f: (f["half_rtt_us"], f["p50_us"]))(
-                self.stream_bench("rdma", ["--latency", "--size", "64", "--count", "2000"]))),
+            lambda: self.stream_latency("rdma"),
             lambda: self.rstream(64, 1, 2000, ["-T", "b"]),
             lambda: self.rstream(64, 1, 2000, []),
-            lambda: tuple(float(x) for x in (lambda f: (f["half_rtt_us"], f["p50_us"]))(
-                self.stream_bench("tcp", ["--latency", "--size", "64", "--count", "2000"]))),
+            lambda: self.stream_latency("tcp"),
             lambda: self.rstream(64, 1, 2000, ["-T", "s"])])
         self.say(f"  64 B ping-pong, half round trip, us: evrdma {lat:.1f} (median {p50:.1f}), rstream -T b {rs_b:.1f} "
                  f"(ratio {lat / rs_b:.2f}), rstream polling {rs_poll:.1f}; TCP: stream-bench {tcp_lat:.1f}, "

@@ -197,6 +197,7 @@ static void on_write(struct bufferevent *bev, void *arg) {
 
 static void on_event(struct bufferevent *bev, short what, void *arg) {
   struct session *session = arg;
+  (void)bev;
   if (what & BEV_EVENT_ERROR) {
     fprintf(stderr, "kv-server: a connection failed: %s\n", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
     session_end(session);
@@ -204,8 +205,6 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
     run_lines(session); /* what came before the client's EOF is answered */
     close_when_sent(session);
     end_if_sent(session);
-  } else if (what & BEV_EVENT_TIMEOUT) {
-    (void)bev;
   }
 }
 

@@ -55,7 +55,6 @@ static void shutdown_write(struct bufferevent *bev, int rdma) {
 /* ---- the server ---- */
 
 struct session {
-  int rdma;
   int mode;          /* 0: the first line is still coming; 'S': sink; 'E': echo */
   uint64_t bytes;
   double cpu_at_start;
@@ -112,15 +111,13 @@ static void server_event(struct bufferevent *bev, short what, void *arg) {
   if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) session_end(bev, session);
 }
 
-static void serve(struct event_base *base, struct bufferevent *bev, int rdma) {
+static void serve(struct bufferevent *bev) {
   struct session *session = calloc(1, sizeof *session);
-  (void)base;
   if (bev == NULL || session == NULL) {
     if (bev != NULL) bufferevent_free(bev);
     free(session);
     return;
   }
-  session->rdma = rdma;
   bufferevent_setcb(bev, server_read, server_write, server_event, session);
   bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
@@ -128,14 +125,14 @@ static void serve(struct event_base *base, struct bufferevent *bev, int rdma) {
 static void on_tcp_accept(struct evconnlistener *listener, evutil_socket_t fd, struct sockaddr *peer, int socklen,
                           void *arg) {
   (void)listener, (void)peer, (void)socklen;
-  evutil_make_socket_nonblocking(fd);
-  serve(arg, bufferevent_socket_new(arg, fd, BEV_OPT_CLOSE_ON_FREE), 0);
+  serve(bufferevent_socket_new(arg, fd, BEV_OPT_CLOSE_ON_FREE));
 }
 
 static void on_rdma_accept(struct evrdma_listener *listener, struct bufferevent *bev, const struct sockaddr *peer,
                            int socklen, void *arg) {
   (void)listener, (void)peer, (void)socklen;
-  serve(arg, bev, 1);
+  (void)arg;
+  serve(bev);
 }
 
 static void on_signal(evutil_socket_t signal, short what, void *arg) {
