@@ -2,11 +2,16 @@
 // ConnectGate), the connect timeout, the answer, and the Client's release.
 #include "ClientCore.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
 
 #include "CmDispatcher.h"
 #include "CmEvent.h"
 #include "ConnectGate.h"
+#include "Logging.h"
 #include "ReactorCore.h"
 #include "evrdma/Address.h"
 #include "evrdma/PrivateData.h"
@@ -16,6 +21,27 @@ namespace evrdma {
 namespace {
 constexpr int kIbRejectInvalidServiceId = 8;  // IB CM: nobody listens on that port
 constexpr int kIbRejectConsumer = 28;         // IB CM: the peer application rejected
+// New ids tried when TCP holds the port of the last: with a third of the ports held, all of them
+// are held once in 43 million connects.
+constexpr int kPortRetries = 16;
+
+// On iWARP (siw) the connection's TCP socket is bound, with SO_REUSEADDR, to the port rdma_cm chose
+// for the id, and rdma_cm chose it without asking TCP: a TCP socket still on that port (a
+// program's connection in TIME_WAIT) makes rdma_connect fail with EADDRINUSE. The same bind, tried
+// now, finds that while a new id costs only one more address resolution.
+bool tcpHoldsPortOf(rdma_cm_id* id) noexcept {
+  if (id->verbs == nullptr || id->verbs->device->transport_type != IBV_TRANSPORT_IWARP) return false;
+  const sockaddr* local = rdma_get_local_addr(id);
+  if (local->sa_family != AF_INET && local->sa_family != AF_INET6) return false;
+  const int fd = socket(local->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const int on = 1;
+  (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  const socklen_t length = local->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  const bool held = bind(fd, local, length) != 0 && errno == EADDRINUSE;
+  close(fd);
+  return held;
+}
 }  // namespace
 
 void ClientCore::release() noexcept {
@@ -71,22 +97,35 @@ int ClientCore::connect(const std::string& address, uint16_t port, std::vector<u
   if (int rc = evrdma::checkOptions(options_, problem); rc != 0) return rc;
   sockaddr_storage destination{};
   if (int rc = parseAddress(address, port, destination); rc != 0) return rc;
+  destination_ = destination;
+  if (int rc = resolveOnNewId(); rc != 0) return rc;
+  privateData_ = std::move(privateData);
+  peerAddress_ = formatAddress(reinterpret_cast<sockaddr*>(&destination));
+  state_ = ConnectionState::ResolvingAddr;
+  return 0;
+}
+
+int ClientCore::resolveOnNewId() noexcept {
   int error = 0;
   CmDispatcher* cm = reactor_.core().cm(error);
   if (cm == nullptr) return error;
   CmId id;
   if (int rc = cm->createId(nullptr, RDMA_PS_TCP, id); rc != 0) return rc;
-  if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&destination),
+  if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&destination_),
                         static_cast<int>(clientOptions_.resolveTimeout.count())) != 0)
     return errno ? -errno : -EINVAL;
-  privateData_ = std::move(privateData);
-  peerAddress_ = formatAddress(reinterpret_cast<sockaddr*>(&destination));
-  adoptId(std::move(id));  // events of the id come here from now on
-  state_ = ConnectionState::ResolvingAddr;
+  adoptId(std::move(id));  // events of the id come here from now on (a former id is destroyed)
   return 0;
 }
 
 void ClientCore::onAddressResolved() noexcept {
+  if (portsRefused_ < kPortRetries && tcpHoldsPortOf(id_.get())) {
+    ++portsRefused_;
+    EVRDMA_LOG(LogLevel::Debug, "client of %s: a TCP socket holds local port %u: resolving again on a new id",
+               peerAddress_.c_str(), static_cast<unsigned>(ntohs(rdma_get_src_port(id_.get()))));
+    if (int rc = resolveOnNewId(); rc != 0) fail(rc, "rdma_resolve_addr");
+    return;
+  }
   state_ = ConnectionState::ResolvingRoute;
   if (rdma_resolve_route(id_.get(), static_cast<int>(clientOptions_.resolveTimeout.count())) != 0)
     fail(errno ? -errno : -EINVAL, "rdma_resolve_route");

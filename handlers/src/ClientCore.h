@@ -3,6 +3,8 @@
 // rejected with the peer's reason, or failed), and its own release.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,6 +34,8 @@ class ClientCore final : public ConnectionCore {
   void onFinished() noexcept override;
   void onOrphaned() noexcept override;
   void onConnectTimeout() noexcept;
+  // Starts address resolution on a new id toward destination_; 0 or -errno.
+  int resolveOnNewId() noexcept;
   // Sends the connect request (its turn came: see Reactor::setMaxConnectsInFlight).
   void sendConnectRequest() noexcept;
   void leaveConnectGate() noexcept;
@@ -39,6 +43,8 @@ class ClientCore final : public ConnectionCore {
 
   ClientOptions clientOptions_;
   std::vector<uint8_t> privateData_;
+  sockaddr_storage destination_{};
+  int portsRefused_ = 0;  // ids given up because a TCP socket held their port (iWARP)
   Timer connectTimer_;
   std::unique_ptr<ConnectTurn> turn_;
   bool released_ = false;  // the application dropped its Ptr: free after onClosed

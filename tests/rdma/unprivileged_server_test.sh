@@ -23,7 +23,7 @@ port=$(listening_port "$log" "$server")
 # -k: every connection stays open until all 60 have had their answer, so the server holds them at
 # once (the server answers a few requests per loop turn: early ones could otherwise finish first).
 hold_then_release "$out" timeout 120 "$build/demos/pingpong-client" -a "$address" -p "$port" -n 60 -c 1 -s 65536 -k
-timeout 30 tail --pid=$server -f /dev/null || { kill $server; fail "the server did not exit after 60 clients: $(tail -n 3 "$log")"; }
+timeout 30 tail --pid=$server -f /dev/null || { kill $server; fail "the server did not exit after 60 clients: $(tail -n 3 "$log"); the clients: $(grep -v ' completed' "$out" | sed 's/connection [0-9]*/connection N/' | sort | uniq -c | head -n 5)"; }
 sed 's/connection [0-9]*/connection N/' "$out" | sort | uniq -c | sort -rn | head -n 4
 grep -m1 'error' "$log"
 completed=$(sed -n 's/^pingpong-client: \([0-9]*\) of 60 connections completed.*/\1/p' "$out")
