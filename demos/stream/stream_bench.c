@@ -10,7 +10,7 @@
  *
  *   usage: stream-bench --server (--tcp | --rdma) ADDRESS PORT
  *          stream-bench (--tcp | --rdma) ADDRESS PORT (--throughput | --latency | --verify) [--size N]
- *                       [--bytes N] [--count N] [--timeout SECONDS]
+ *                       [--bytes N] [--count N] [--timeout SECONDS] [--poll USEC]
  */
 #include <errno.h>
 #include <event2/buffer.h>
@@ -395,12 +395,13 @@ static int usage(const char *program, FILE *to, int status) {
   fprintf(to,
           "usage: %s --server (--tcp | --rdma) ADDRESS PORT\n"
           "       %s (--tcp | --rdma) ADDRESS PORT (--throughput | --latency | --verify) [--size N]\n"
-          "          [--bytes N] [--count N] [--timeout SECONDS] [--seed N]\n"
+          "          [--bytes N] [--count N] [--timeout SECONDS] [--seed N] [--poll USEC]\n"
           "  A byte stream's throughput (--bytes in writes of --size, 64 KiB and 256 MiB by default) or\n"
           "  latency (ping-pong of --size bytes, --count times: 64 B, 10000), with CPU per GB, over\n"
           "  TCP or RDMA; or --verify: --bytes of random data in writes of random sizes echoed back\n"
           "  as they go, their SHA-256 compared (exit 1 if they differ). The server (PORT 0: any free\n"
-          "  one, printed) serves runs until SIGINT.\n",
+          "  one, printed) serves runs until SIGINT. --poll USEC (RDMA, either side): after a completion,\n"
+          "  poll for USEC microseconds before the loop sleeps (evrdma_base_set_polling_window).\n",
           program, program);
   return status;
 }
@@ -408,7 +409,7 @@ static int usage(const char *program, FILE *to, int status) {
 int main(int argc, char **argv) {
   const char *host = NULL, *port = NULL;
   int server = 0, rdma = -1, mode = -1;
-  long size = -1, count = 10000, timeout = 300;
+  long size = -1, count = 10000, timeout = 300, poll = 0;
   unsigned long long bytes = 256ull << 20, seed = 1;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return usage(argv[0], stdout, 0);
@@ -423,12 +424,13 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--bytes") == 0 && i + 1 < argc) bytes = strtoull(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) count = atol(argv[++i]);
     else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) timeout = atol(argv[++i]);
+    else if (strcmp(argv[i], "--poll") == 0 && i + 1 < argc) poll = atol(argv[++i]);
     else if (argv[i][0] != '-' && host == NULL) host = argv[i];
     else if (argv[i][0] != '-' && port == NULL) port = argv[i];
     else return usage(argv[0], stderr, 2);
   }
   if (rdma < 0 || host == NULL || port == NULL || (!server && mode < 0) || count <= 0 || timeout <= 0 || bytes == 0 ||
-      size == 0 || size < -1)
+      size == 0 || size < -1 || poll < 0 || (poll > 0 && !rdma))
     return usage(argv[0], stderr, 2);
   if (size < 0) size = mode == 1 ? 64 : 64 << 10;
   struct sockaddr_storage address;
@@ -444,6 +446,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "stream-bench: no event_base or evrdma_base: %s\n", strerror(errno));
     return 1;
   }
+  if (rbase != NULL) evrdma_base_set_polling_window(rbase, (unsigned)poll);
   int status;
   if (server) {
     status = run_server(base, rbase, rdma, host, (struct sockaddr *)&address, length);

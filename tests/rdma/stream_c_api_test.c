@@ -94,6 +94,7 @@ int main(void) {
     return 1;
   }
   check("evrdma_base_new", rbase != NULL);
+  evrdma_base_set_polling_window(rbase, 20); /* the echo below polls 20 us before the loop sleeps */
   memset(&address, 0, sizeof address);
   address.sin_family = AF_INET;
   inet_pton(AF_INET, ip, &address.sin_addr);

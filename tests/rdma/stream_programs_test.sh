@@ -79,11 +79,18 @@ for transport in tcp rdma; do
         $([ $status = 0 ] && grep -q "received=8388608 .* equal" "$said"; echo $?)
     "$demos/stream-bench" --$transport "$address" "$port" --latency --count 500 >"$said" 2>&1
     check "stream-bench --$transport --latency: $(cat "$said")" $(grep -q "latency size=64 count=500" "$said"; echo $?)
+    if [ $transport = rdma ]; then
+        "$demos/stream-bench" --rdma "$address" "$port" --latency --count 500 --poll 10 >"$said" 2>&1
+        check "stream-bench --rdma --latency --poll 10 (a polling window): $(cat "$said")" \
+            $(grep -q "latency size=64 count=500" "$said"; echo $?)
+    fi
     kill -INT "$server"
     wait "$server"
     check "stream-bench --server --$transport ends on SIGINT with exit 0" $?
 done
 
+"$demos/stream-bench" --tcp "$address" 1 --latency --poll 10 >"$said" 2>&1
+check "stream-bench refuses --poll over TCP (exit 2, its usage)" $([ $? = 2 ] && grep -q usage "$said"; echo $?)
 for program in kv-server kv-client stream-bench; do
     "$demos/$program" --help >"$said" 2>&1
     status=$?

@@ -33,6 +33,12 @@ struct evrdma_listener;
 struct evrdma_base *evrdma_base_new(struct event_base *base);
 /** Free the streams and listeners first; those left are closed without a word. */
 void evrdma_base_free(struct evrdma_base *rbase);
+/** Adaptive polling (Reactor::setPollingWindow): after a completion, the base's completion queues
+ * are polled on every loop turn for `usec` microseconds before the loop sleeps again, which saves
+ * the wake-up a short round trip would otherwise wait for. Each such turn goes through the
+ * event_base with a zero timeout, so the program's sockets, timers and signals are served in
+ * between; it spends a core while data flows, nothing when idle. 0 (the default): never. */
+void evrdma_base_set_polling_window(struct evrdma_base *rbase, unsigned usec);
 
 /** Options of a stream; fill with evrdma_stream_options_init, then change what you need. */
 struct evrdma_stream_options {
