@@ -1,7 +1,8 @@
 // Byte streams over real RDMA as a libevent program uses them: a StreamListener and Stream::connect
 // handing out bufferevents, random-sized writes both ways checked byte by byte, the half-close and
 // EOF after the last byte, a refused connect's errno, and a slow reader holding the writer back in
-// the writer's own output evbuffer, and a thousand connect / write / free cycles leaving nothing held.
+// the writer's own output evbuffer while a second stream moves its bytes, and a thousand
+// connect / write / free cycles leaving nothing held.
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -450,6 +451,82 @@ TEST_F(StreamTest, ASlowReaderHoldsTheWriterBackInTheWritersOwnOutputBuffer) {
   EXPECT_EQ(reader.firstBad, UINT64_MAX);
   bufferevent_free(bev);
   bufferevent_free(readerBev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
+// A reader that stops reading stalls its own stream and nothing else: while stream A waits with its
+// reader's window full and its writer's send buffers spent, A's connection sends and receives
+// nothing more (no frame traded in a loop to wait), and a second stream on the same Reactor moves
+// all its bytes. Its rate beside the stalled stream, against its rate alone, is printed: a figure,
+// never the proof.
+TEST_F(StreamTest, AStalledReaderStallsOnlyItsOwnStreamASecondOneMovesEveryByteMeanwhile) {
+  const uint64_t total = evrdma::test::lightStress() ? (4u << 20) : (32u << 20);
+  const uint64_t stalledBytes = 16u << 20;
+  evrdma::Reactor reactor;
+  Side stalledWriter(1, stalledBytes, 3), stalledReader(0, 0, 4);
+  stalledWriter.shutDownWhenSent = false;
+  stalledReader.shutDownWhenSent = false;
+  Side aloneWriter(1, total, 5), aloneReader(0, 0, 6), besideWriter(1, total, 7), besideReader(0, 0, 8);
+  std::vector<Side*> accepting = {&stalledReader, &besideReader, &aloneReader};  // in the order they connect
+  size_t accepted = 0;
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    ASSERT_LT(accepted, accepting.size());
+    accepting[accepted++]->attach(bev);
+  });
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  // Connects one at a time: the listener hands out the streams in this order.
+  auto open = [&](Side& writer, size_t acceptedAfter) {
+    bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+    ASSERT_NE(bev, nullptr);
+    writer.attach(bev);
+    ASSERT_TRUE(runUntil(reactor, [&] { return writer.connected && accepted == acceptedAfter; }, 60s));
+  };
+  // How long `writer` takes to move `total` bytes to `reader` (each checked), EOF included.
+  auto transfer = [&](Side& writer, Side& reader) {
+    const auto start = std::chrono::steady_clock::now();
+    open(writer, accepted + 1);
+    const bool done = runUntil(reactor, [&] { return reader.received == total && reader.eofAt != UINT64_MAX; }, 600s);
+    EXPECT_TRUE(done) << "received " << reader.received << " of " << total << ", errors " << writer.error << " / "
+                      << reader.error;
+    EXPECT_EQ(reader.firstBad, UINT64_MAX) << "a wrong byte at " << reader.firstBad;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+
+  // Stream A: its reader reads nothing, its writer writes 16 MiB, until neither side can move.
+  open(stalledWriter, 1);
+  bufferevent_disable(stalledReader.bev, EV_READ);
+  evrdma::StreamStats writerStats, readerStats;
+  ASSERT_TRUE(runUntil(reactor, [&] {
+    return evrdma::Stream::stats(stalledWriter.bev, writerStats) == 0 &&
+           evrdma::Stream::stats(stalledReader.bev, readerStats) == 0 && writerStats.waitingForPeer &&
+           readerStats.receivingPaused;
+  }, 60s)) << "stream A never stalled";
+  const evrdma::ConnectionStats writerBefore = writerStats.connection, readerBefore = readerStats.connection;
+
+  const double besideSeconds = transfer(besideWriter, besideReader);
+  ASSERT_EQ(evrdma::Stream::stats(stalledWriter.bev, writerStats), 0);
+  ASSERT_EQ(evrdma::Stream::stats(stalledReader.bev, readerStats), 0);
+  EXPECT_TRUE(writerStats.waitingForPeer && readerStats.receivingPaused) << "stream A moved meanwhile";
+  EXPECT_EQ(stalledReader.received, 0u);
+  EXPECT_EQ(writerStats.connection.messagesSent, writerBefore.messagesSent)
+      << "the stalled writer's connection kept sending";
+  EXPECT_EQ(readerStats.connection.messagesSent, readerBefore.messagesSent)
+      << "the stalled reader's connection kept sending";
+  EXPECT_EQ(writerStats.connection.messagesReceived, writerBefore.messagesReceived);
+  EXPECT_EQ(readerStats.connection.messagesReceived, readerBefore.messagesReceived);
+
+  // The same transfer with stream A gone out of the way: the rate to compare with.
+  bufferevent_enable(stalledReader.bev, EV_READ);
+  EXPECT_TRUE(runUntil(reactor, [&] { return stalledReader.received == stalledBytes; }, 300s))
+      << stalledReader.received << " of stream A's " << stalledBytes << " bytes";
+  EXPECT_EQ(stalledReader.firstBad, UINT64_MAX);
+  const double aloneSeconds = transfer(aloneWriter, aloneReader);
+  std::printf("[ figures  ] %llu MiB beside a stalled stream: %.3f s (%.0f Mb/s); alone: %.3f s (%.0f Mb/s); "
+              "beside / alone rate: %.2f\n",
+              static_cast<unsigned long long>(total >> 20), besideSeconds, total * 8 / besideSeconds / 1e6,
+              aloneSeconds, total * 8 / aloneSeconds / 1e6, aloneSeconds / besideSeconds);
+  for (Side* side : {&stalledWriter, &stalledReader, &aloneWriter, &aloneReader, &besideWriter, &besideReader})
+    bufferevent_free(side->bev);
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
 }
 
