@@ -3,7 +3,10 @@
 # tools/rdma-run), seen through kv-client against kv-server:
 #   - a read timeout (bufferevent_set_timeouts) ends in BEV_EVENT_TIMEOUT, over RDMA as over TCP;
 #   - a peer killed with SIGKILL ends the stream in an error event (the reason printed);
-#   - a peer stopped with SIGSTOP, with keepalive on, ends it in an error event with ETIMEDOUT.
+#   - a peer stopped with SIGSTOP, with keepalive on, ends it in an error event with ETIMEDOUT;
+#   - among three clients of one server, one killed and one stopped: the server ends the killed
+#     one's stream with an error event and serves the third meanwhile; the stopped one, continued,
+#     is served again.
 # Each wait is for the client to end (a bound of 60 s only catches a hang).
 #   stream_events_test.sh <build dir>
 set -u
@@ -94,5 +97,57 @@ kill -CONT "$server"
 kill -INT "$server"
 wait "$server"
 check "the stopped server, continued, ends on SIGINT with exit 0" $?
+# Three clients of one server; their inputs are FIFOs this script holds on fds 4, 5 and 6.
+start_server several
+clients=()
+for i in 4 5 6; do
+    rm -f "$log/several-$i.in"
+    mkfifo "$log/several-$i.in"
+    eval "exec $i<>\"\$log/several-$i.in\""
+    "$demos/kv-client" --rdma "$address" "$rdma_port" <"$log/several-$i.in" >"$log/several-$i" 2>&1 &
+    clients+=($!)
+    echo "SET key$i value$i" >&$i
+    answered several-$i
+    check "client $i of three is served" $?
+done
+served_after() {  # served_after <name> <line>: the client printed <line> (up to 60 s)
+    local _
+    for _ in $(seq 1200); do
+        grep -qx "$2" "$log/$1" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+kill -STOP "${clients[1]}"
+at_exit "kill -CONT ${clients[1]} 2>/dev/null"
+kill -KILL "${clients[2]}"
+wait "${clients[2]}" 2>/dev/null
+for _ in $(seq 1200); do
+    grep -q "a connection failed: Connection reset by peer" "$log/server-several" && break
+    sleep 0.05
+done
+check "the server ends the killed client's stream with an error event: $(tr '\n' '|' <"$log/server-several")" \
+    $(grep -q "kv-server: a connection failed: Connection reset by peer" "$log/server-several"; echo $?)
+echo "GET key6" >&4
+echo "COUNT" >&4
+served_after several-4 "COUNT 3"
+check "the third client is served while one is stopped and one was killed: $(tr '\n' '|' <"$log/several-4")" $?
+kill -CONT "${clients[1]}"
+echo "GET key4" >&5
+served_after several-5 "VALUE value4"
+check "the stopped client, continued, is served again: $(tr '\n' '|' <"$log/several-5")" $?
+for i in 4 5; do
+    echo "QUIT" >&$i
+done
+ends_within "${clients[0]}" 60
+check "the third client quits with exit 0" $?
+ends_within "${clients[1]}" 60
+check "the continued client quits with exit 0" $?
+exec 4>&- 5>&- 6>&-
+kill -INT "$server"
+wait "$server"
+check "the server of three ends on SIGINT with exit 0" $?
+check "it served three RDMA connections: $(tail -n 1 "$log/server-several")" \
+    $(grep -q "served 3 connections (0 tcp, 3 rdma)" "$log/server-several"; echo $?)
 echo "$failures failed"
 [ "$failures" = 0 ]
