@@ -1,8 +1,8 @@
 // Byte streams over real RDMA as a libevent program uses them: a StreamListener and Stream::connect
 // handing out bufferevents, random-sized writes both ways checked byte by byte, the half-close and
 // EOF after the last byte, a refused connect's errno, and a slow reader holding the writer back in
-// the writer's own output evbuffer while a second stream moves its bytes, and a thousand
-// connect / write / free cycles leaving nothing held.
+// the writer's own output evbuffer while a second stream moves its bytes, a thousand streams open
+// at once on one Reactor, and a thousand connect / write / free cycles leaving nothing held.
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -528,6 +528,111 @@ TEST_F(StreamTest, AStalledReaderStallsOnlyItsOwnStreamASecondOneMovesEveryByteM
   for (Side* side : {&stalledWriter, &stalledReader, &aloneWriter, &aloneReader, &besideWriter, &besideReader})
     bufferevent_free(side->bev);
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
+// A field of /proc/self/status, in KiB (VmRSS, VmPin).
+uint64_t statusKiB(const char* field) {
+  std::ifstream status("/proc/self/status");
+  const size_t length = std::strlen(field);
+  for (std::string line; std::getline(status, line);)
+    if (line.compare(0, length, field) == 0 && line.size() > length && line[length] == ':')
+      return std::stoull(line.substr(length + 1));
+  return 0;
+}
+
+// A thousand streams open at once on one Reactor (both their ends in this process: two thousand
+// connections), each carrying a line there and back, then idle, then freed: every one is served,
+// and nothing is left. The memory an idle stream holds, with small buffers (4 KiB messages, 8
+// receives, 4 sends), is printed: a figure. soft-iWARP holds about 70 queue pairs per process:
+// there 30 streams.
+TEST_F(StreamTest, AThousandStreamsOpenAtOnceOnOneReactorAreEachServedThenAllClose) {
+  const size_t streams = evrdma::test::onIwarp() ? 30 : evrdma::test::lightStress() ? 100 : 1000;
+  evrdma::Reactor reactor;
+  evrdma::StreamListenerOptions options;
+  evrdma::StreamOptions& small = options.stream;
+  small.connection.maxMessageSize = 4096;
+  small.connection.recvDepth = 8;
+  small.connection.sendDepth = 4;
+  small.receiveWindow = 64 << 10;
+  small.sendWindow = 16 << 10;
+  size_t serverEnds = 0, serverEndsFreed = 0;
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    ++serverEnds;
+    bufferevent_setcb(
+        bev, [](bufferevent* b, void*) { bufferevent_write_buffer(b, bufferevent_get_input(b)); }, nullptr,
+        [](bufferevent* b, short what, void* freed) {
+          if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+            ++*static_cast<size_t*>(freed);
+            bufferevent_free(b);
+          }
+        },
+        &serverEndsFreed);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+  }, options);
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  // Before the first stream: what the device's first connection sets up for all (its protection
+  // domain, channel, shared CQs) counts in the figures, spread over every stream.
+  const uint64_t rssBefore = statusKiB("VmRSS"), pinnedBefore = statusKiB("VmPin");
+  const uint64_t registeredBefore = reactor.registeredMemory();
+
+  struct Client {
+    bufferevent* bev = nullptr;
+    bool echoed = false;
+    int error = 0;
+  };
+  std::vector<Client> clients(streams);
+  size_t echoed = 0, failed = 0;
+  struct Context {
+    Client* client;
+    size_t* echoed;
+    size_t* failed;
+  };
+  std::vector<Context> contexts(streams);
+  for (size_t i = 0; i < streams; ++i) {
+    contexts[i] = {&clients[i], &echoed, &failed};
+    clients[i].bev = evrdma::Stream::connect(reactor, bed.ip, listener->port(), small);
+    ASSERT_NE(clients[i].bev, nullptr) << "stream " << i;
+    bufferevent_setcb(
+        clients[i].bev,
+        [](bufferevent* b, void* self) {
+          auto* context = static_cast<Context*>(self);
+          char* line = evbuffer_readln(bufferevent_get_input(b), nullptr, EVBUFFER_EOL_LF);
+          if (line == nullptr) return;
+          if (!context->client->echoed && std::strcmp(line, "hello") == 0) {
+            context->client->echoed = true;
+            ++*context->echoed;
+          }
+          std::free(line);
+        },
+        nullptr,
+        [](bufferevent* b, short what, void* self) {
+          auto* context = static_cast<Context*>(self);
+          if (what & BEV_EVENT_CONNECTED) bufferevent_write(b, "hello\n", 6);
+          if (what & (BEV_EVENT_ERROR | BEV_EVENT_EOF)) {
+            context->client->error = EVUTIL_SOCKET_ERROR();
+            ++*context->failed;
+          }
+        },
+        &contexts[i]);
+    bufferevent_enable(clients[i].bev, EV_READ | EV_WRITE);
+  }
+  const bool served = runUntil(reactor, [&] { return echoed + failed == streams; }, 600s);
+  std::string errors;
+  for (size_t i = 0; i < streams && errors.size() < 400; ++i)
+    if (clients[i].error != 0) errors += " " + std::to_string(i) + ": " + strerror(clients[i].error) + ";";
+  EXPECT_TRUE(served) << echoed << " echoed, " << failed << " failed of " << streams;
+  EXPECT_EQ(echoed, streams) << "failed:" << errors;
+  EXPECT_EQ(serverEnds, streams);
+  const uint64_t rss = statusKiB("VmRSS"), pinned = statusKiB("VmPin");
+  const uint64_t registered = reactor.registeredMemory();
+  std::printf("[ figures  ] %zu idle streams on one Reactor (both ends here; 4 KiB messages, 8 receives, 4 sends): "
+              "per stream end %.1f KiB resident, %.1f KiB pinned, %.1f KiB registered by evrdma\n",
+              streams, (rss - rssBefore) / (2.0 * streams), (pinned - pinnedBefore) / (2.0 * streams),
+              (registered - registeredBefore) / 1024.0 / (2.0 * streams));
+  for (Client& client : clients) bufferevent_free(client.bev);
+  EXPECT_TRUE(runUntil(reactor, [&] { return serverEndsFreed == streams && evrdma::test::noConnectionsLeft(reactor); },
+                       300s))
+      << serverEndsFreed << " of " << streams << " server ends freed";
 }
 
 // What this process holds: open fds, pinned memory (VmPin, KiB), and per kind of RDMA resource
