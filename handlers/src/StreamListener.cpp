@@ -3,6 +3,7 @@
 // listening, and the streams it handed out go on.
 #include <event2/bufferevent.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -88,6 +89,8 @@ StreamListener::Ptr StreamListener::create(Reactor& reactor, Callback callback, 
 }
 
 int StreamListener::listen(const std::string& address, uint16_t port, int backlog) noexcept {
+  // A worker would run the connection on its thread, under a bufferevent on this Reactor's base.
+  if (!impl_->options_.listener.workers.empty()) return -EOPNOTSUPP;
   return impl_->listener_->listen(address, port, backlog);
 }
 uint16_t StreamListener::port() const noexcept { return impl_->listener_->port(); }

@@ -368,6 +368,18 @@ TEST_F(StreamTest, SmallWritesInOneLoopTurnLeaveAsOneMessageAndALargeOneIsCutAtT
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
 }
 
+// A worker would run an accepted stream's connection on its own thread, under a bufferevent on the
+// listening loop's base: refused, said at listen().
+TEST_F(StreamTest, AStreamListenerRefusesWorkersAtListen) {
+  evrdma::Reactor reactor, worker;
+  evrdma::StreamListenerOptions options;
+  options.listener.workers = {&worker};
+  auto listener = evrdma::StreamListener::create(reactor, [](bufferevent* bev, const sockaddr*, int) {
+    bufferevent_free(bev);
+  }, options);
+  EXPECT_EQ(listener->listen(bed.ip, 0), -EOPNOTSUPP);
+}
+
 TEST_F(StreamTest, ConnectingWhereNobodyListensEndsInAnErrorEventWithEconnrefused) {
   evrdma::Reactor reactor;
   // A port nobody listens on: take one from a listener, then drop it.

@@ -92,8 +92,9 @@ class Stream {
 };
 
 struct StreamListenerOptions {
-  /// Admission, budgets, workers' absence (streams run on the listening Reactor) and drain, as
-  /// for any Listener.
+  /// Admission, budgets and drain, as for any Listener. Not workers: a stream's bufferevent lives
+  /// on the listening Reactor's event_base, so listen() refuses `workers` with -EOPNOTSUPP (run a
+  /// StreamListener per loop, each on its own port, instead).
   ListenerOptions listener;
   /// The accepted streams' connection (framed always on) and windows.
   StreamOptions stream;
@@ -111,7 +112,8 @@ class StreamListener {
   using Ptr = std::unique_ptr<StreamListener, Release>;
 
   static Ptr create(Reactor& reactor, Callback callback, const StreamListenerOptions& options = {});
-  /// As Listener::listen: 0 or -errno (-EINVAL, -EADDRINUSE, -ENODEV...).
+  /// As Listener::listen: 0 or -errno (-EINVAL, -EADDRINUSE, -ENODEV...; -EOPNOTSUPP with
+  /// workers, see StreamListenerOptions).
   int listen(const std::string& address, uint16_t port, int backlog = 0) noexcept;
   uint16_t port() const noexcept;
   /// While disabled, connect requests are refused ("not accepting"), as with an evconnlistener
