@@ -45,11 +45,12 @@ ends_within() {
     return 124
 }
 
-# answered <name>: waits (up to 60 s) until the client printed OK: the stream is up and served.
+# answered <name> [<line>]: waits (up to 60 s) until the client printed <line> (OK: the stream is up
+# and served).
 answered() {
     local _
     for _ in $(seq 1200); do
-        grep -q '^OK$' "$log/$1" && return 0
+        grep -qx "${2:-OK}" "$log/$1" && return 0
         sleep 0.05
     done
     return 1
@@ -110,14 +111,6 @@ for i in 4 5 6; do
     answered several-$i
     check "client $i of three is served" $?
 done
-served_after() {  # served_after <name> <line>: the client printed <line> (up to 60 s)
-    local _
-    for _ in $(seq 1200); do
-        grep -qx "$2" "$log/$1" && return 0
-        sleep 0.05
-    done
-    return 1
-}
 kill -STOP "${clients[1]}"
 at_exit "kill -CONT ${clients[1]} 2>/dev/null"
 kill -KILL "${clients[2]}"
@@ -130,11 +123,11 @@ check "the server ends the killed client's stream with an error event: $(tr '\n'
     $(grep -q "kv-server: a connection failed: Connection reset by peer" "$log/server-several"; echo $?)
 echo "GET key6" >&4
 echo "COUNT" >&4
-served_after several-4 "COUNT 3"
+answered several-4 "COUNT 3"
 check "the third client is served while one is stopped and one was killed: $(tr '\n' '|' <"$log/several-4")" $?
 kill -CONT "${clients[1]}"
 echo "GET key4" >&5
-served_after several-5 "VALUE value4"
+answered several-5 "VALUE value4"
 check "the stopped client, continued, is served again: $(tr '\n' '|' <"$log/several-5")" $?
 for i in 4 5; do
     echo "QUIT" >&$i
