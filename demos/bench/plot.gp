@@ -66,6 +66,7 @@ set key outside right top box
 eval "set xtics (\"64 B\" 64, \"4 KiB\" 4096, \"64 KiB\" 65536)"
 plot dir."/streams.csv" using 1:2 every ::1 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "evrdma stream (event-driven)", \
      "" using 1:3 every ::1 with linespoints lw 2 pt 6 dt 2 lc rgb "#1f77b4" title "rstream -T b (blocking)", \
+     "" using 1:11 every ::1 with linespoints lw 2 pt 5 lc rgb "#d62728" title "evrdma stream (--poll 100)", \
      "" using 1:4 every ::1 with linespoints lw 2 pt 4 dt 2 lc rgb "#d62728" title "rstream (polling)", \
      "" using 1:5 every ::1 with linespoints lw 1 pt 3 dt 3 lc rgb "#7f7f7f" title "TCP: stream-bench", \
      "" using 1:6 every ::1 with linespoints lw 1 pt 2 dt 3 lc rgb "#bbbbbb" title "TCP: rstream -T s"
