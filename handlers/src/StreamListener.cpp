@@ -20,6 +20,10 @@ class StreamListener::Impl final : public AgentFactory, public detail::ReactorMe
   Impl(Reactor& reactor, Callback callback, const StreamListenerOptions& options)
       : reactor_(reactor), callback_(std::move(callback)), options_(options) {
     options_.stream.connection.framed = true;
+    // Workers are refused at listen(): the Listener never hears of them, so it never posts to
+    // their Reactors (which the program may destroy first).
+    workersAsked_ = !options_.listener.workers.empty();
+    options_.listener.workers.clear();
     listener_ = Listener::create(reactor, *this, options_.listener);
     reactor.core().join(this);
   }
@@ -72,6 +76,7 @@ class StreamListener::Impl final : public AgentFactory, public detail::ReactorMe
   Listener::Ptr listener_;
   Callback callback_;
   StreamListenerOptions options_;
+  bool workersAsked_ = false;
   bool enabled_ = true;
   bool released_ = false;
   bool reactorGone_ = false;
@@ -90,7 +95,7 @@ StreamListener::Ptr StreamListener::create(Reactor& reactor, Callback callback, 
 
 int StreamListener::listen(const std::string& address, uint16_t port, int backlog) noexcept {
   // A worker would run the connection on its thread, under a bufferevent on this Reactor's base.
-  if (!impl_->options_.listener.workers.empty()) return -EOPNOTSUPP;
+  if (impl_->workersAsked_) return -EOPNOTSUPP;
   return impl_->listener_->listen(address, port, backlog);
 }
 uint16_t StreamListener::port() const noexcept { return impl_->listener_->port(); }

@@ -369,7 +369,8 @@ TEST_F(StreamTest, SmallWritesInOneLoopTurnLeaveAsOneMessageAndALargeOneIsCutAtT
 }
 
 // A worker would run an accepted stream's connection on its own thread, under a bufferevent on the
-// listening loop's base: refused, said at listen().
+// listening loop's base: refused, said at listen(), and the worker never used (it is destroyed
+// first here: a Listener that held it would post to it from the listening Reactor's end).
 TEST_F(StreamTest, AStreamListenerRefusesWorkersAtListen) {
   evrdma::Reactor reactor, worker;
   evrdma::StreamListenerOptions options;
@@ -467,10 +468,10 @@ TEST_F(StreamTest, ASlowReaderHoldsTheWriterBackInTheWritersOwnOutputBuffer) {
 }
 
 // A reader that stops reading stalls its own stream and nothing else: while stream A waits with its
-// reader's window full and its writer's send buffers spent, A's connection sends and receives
-// nothing more (no frame traded in a loop to wait), and a second stream on the same Reactor moves
-// all its bytes. Its rate beside the stalled stream, against its rate alone, is printed: a figure,
-// never the proof.
+// reader's window full and its writer's send buffers spent, A's connections send no more than
+// what was on its way (no frame traded in a loop to wait), and a second stream on the same
+// Reactor moves all its bytes. Its rate beside the stalled stream, against its rate alone, is
+// printed: a figure, never the proof.
 TEST_F(StreamTest, AStalledReaderStallsOnlyItsOwnStreamASecondOneMovesEveryByteMeanwhile) {
   const uint64_t total = evrdma::test::lightStress() ? (4u << 20) : (32u << 20);
   const uint64_t stalledBytes = 16u << 20;
@@ -520,12 +521,18 @@ TEST_F(StreamTest, AStalledReaderStallsOnlyItsOwnStreamASecondOneMovesEveryByteM
   ASSERT_EQ(evrdma::Stream::stats(stalledReader.bev, readerStats), 0);
   EXPECT_TRUE(writerStats.waitingForPeer && readerStats.receivingPaused) << "stream A moved meanwhile";
   EXPECT_EQ(stalledReader.received, 0u);
-  EXPECT_EQ(writerStats.connection.messagesSent, writerBefore.messagesSent)
-      << "the stalled writer's connection kept sending";
-  EXPECT_EQ(readerStats.connection.messagesSent, readerBefore.messagesSent)
-      << "the stalled reader's connection kept sending";
-  EXPECT_EQ(writerStats.connection.messagesReceived, writerBefore.messagesReceived);
-  EXPECT_EQ(readerStats.connection.messagesReceived, readerBefore.messagesReceived);
+  // What was on its way when A stalled may still land (on siw a credit return was, once: three
+  // more messages went): at most a receive ring's worth each way. A wait traded in a loop would
+  // send a frame per turn for as long as the 32 MiB took.
+  const uint64_t inFlight = evrdma::StreamOptions{}.connection.recvDepth;
+  auto framesSent = [](const evrdma::ConnectionStats& s) { return s.messagesSent + s.creditFramesSent; };
+  const uint64_t writerSent = framesSent(writerStats.connection) - framesSent(writerBefore);
+  const uint64_t readerSent = framesSent(readerStats.connection) - framesSent(readerBefore);
+  std::printf("[ figures  ] while the second stream moved its bytes, stalled stream A's writer sent %llu frames, "
+              "its reader %llu\n",
+              static_cast<unsigned long long>(writerSent), static_cast<unsigned long long>(readerSent));
+  EXPECT_LE(writerSent, inFlight) << "the stalled writer's connection kept sending";
+  EXPECT_LE(readerSent, inFlight) << "the stalled reader's connection kept sending";
 
   // The same transfer with stream A gone out of the way: the rate to compare with.
   bufferevent_enable(stalledReader.bev, EV_READ);
