@@ -95,12 +95,10 @@ int ClientCore::connect(const std::string& address, uint16_t port, std::vector<u
   if (privateData.size() > kMaxPrivateDataAnyTransport) return -EMSGSIZE;
   const char* problem = nullptr;
   if (int rc = evrdma::checkOptions(options_, problem); rc != 0) return rc;
-  sockaddr_storage destination{};
-  if (int rc = parseAddress(address, port, destination); rc != 0) return rc;
-  destination_ = destination;
+  if (int rc = parseAddress(address, port, destination_); rc != 0) return rc;
   if (int rc = resolveOnNewId(); rc != 0) return rc;
   privateData_ = std::move(privateData);
-  peerAddress_ = formatAddress(reinterpret_cast<sockaddr*>(&destination));
+  peerAddress_ = formatAddress(reinterpret_cast<sockaddr*>(&destination_));
   state_ = ConnectionState::ResolvingAddr;
   return 0;
 }

@@ -29,6 +29,7 @@
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
 #include "evrdma/Watch.h"
+#include "rdma/RunUntil.h"
 #include "rdma/TestBed.h"
 
 namespace {
@@ -325,13 +326,8 @@ TEST(ConnectTimeout, ClientsConnectWhileTcpSocketsHoldAThirdOfTheLocalPorts) {
   evrdma::Reactor reactor;
   PingClients fleet(reactor, 30s);
   ASSERT_TRUE(fleet.connect(clients, bed.ip, server.port()));
-  auto deadline = std::chrono::steady_clock::now() + 120s;
-  evrdma::Timer watch(reactor, [&] {
-    if (fleet.results.size() == clients || std::chrono::steady_clock::now() > deadline) reactor.stop();
-  });
-  watch.startPeriodic(5ms);
-  reactor.run();
-  ASSERT_EQ(fleet.results.size(), clients) << "not every client finished within 120 s";
+  ASSERT_TRUE(evrdma::test::runUntil(reactor, [&] { return fleet.results.size() == clients; }, 120s))
+      << "not every client finished within 120 s: " << fleet.results.size() << " of " << clients;
   size_t succeeded = 0;
   std::string failures;
   for (const auto& r : fleet.results) {

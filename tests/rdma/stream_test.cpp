@@ -659,9 +659,7 @@ TEST_F(StreamTest, AThousandStreamsOpenAtOnceOnOneReactorAreEachServedThenAllClo
 std::string heldByThisProcess() {
   std::string held = "fds " + std::to_string(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
                                                             std::filesystem::directory_iterator{}));
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmPin:", 0) == 0) held += ", pinned " + std::to_string(std::stoul(line.substr(6))) + " KiB";
+  held += ", pinned " + std::to_string(statusKiB("VmPin")) + " KiB";
   const std::string pid = " pid " + std::to_string(getpid()) + " ";
   for (const char* kind : {"pd", "cq", "qp", "mr", "cm_id"}) {
     int count = 0;
