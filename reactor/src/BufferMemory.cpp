@@ -1,6 +1,10 @@
 // BufferMemory: a block from the small-buffer arena or a region of its own, chosen by size.
 #include "BufferMemory.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
+
 namespace evrdma::detail {
 
 int BufferMemory::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes, int access,
@@ -12,9 +16,17 @@ int BufferMemory::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_
   } else if ((error = account.charge(pinnedBytes(bytes), charge_)) == 0) {
     size_t mapped = 0;
     void* mapping = prepared != nullptr ? prepared->take(bytes, mapped) : nullptr;
-    region_ = mapping != nullptr ? MemoryRegion::registerMapping(pd, mapping, mapped, bytes, access, error)
-                                 : MemoryRegion::allocate(pd, bytes, access, error);
-    if (!region_) charge_.reset();
+    if (mapping == nullptr) mapping = mapPages(bytes, mapped);
+    if (mapping == nullptr) {
+      charge_.reset();
+      return -ENOMEM;
+    }
+    memory_ = std::shared_ptr<void>(mapping, [mapped](void* memory) { munmap(memory, mapped); });
+    region_ = MemoryRegion::wrap(pd, mapping, bytes, access, error);
+    if (!region_) {
+      memory_.reset();
+      charge_.reset();
+    }
   }
   return error;
 }

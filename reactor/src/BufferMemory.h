@@ -1,10 +1,14 @@
 // BufferMemory: registered memory for buffers the device writes or reads locally (a connection's
 // receive ring and send buffers, a shared receive queue's chunks): a block of the device's
 // SmallBufferArena when it is small, else a region of its own, charged to the Reactor's budget.
+// A region of its own keeps its memory in a shared owner, so that bytes lent out of it (a byte
+// stream's receive buffers in a program's evbuffer) stay readable after the registration, the
+// connection and the Reactor are gone: the last holder unmaps it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "MemoryAccount.h"
 #include "PreparedMappings.h"
@@ -25,10 +29,14 @@ class BufferMemory {
   uint32_t lkey() const noexcept { return lease_ ? lease_.lkey() : region_.lkey(); }
   // What it pins: its block, or its region rounded to pages (0 for 0 bytes).
   static size_t pinnedBytes(size_t bytes) noexcept;
+  // A region of its own: its memory, which whoever holds this keeps mapped (null for an arena block,
+  // whose memory goes back to the arena with this).
+  const std::shared_ptr<void>& sharedMemory() const noexcept { return memory_; }
 
  private:
   SmallBufferArena::Lease lease_;
   MemoryCharge charge_;
+  std::shared_ptr<void> memory_;  // declared before region_: unmapped after it is deregistered
   MemoryRegion region_;
 };
 
