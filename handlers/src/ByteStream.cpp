@@ -14,6 +14,7 @@
 #include <new>
 
 #include "ConnectionCore.h"
+#include "ReceiveLoan.h"
 #include "ReactorCore.h"
 #include "evrdma/Reactor.h"
 
@@ -70,6 +71,13 @@ class ByteStream::Handler final : public ConnectionHandler {
 
 ByteStream::ByteStream(Reactor& reactor, const StreamOptions& options) : reactor_(reactor), options_(options) {
   options_.connection.framed = true;
+}
+
+ClientOptions ByteStream::connectionOptions(const StreamOptions& options) noexcept {
+  ClientOptions connection = options.connection;
+  connection.framed = true;
+  connection.spareRecvBuffers = options.lendFrom == SIZE_MAX ? 0 : options.lendingBuffers;
+  return connection;
 }
 
 ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, int& error) noexcept {
@@ -150,6 +158,7 @@ std::unique_ptr<ConnectionHandler> ByteStream::makeHandler() {
 void ByteStream::onEstablished(Connection& c) noexcept {
   connection_ = &c;
   connected_ = true;
+  if (options_.lendFrom != SIZE_MAX) c.core().receiver.lendFrom(std::max<size_t>(options_.lendFrom, 1));
   if (established_) {
     established_(*this, c);  // the listener hands the program its end
   } else {
@@ -227,10 +236,28 @@ void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexc
     return;
   }
   if (!programHoldsItsEnd()) return;  // nobody reads any more
-  bufferevent_write(ours_, data, length);  // the pair carries it to the program as it reads
+  // The pair carries it to the program as it reads.
+  if (length < options_.lendFrom || !lend(c, data, length)) {
+    bufferevent_write(ours_, data, length);
+    bytesCopied_ += length;
+  }
   if (!receivingPaused_ && evbuffer_get_length(bufferevent_get_output(ours_)) >= options_.receiveWindow) {
     receivingPaused_ = c.pauseReceiving() == 0;  // the peer's credits stop: it waits
   }
+}
+
+bool ByteStream::lend(Connection& c, const uint8_t* data, size_t length) noexcept {
+  ReceiveLoan* loan = c.core().receiver.lendDelivering();  // null once lendingBuffers are all lent
+  if (loan == nullptr) return false;
+  if (evbuffer_add_reference(bufferevent_get_output(ours_), data, length, ReceiveLoan::giveBack, loan) == 0) {
+    bytesLent_ += length;
+    return true;
+  }
+  // Not added (libevent calls no cleanup then): copied, then the buffer is a spare again.
+  bufferevent_write(ours_, data, length);
+  bytesCopied_ += length;
+  ReceiveLoan::giveBack(data, length, loan);
+  return true;
 }
 
 void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, void* self) {
@@ -367,6 +394,9 @@ StreamStats ByteStream::stats() const noexcept {
   out.heldForProgram = ours_ != nullptr ? evbuffer_get_length(bufferevent_get_output(ours_)) : 0;
   if (programHoldsItsEnd()) out.heldForProgram += evbuffer_get_length(bufferevent_get_input(userPair_));
   out.connection = connection_ != nullptr ? connection_->stats() : lastStats_;
+  out.bytesLent = bytesLent_;
+  out.bytesCopied = bytesCopied_;
+  out.buffersLent = connection_ != nullptr ? connection_->core().receiver.lent() : 0;
   return out;
 }
 

@@ -27,6 +27,8 @@ class ByteStream final : public ReactorMember {
  public:
   // Makes the pair and the program's end; null with `error` set when libevent cannot.
   static ByteStream* create(Reactor& reactor, const StreamOptions& options, int& error) noexcept;
+  // The connection a stream with `options` runs on: framed, with the receive buffers it lends.
+  static ClientOptions connectionOptions(const StreamOptions& options) noexcept;
   // The stream of a program's end, or null if `bev` is not one.
   static ByteStream* of(bufferevent* bev) noexcept;
 
@@ -75,6 +77,9 @@ class ByteStream final : public ReactorMember {
   // What the program wrote goes out as messages, as long as send buffers last; then the FIN if
   // one was asked for.
   void pump() noexcept;
+  // Adds a received message to what goes to the program in its own receive buffer, lent (see
+  // ReceiveLoan); false when none may be lent now (the caller copies it).
+  bool lend(Connection& c, const uint8_t* data, size_t length) noexcept;
   // The peer's bytes reached the program (or the window has room again): receiving resumes, and
   // EOF follows the last byte.
   void afterDelivery() noexcept;
@@ -111,7 +116,8 @@ class ByteStream final : public ReactorMember {
   bool finWanted_ = false;       // shutdownWrite, or the program freed its end
   bool finSent_ = false;
   uint64_t taken_ = 0;           // bytes taken from the program and sent
-  uint64_t finAt_ = 0;           // with finWanted_: the FIN goes once this many are taken
+  uint64_t finAt_ = 0;
+  uint64_t bytesLent_ = 0, bytesCopied_ = 0;  // received           // with finWanted_: the FIN goes once this many are taken
   bool finDone_ = false;         // the FIN's send completed
   bool peerFinished_ = false;    // the peer's FIN arrived
   bool eofTold_ = false;

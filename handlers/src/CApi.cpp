@@ -54,6 +54,8 @@ evrdma::StreamOptions streamOptions(const evrdma_stream_options* given) {
   if (given->send_window != 0) options.sendWindow = given->send_window;
   if (given->connect_timeout_ms != 0) options.connection.connectTimeout = std::chrono::milliseconds(given->connect_timeout_ms);
   options.connection.keepaliveInterval = std::chrono::milliseconds(given->keepalive_interval_ms);
+  if (given->lend_from != 0) options.lendFrom = given->lend_from;
+  if (given->lending_buffers != 0) options.lendingBuffers = given->lending_buffers;
   return options;
 }
 
@@ -95,6 +97,8 @@ void evrdma_stream_options_init(evrdma_stream_options* options) {
   options->send_window = defaults.sendWindow;
   options->connect_timeout_ms = static_cast<unsigned>(defaults.connection.connectTimeout.count());
   options->keepalive_interval_ms = static_cast<unsigned>(defaults.connection.keepaliveInterval.count());
+  options->lend_from = defaults.lendFrom;
+  options->lending_buffers = defaults.lendingBuffers;
 }
 
 bufferevent* evrdma_bufferevent_connect(evrdma_base* rbase, const sockaddr* address, int socklen,

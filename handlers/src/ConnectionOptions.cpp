@@ -15,6 +15,10 @@ int checkOptions(const ConnectionOptions& options, const char*& problem) noexcep
     problem = "recvDepth and sendDepth must be 1 .. 4096";
     return -EINVAL;
   }
+  if (options.spareRecvBuffers > 4096) {
+    problem = "spareRecvBuffers must be 0 .. 4096";
+    return -EINVAL;
+  }
   if (options.retryCount > 7 || options.rnrRetryCount > 7) {
     problem = "retryCount and rnrRetryCount must be 0 .. 7";
     return -EINVAL;

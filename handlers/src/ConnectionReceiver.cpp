@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 
 #include <cerrno>
+#include <new>
 #include <string>
 
 #if __has_include(<valgrind/memcheck.h>)
@@ -29,6 +30,41 @@ namespace evrdma::detail {
 
 ConnectionReceiver::ConnectionReceiver(ConnectionCore& core)
     : c_(core), deliverHeldTimer_(core.reactor_, [this] { deliverHeld(); }) {}
+
+ConnectionReceiver::~ConnectionReceiver() {
+  if (loanDesk_) loanDesk_->receiver = nullptr;  // loans given back later only let go of the memory
+}
+
+ReceiveLoan* ConnectionReceiver::lendDelivering() noexcept {
+  if (lendableSlot_ < 0 || lentDelivered_ || c_.queuePair_->sharesReceives()) return nullptr;
+  if (!loanDesk_) {
+    const std::shared_ptr<void>& memory = c_.queuePair_->receiveMemory();
+    if (!memory) return nullptr;  // an arena block goes back to the arena with the connection
+    loanDesk_ = std::shared_ptr<LoanDesk>(new (std::nothrow) LoanDesk{this, memory});
+    if (!loanDesk_) return nullptr;
+  }
+  auto* loan = new (std::nothrow) ReceiveLoan(loanDesk_);
+  if (loan == nullptr) return nullptr;
+  const int64_t buffer = c_.queuePair_->exchangeReceiveBuffer(static_cast<uint32_t>(lendableSlot_));
+  if (buffer < 0) {
+    delete loan;
+    return nullptr;
+  }
+  loan->buffer = static_cast<uint32_t>(buffer);
+  lentDelivered_ = true;
+  ++lent_;
+  return loan;
+}
+
+bool ConnectionReceiver::findsNoSpare(const HeldMessage& message) const noexcept {
+  return lendFrom_ > 0 && message.intoBuffer && !message.hasImm && message.length >= lendFrom_ + Frame::kHeaderSize &&
+         c_.queuePair_->sparesAllLent();
+}
+
+void ConnectionReceiver::onLoanReturned(uint32_t buffer) noexcept {
+  --lent_;
+  if (c_.queuePair_) c_.queuePair_->giveBackReceiveBuffer(buffer);
+}
 
 int ConnectionReceiver::pause() noexcept {
   if (c_.closing()) return -ENOTCONN;
@@ -184,6 +220,13 @@ void ConnectionReceiver::onMessage(const HeldMessage& message) noexcept {
     noteHeld();
     return;
   }
+  if (findsNoSpare(message)) {
+    // More arrived this turn than there are spares: the rest waits for the program to drain.
+    heldMessages_.push_back(message);
+    noteHeld();
+    deliverHeldTimer_.startOnce(std::chrono::milliseconds(0));
+    return;
+  }
   deliver(message, parsed ? &frame : nullptr);
 }
 
@@ -214,12 +257,17 @@ void ConnectionReceiver::deliver(const HeldMessage& message, const Frame* parsed
   if (applicationPosts) {
     deliveringSlot_ = message.slot;
     repostDelivered_ = false;
+  } else if (c_.options_.framed && message.intoBuffer && !message.hasImm) {
+    lendableSlot_ = message.slot;
+    lentDelivered_ = false;
   }
   if (message.hasImm)
     c_.handler_->onRecvWithImm(c_.facade(), message.imm, payload, length);
   else
     c_.handler_->onRecv(c_.facade(), payload, length);
   deliveringSlot_ = -1;
+  lendableSlot_ = -1;
+  lentDelivered_ = false;  // lent or not, the receive is posted again (a lent one with a spare buffer)
   if (applicationPosts && !repostDelivered_ && c_.sendable()) {
     idleSlots_.push_back(message.slot);  // the application's, until postRecv()
     noteHeld();
@@ -230,8 +278,15 @@ void ConnectionReceiver::deliver(const HeldMessage& message, const Frame* parsed
 
 void ConnectionReceiver::deliverHeld() noexcept {
   c_.sender.beginBatch();  // what the handler sends from these callbacks goes out together
+  // Held for a spare buffer (onMessage): if the first still finds none, the program keeps what
+  // it was lent, and the borrower copies from here on; else the rest waits again once spares run out.
+  const bool keptLent = !heldMessages_.empty() && findsNoSpare(heldMessages_.front());
   while (!heldMessages_.empty() && !paused_ && c_.sendable()) {
     const HeldMessage message = heldMessages_.front();
+    if (!keptLent && findsNoSpare(message)) {
+      deliverHeldTimer_.startOnce(std::chrono::milliseconds(0));
+      break;
+    }
     heldMessages_.pop_front();
     deliver(message, nullptr);
   }

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <infiniband/verbs.h>
 
 #include "HeldMessages.h"
+#include "ReceiveLoan.h"
 #include "evrdma/Watch.h"
 
 namespace evrdma {
@@ -22,6 +24,9 @@ namespace detail {
 class ConnectionReceiver {
  public:
   explicit ConnectionReceiver(ConnectionCore& core);
+  ~ConnectionReceiver();
+  ConnectionReceiver(const ConnectionReceiver&) = delete;
+  ConnectionReceiver& operator=(const ConnectionReceiver&) = delete;
 
   // A completion of a receive (success, error or flush).
   void onCompletion(const ibv_wc& wc) noexcept;
@@ -31,6 +36,18 @@ class ConnectionReceiver {
   // Messages held while paused, plus (autoPostRecv off) delivered messages' buffers not given
   // back with postRecv() yet.
   uint32_t held() const noexcept { return static_cast<uint32_t>(heldMessages_.size() + idleSlots_.size()); }
+  // From inside onRecv, framed, autoPostRecv on: lends the buffer of the message being delivered,
+  // its receive taking a spare buffer (see ReceiveLoan). Null when it cannot be: outside onRecv,
+  // no spare buffer left (all lent), or a ring in the device's small-buffer arena (its memory is
+  // not the connection's own) or a shared receive queue.
+  ReceiveLoan* lendDelivering() noexcept;
+  // A loan came back: its buffer is a spare again.
+  void onLoanReturned(uint32_t buffer) noexcept;
+  // Messages of at least `payloadBytes` are lent (0: none): one that arrives while every spare
+  // is lent waits for the next turn, when the program has drained what it was lent this one
+  // (the borrower copies what finds no spare then: it keeps what it was lent).
+  void lendFrom(size_t payloadBytes) noexcept { lendFrom_ = payloadBytes; }
+  uint32_t lent() const noexcept { return lent_; }
   int postRecv() noexcept;
   // Every successful receive, the protocol's own frames included: the peer is alive.
   uint64_t receivesSeen() const noexcept { return receivesSeen_; }
@@ -41,6 +58,8 @@ class ConnectionReceiver {
   // A successful receive: a protocol frame is handled and its receive posted again; a message is
   // delivered, or held while receiving is paused (or earlier ones are still held).
   void onMessage(const HeldMessage& message) noexcept;
+  // With lending: this message would be lent, and no spare buffer is free for it.
+  bool findsNoSpare(const HeldMessage& message) const noexcept;
   // Hands one message to the handler, then posts its receive again or keeps it for postRecv().
   // `parsed`: its frame as onMessage parsed it (framed), or null to parse it (held, or unframed).
   void deliver(const HeldMessage& message, const Frame* parsed) noexcept;
@@ -64,6 +83,12 @@ class ConnectionReceiver {
   // autoPostRecv off: the message being delivered, whose buffer postRecv() may claim from onRecv.
   int64_t deliveringSlot_ = -1;
   bool repostDelivered_ = false;
+  // The framed data message being delivered (any autoPostRecv), which lendDelivering may lend.
+  int64_t lendableSlot_ = -1;
+  bool lentDelivered_ = false;
+  uint32_t lent_ = 0;
+  size_t lendFrom_ = 0;
+  std::shared_ptr<LoanDesk> loanDesk_;  // made at the first loan
   uint64_t receivesSeen_ = 0;
 };
 

@@ -46,7 +46,8 @@ struct BufferBytes {
   size_t ring, send, slots;
 };
 BufferBytes bufferBytes(const ConnectionOptions& options, size_t bufferSize) noexcept {
-  return BufferBytes{options.sharedReceiveQueue ? 0 : bufferSize * options.recvDepth, bufferSize * options.sendDepth,
+  return BufferBytes{options.sharedReceiveQueue ? 0 : bufferSize * (options.recvDepth + options.spareRecvBuffers),
+                     bufferSize * options.sendDepth,
                      options.framed ? size_t{options.sendDepth + 1} * FramedSender::kSlotSize : 0};
 }
 }  // namespace
@@ -95,7 +96,15 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   const size_t ringBytes = blocks.ring, sendBytes = blocks.send, slotBytes = blocks.slots;
   SmallBufferArena& arena = device_->smallBuffers();
   MemoryAccount& account = device_->memoryAccount();
-  if (!shared) error = recvRing_.allocate(arena, account, pd_, ringBytes, kLocalWrite, prepared);
+  if (!shared) {
+    error = recvRing_.allocate(arena, account, pd_, ringBytes, kLocalWrite, prepared);
+    // Slot i starts with buffer i; the spares follow the ring.
+    receiveBuffers_ = size_t{options.recvDepth} + options.spareRecvBuffers;
+    slotBuffers_.resize(options.recvDepth);
+    for (uint32_t slot = 0; slot < options.recvDepth; ++slot) slotBuffers_[slot] = slot;
+    for (uint32_t spare = options.recvDepth + options.spareRecvBuffers; spare > options.recvDepth; --spare)
+      spareBuffers_.push_back(spare - 1);
+  }
   if (error == 0) error = sendBuffers_.allocate(arena, account, pd_, options.sendDepth, bufferSize_, prepared);
   if (error == 0 && options.framed) {
     frameSlotCount_ = options.sendDepth + 1;
@@ -160,6 +169,14 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   for (uint32_t slot = 0; slot < options.recvDepth; ++slot)
     if (int rc = postReceive(slot); rc != 0) return rc;
   return 0;
+}
+
+int64_t QueuePair::exchangeReceiveBuffer(uint32_t slot) noexcept {
+  if (spareBuffers_.empty() || sharedReceives_.srq != nullptr || !recvRing_.sharedMemory()) return -1;
+  const uint32_t taken = slotBuffers_[slot];
+  slotBuffers_[slot] = spareBuffers_.back();
+  spareBuffers_.pop_back();
+  return taken;
 }
 
 int QueuePair::postReceive(uint32_t slot) noexcept {

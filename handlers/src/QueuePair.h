@@ -81,8 +81,19 @@ class QueuePair {
     if (sharedReceives_.srq == nullptr) --postedReceives_;
   }
   uint8_t* receiveBuffer(uint32_t slot) const noexcept {
-    return sharedReceives_.srq != nullptr ? sharedReceives_.srq->buffer(slot) : recvRing_.data() + size_t{slot} * bufferSize_;
+    return sharedReceives_.srq != nullptr ? sharedReceives_.srq->buffer(slot)
+                                          : recvRing_.data() + size_t{slotBuffers_[slot]} * bufferSize_;
   }
+  // Lending (ConnectionOptions::spareRecvBuffers): receive `slot`, which completed, takes a spare
+  // buffer, and the one holding its message leaves the ring; its index is returned (-1: no spare
+  // left, or memory that cannot be lent). It comes back with giveBackReceiveBuffer.
+  int64_t exchangeReceiveBuffer(uint32_t slot) noexcept;
+  void giveBackReceiveBuffer(uint32_t buffer) noexcept { spareBuffers_.push_back(buffer); }
+  // Spare buffers were registered, and none is free now (all lent).
+  bool sparesAllLent() const noexcept { return spareBuffers_.empty() && slotBuffers_.size() < receiveBuffers_; }
+  // The receive ring's memory, when it is a region of its own (null: a block of the device's
+  // arena, or a shared receive queue): held, it stays mapped after this QueuePair is gone.
+  const std::shared_ptr<void>& receiveMemory() const noexcept { return recvRing_.sharedMemory(); }
   // Receives posted to the QP's own receive queue (0 with a shared one: the pool's are not ours).
   uint32_t postedReceives() const noexcept { return postedReceives_; }
   // Receives go through the device's shared receive queue: a buffer the connection does not post
@@ -109,6 +120,9 @@ class QueuePair {
   size_t bufferSize_ = 0;
   uint32_t frameSlotCount_ = 0;
   uint32_t postedReceives_ = 0;
+  std::vector<uint32_t> slotBuffers_;   // receive slot -> buffer in recvRing_ (own receive queue)
+  std::vector<uint32_t> spareBuffers_;  // buffers of recvRing_ in no slot and not lent
+  size_t receiveBuffers_ = 0;           // in recvRing_: recvDepth + spareRecvBuffers
   Device* device_ = nullptr;
   ibv_pd* pd_ = nullptr;
   // A place in a shared receive queue, left when the QueuePair goes.

@@ -19,8 +19,7 @@ bufferevent* Stream::connect(Reactor& reactor, const std::string& address, uint1
     if (error != nullptr) *error = err;
     return nullptr;
   }
-  ClientOptions connection = options.connection;
-  connection.framed = true;
+  const ClientOptions connection = detail::ByteStream::connectionOptions(options);
   Client::Ptr client = Client::create(reactor, stream->makeHandler(), connection);
   err = client->connect(address, port);
   bufferevent* end = stream->userEnd();

@@ -57,7 +57,7 @@ class StreamListener::Impl final : public AgentFactory, public detail::ReactorMe
       ++accepted_;
       callback_(established.userEnd(), reinterpret_cast<const sockaddr*>(&peer), length);
     });
-    ConnectionOptions connection = options_.stream.connection;
+    const ConnectionOptions connection = detail::ByteStream::connectionOptions(options_.stream);
     return AcceptDecision::accept(stream->makeHandler(), connection);
   }
 

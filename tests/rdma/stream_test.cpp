@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -572,6 +573,7 @@ TEST_F(StreamTest, AThousandStreamsOpenAtOnceOnOneReactorAreEachServedThenAllClo
   small.connection.maxMessageSize = 4096;
   small.connection.recvDepth = 8;
   small.connection.sendDepth = 4;
+  small.lendingBuffers = 8;
   small.receiveWindow = 64 << 10;
   small.sendWindow = 16 << 10;
   size_t serverEnds = 0, serverEndsFreed = 0;
@@ -774,6 +776,147 @@ TEST_F(StreamTest, TheReactorDestroyedWithStreamsOpenTellsEachProgramEshutdownAn
   event_base_loopexit(base, &turn);
   event_base_dispatch(base);  // libevent's finalizers run: the streams go with them
   event_base_free(base);
+}
+
+// What a stream receives reaches the program's input in the receive buffers themselves (lent with
+// evbuffer_add_reference), each posted again once the program drains it: random-sized writes
+// arrive whole, at most 5 % of the bytes copied on the way (the messages under lendFrom), and
+// no buffer is still lent once everything is read. With lendFrom = SIZE_MAX every byte is copied.
+TEST_F(StreamTest, ReceivedBytesReachTheProgramInTheirReceiveBuffersEachPostedAgainOnceDrained) {
+  const uint64_t total = evrdma::test::lightStress() ? (4u << 20) : (32u << 20);
+  for (const bool lending : {true, false}) {
+    SCOPED_TRACE(lending ? "lending" : "lendFrom = SIZE_MAX");
+    evrdma::Reactor reactor;
+    evrdma::StreamListenerOptions options;
+    if (!lending) options.stream.lendFrom = SIZE_MAX;
+    Side reader(0, 0, 1), writer(1, total, 2);
+    reader.shutDownWhenSent = writer.shutDownWhenSent = false;
+    bufferevent* readerBev = nullptr;
+    auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+      readerBev = bev;
+      reader.attach(bev);
+    }, options);
+    ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+    bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+    ASSERT_NE(bev, nullptr);
+    writer.attach(bev);
+    EXPECT_TRUE(runUntil(reactor, [&] { return reader.received == total; }, 300s)) << reader.received;
+    EXPECT_EQ(reader.firstBad, UINT64_MAX);
+    evrdma::StreamStats stats;
+    ASSERT_EQ(evrdma::Stream::stats(readerBev, stats), 0);
+    EXPECT_EQ(stats.bytesLent + stats.bytesCopied, total);
+    EXPECT_EQ(stats.buffersLent, 0u) << "a drained buffer was not given back";
+    if (lending) {
+      EXPECT_LE(stats.bytesCopied, total / 20) << "copied " << stats.bytesCopied << " of " << total;
+      std::printf("lent %llu B, copied %llu B of %llu (%.4f copied)\n", static_cast<unsigned long long>(stats.bytesLent),
+                  static_cast<unsigned long long>(stats.bytesCopied), static_cast<unsigned long long>(total),
+                  static_cast<double>(stats.bytesCopied) / static_cast<double>(total));
+    } else {
+      EXPECT_EQ(stats.bytesLent, 0u);
+    }
+    bufferevent_free(bev);
+    bufferevent_free(readerBev);
+    EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+  }
+}
+
+// A program that reads whole lines only (evbuffer_readln) keeps a partial line in its input: the
+// receive buffers lent into it stay lent. Once every spare buffer is lent the bytes are copied,
+// and a line far longer than all the receive buffers together still arrives (had a lent buffer
+// held its receive, the peer would have run out of credits with the line half sent, and waited
+// for ever).
+TEST_F(StreamTest, AProgramKeepingAPartialLineLongerThanItsReceiveBuffersStillGetsTheWholeLine) {
+  evrdma::Reactor reactor;
+  evrdma::StreamListenerOptions options;
+  const size_t lineLength = size_t{4} << 20;  // 64 messages of 64 KiB, 16 receive buffers
+  struct Lines {
+    std::vector<size_t> lengths;
+    uint32_t mostLent = 0;
+  } lines;
+  bufferevent* readerBev = nullptr;
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    readerBev = bev;
+    bufferevent_setcb(
+        bev,
+        [](bufferevent* b, void* arg) {
+          auto* seen = static_cast<Lines*>(arg);
+          evrdma::StreamStats now;
+          if (evrdma::Stream::stats(b, now) == 0) seen->mostLent = std::max(seen->mostLent, now.buffersLent);
+          size_t length = 0;
+          while (char* line = evbuffer_readln(bufferevent_get_input(b), &length, EVBUFFER_EOL_LF)) {
+            seen->lengths.push_back(length);
+            free(line);
+          }
+        },
+        nullptr, nullptr, &lines);
+    bufferevent_enable(bev, EV_READ);
+  }, options);
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+  ASSERT_NE(bev, nullptr);
+  std::string line(lineLength, 'x');
+  line += '\n';
+  bufferevent_write(bev, line.data(), line.size());
+  const bool whole = runUntil(reactor, [&] { return !lines.lengths.empty(); }, 120s);
+  evrdma::StreamStats stats;
+  if (readerBev != nullptr) {
+    ASSERT_EQ(evrdma::Stream::stats(readerBev, stats), 0);
+  }
+  EXPECT_TRUE(whole) << "the reader's input holds " << (readerBev ? evbuffer_get_length(bufferevent_get_input(readerBev)) : 0)
+                     << " B of the line, " << stats.buffersLent << " receive buffers lent";
+  ASSERT_EQ(lines.lengths.size(), 1u);
+  EXPECT_EQ(lines.lengths[0], lineLength);
+  const uint32_t spares = options.stream.lendingBuffers;
+  EXPECT_GT(lines.mostLent, 0u);
+  EXPECT_LE(lines.mostLent, spares);
+  EXPECT_GT(stats.bytesCopied, 0u) << "past the bound the bytes are copied";
+  EXPECT_EQ(stats.buffersLent, 0u);
+  std::printf("at most %u of %u spare buffers lent; lent %llu B, copied %llu B\n", lines.mostLent, spares,
+              static_cast<unsigned long long>(stats.bytesLent), static_cast<unsigned long long>(stats.bytesCopied));
+  bufferevent_free(bev);
+  bufferevent_free(readerBev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
+// A program may keep received bytes past its stream: moved into an evbuffer of its own
+// (evbuffer_add_buffer moves the lent chains as they are), they stay readable after the stream,
+// its connection and the Reactor are gone (the receive ring's memory goes with the last chain).
+TEST_F(StreamTest, BytesLentToTheProgramStayReadableAfterItsStreamAndTheReactorAreGone) {
+  const uint64_t total = 2u << 20;
+  evbuffer* kept = evbuffer_new();
+  ASSERT_NE(kept, nullptr);
+  evrdma::StreamStats stats;
+  {
+    evrdma::Reactor reactor;
+    Side writer(1, total, 2);
+    writer.shutDownWhenSent = false;
+    bufferevent* readerBev = nullptr;
+    auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+      readerBev = bev;
+      bufferevent_setcb(
+          bev, [](bufferevent* b, void* to) { evbuffer_add_buffer(static_cast<evbuffer*>(to), bufferevent_get_input(b)); },
+          nullptr, nullptr, kept);
+      bufferevent_enable(bev, EV_READ);
+    });
+    ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+    bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+    ASSERT_NE(bev, nullptr);
+    writer.attach(bev);
+    ASSERT_TRUE(runUntil(reactor, [&] { return evbuffer_get_length(kept) == total; }, 120s)) << evbuffer_get_length(kept);
+    ASSERT_EQ(evrdma::Stream::stats(readerBev, stats), 0);
+    EXPECT_GT(stats.buffersLent, 0u) << "the kept bytes hold their receive buffers";
+    bufferevent_free(bev);
+    bufferevent_free(readerBev);
+    EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+  }
+  EXPECT_GT(stats.bytesLent, 0u);
+  std::vector<uint8_t> bytes(total);
+  ASSERT_EQ(evbuffer_remove(kept, bytes.data(), bytes.size()), static_cast<int>(total));
+  uint64_t firstBad = UINT64_MAX;
+  for (uint64_t i = 0; i < total && firstBad == UINT64_MAX; ++i)
+    if (bytes[i] != patternByte(i, 1)) firstBad = i;
+  EXPECT_EQ(firstBad, UINT64_MAX) << "a kept byte changed after the stream ended";
+  evbuffer_free(kept);
 }
 
 }  // namespace

@@ -19,6 +19,12 @@ struct ConnectionOptions {
   size_t maxMessageSize = 4096;  ///< bytes per send and receive buffer: 1 B .. 1 GiB
   uint32_t recvDepth = 16;       ///< receive buffers, all posted while connected
   uint32_t sendDepth = 16;       ///< send queue depth, and send buffers for postSend()
+  /// Receive buffers registered beyond recvDepth, of the same size (0 .. 4096; none with a shared
+  /// receive queue): a delivered message's buffer can be exchanged for one of them and lent out
+  /// while its receive is posted again at once, so a lent buffer never holds back the peer's
+  /// credits. Byte streams lend received bytes to the program's input this way
+  /// (StreamOptions::lendingBuffers); the message API lends none.
+  uint32_t spareRecvBuffers = 0;
   /// Signal every Nth send-queue request (0: sendDepth / 4); the last of each post always is.
   uint32_t signalEvery = 0;
   /// Messages up to this many bytes go inline (copied into the work request: no DMA of the

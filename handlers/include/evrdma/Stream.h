@@ -48,6 +48,16 @@ struct StreamOptions {
   /// What the program's end holds of what it wrote before it stops taking more from it (its
   /// output evbuffer grows past that, as a socket's does when the kernel's buffer is full).
   size_t sendWindow = size_t{256} << 10;
+  /// Received messages of at least this many bytes reach the program's input evbuffer without a
+  /// copy: their receive buffer itself is added to it (evbuffer_add_reference), and the receive
+  /// is posted again at once with a spare buffer in its place; the lent one becomes a spare once
+  /// the program has drained its bytes. Below this size (a copy costs less than a lent chain) and
+  /// while every spare is lent (a program keeping a partial line), the bytes are copied: nothing
+  /// the program keeps holds back the peer. SIZE_MAX: always copy (and no spares registered).
+  size_t lendFrom = 1024;
+  /// The spare receive buffers (connection.maxMessageSize each, registered with the receive
+  /// ring: ConnectionOptions::spareRecvBuffers), which bound the buffers lent at once.
+  uint32_t lendingBuffers = 16;
 
   static ClientOptions defaultConnection() {
     ClientOptions options;
@@ -68,6 +78,9 @@ struct StreamStats {
   /// The receive window is full (the program does not read): the peer's sends wait.
   bool receivingPaused = false;
   size_t heldForProgram = 0;    ///< bytes received that the program has not taken in yet
+  uint64_t bytesLent = 0;       ///< bytes received that reached the program in their receive buffer
+  uint64_t bytesCopied = 0;     ///< bytes received that were copied on their way to the program
+  uint32_t buffersLent = 0;     ///< receive buffers lent to the program now (see lendFrom)
   ConnectionStats connection;   ///< the connection's figures (bytes, messages, credit waits...)
 };
 

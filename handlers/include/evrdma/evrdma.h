@@ -49,6 +49,10 @@ struct evrdma_stream_options {
   size_t send_window;             /**< bytes taken from the program's output to send: 256 KiB */
   unsigned connect_timeout_ms;    /**< connecting: 10000 */
   unsigned keepalive_interval_ms; /**< probe a silent peer after this long: 0, never */
+  size_t lend_from;               /**< received messages of at least this many bytes reach the input
+                                       evbuffer in their receive buffer, without a copy: 1024
+                                       (SIZE_MAX: always copy; see StreamOptions::lendFrom) */
+  unsigned lending_buffers;       /**< spare receive buffers, which bound those lent at once: 16 */
 };
 void evrdma_stream_options_init(struct evrdma_stream_options *options);
 
