@@ -10,7 +10,7 @@
  *
  *   usage: stream-bench --server (--tcp | --rdma) ADDRESS PORT
  *          stream-bench (--tcp | --rdma) ADDRESS PORT (--throughput | --latency | --verify) [--size N]
- *                       [--bytes N] [--count N] [--timeout SECONDS] [--poll USEC]
+ *                       [--bytes N] [--count N] [--timeout SECONDS] [--poll USEC] [--copy]
  */
 #include <errno.h>
 #include <event2/buffer.h>
@@ -141,10 +141,10 @@ static void on_signal(evutil_socket_t signal, short what, void *arg) {
 }
 
 static int run_server(struct event_base *base, struct evrdma_base *rbase, int rdma, const char *host,
-                      struct sockaddr *address, int length) {
+                      struct sockaddr *address, int length, const struct evrdma_stream_options *options) {
   struct evconnlistener *tcp = NULL;
   struct evrdma_listener *listener = NULL;
-  if (rdma) listener = evrdma_listener_new_bind(rbase, on_rdma_accept, base, 0, -1, address, length, NULL);
+  if (rdma) listener = evrdma_listener_new_bind(rbase, on_rdma_accept, base, 0, -1, address, length, options);
   else tcp = evconnlistener_new_bind(base, on_tcp_accept, base, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1,
                                      address, length);
   if (listener == NULL && tcp == NULL) {
@@ -322,10 +322,10 @@ static int by_value(const void *a, const void *b) {
 }
 
 static int run_client(struct run *run, struct evrdma_base *rbase, const char *host, struct sockaddr *address,
-                      int length, long timeout) {
+                      int length, long timeout, const struct evrdma_stream_options *options) {
   const char *transport = run->rdma ? "rdma" : "tcp";
   if (run->rdma) {
-    run->bev = evrdma_bufferevent_connect(rbase, address, length, NULL);
+    run->bev = evrdma_bufferevent_connect(rbase, address, length, options);
   } else {
     run->bev = bufferevent_socket_new(run->base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (run->bev != NULL && bufferevent_socket_connect(run->bev, address, length) != 0) {
@@ -395,13 +395,15 @@ static int usage(const char *program, FILE *to, int status) {
   fprintf(to,
           "usage: %s --server (--tcp | --rdma) ADDRESS PORT\n"
           "       %s (--tcp | --rdma) ADDRESS PORT (--throughput | --latency | --verify) [--size N]\n"
-          "          [--bytes N] [--count N] [--timeout SECONDS] [--seed N] [--poll USEC]\n"
+          "          [--bytes N] [--count N] [--timeout SECONDS] [--seed N] [--poll USEC] [--copy]\n"
           "  A byte stream's throughput (--bytes in writes of --size, 64 KiB and 256 MiB by default) or\n"
           "  latency (ping-pong of --size bytes, --count times: 64 B, 10000), with CPU per GB, over\n"
           "  TCP or RDMA; or --verify: --bytes of random data in writes of random sizes echoed back\n"
           "  as they go, their SHA-256 compared (exit 1 if they differ). The server (PORT 0: any free\n"
           "  one, printed) serves runs until SIGINT. --poll USEC (RDMA, either side): after a completion,\n"
-          "  poll for USEC microseconds before the loop sleeps (evrdma_base_set_polling_window).\n",
+          "  poll for USEC microseconds before the loop sleeps (evrdma_base_set_polling_window).\n"
+          "  --copy (RDMA, either side): copy what this side receives into its input evbuffer instead\n"
+          "  of lending it the receive buffers (lend_from = SIZE_MAX), to compare.\n",
           program, program);
   return status;
 }
@@ -410,6 +412,7 @@ int main(int argc, char **argv) {
   const char *host = NULL, *port = NULL;
   int server = 0, rdma = -1, mode = -1;
   long size = -1, count = 10000, timeout = 300, poll = 0;
+  int copy = 0;
   unsigned long long bytes = 256ull << 20, seed = 1;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return usage(argv[0], stdout, 0);
@@ -425,12 +428,14 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) count = atol(argv[++i]);
     else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) timeout = atol(argv[++i]);
     else if (strcmp(argv[i], "--poll") == 0 && i + 1 < argc) poll = atol(argv[++i]);
+    else if (strcmp(argv[i], "--copy") == 0) copy = 1;
     else if (argv[i][0] != '-' && host == NULL) host = argv[i];
     else if (argv[i][0] != '-' && port == NULL) port = argv[i];
     else return usage(argv[0], stderr, 2);
   }
   if (rdma < 0 || host == NULL || port == NULL || (!server && mode < 0) || count <= 0 || timeout <= 0 || bytes == 0 ||
-      size == 0 || size < -1 || poll < 0 || (poll > 0 && !rdma))
+      size == 0 || size < -1 || poll < 0 || (poll > 0 && !rdma) ||
+      (copy && !rdma))
     return usage(argv[0], stderr, 2);
   if (size < 0) size = mode == 1 ? 64 : 64 << 10;
   struct sockaddr_storage address;
@@ -447,9 +452,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (rbase != NULL) evrdma_base_set_polling_window(rbase, (unsigned)poll);
+  struct evrdma_stream_options options;
+  evrdma_stream_options_init(&options);
+  if (copy) options.lend_from = SIZE_MAX;
   int status;
   if (server) {
-    status = run_server(base, rbase, rdma, host, (struct sockaddr *)&address, length);
+    status = run_server(base, rbase, rdma, host, (struct sockaddr *)&address, length, &options);
   } else {
     struct run run;
     memset(&run, 0, sizeof run);
@@ -461,7 +469,7 @@ int main(int argc, char **argv) {
     run.size = (size_t)size;
     run.bytes = bytes;
     run.count = count;
-    status = run_client(&run, rbase, host, (struct sockaddr *)&address, length, timeout);
+    status = run_client(&run, rbase, host, (struct sockaddr *)&address, length, timeout, &options);
   }
   if (rbase != NULL) evrdma_base_free(rbase);
   event_base_free(base);
