@@ -646,7 +646,7 @@ TEST_F(StreamTest, AThousandStreamsOpenAtOnceOnOneReactorAreEachServedThenAllClo
   EXPECT_EQ(serverEnds, streams);
   const uint64_t rss = statusKiB("VmRSS"), pinned = statusKiB("VmPin");
   const uint64_t registered = reactor.registeredMemory();
-  std::printf("[ figures  ] %zu idle streams on one Reactor (both ends here; 4 KiB messages, 8 receives, 4 sends): "
+  std::printf("[ figures  ] %zu idle streams on one Reactor (both ends here; 4 KiB messages, 8 receives, 8 spares, 4 sends): "
               "per stream end %.1f KiB resident, %.1f KiB pinned, %.1f KiB registered by evrdma\n",
               streams, (rss - rssBefore) / (2.0 * streams), (pinned - pinnedBefore) / (2.0 * streams),
               (registered - registeredBefore) / 1024.0 / (2.0 * streams));
