@@ -229,10 +229,12 @@ class Bench:
         f = self.stream_bench(transport, ["--latency", "--size", "64", "--count", "2000"] + polling, polling)
         return float(f["half_rtt_us"]), float(f["p50_us"])
 
-    def stream_throughput(self, transport, size, total, poll=0):
+    def stream_throughput(self, transport, size, total, poll=0, copy=False):
+        """Gb/s and CPU s per GB of client and server; `copy`: the receiving side (the server) copies
+        what it receives instead of lending its receive buffers."""
         polling = ["--poll", str(poll)] if poll else []
         f = self.stream_bench(transport, ["--throughput", "--size", str(size), "--bytes", str(total)] + polling,
-                              polling)
+                              polling + (["--copy"] if copy else []))
         return float(f["gbps"]), float(f["client_cpu_s_per_gb"]), float(f["server_cpu_s_per_gb"])
 
     def streams(self):
@@ -241,25 +243,31 @@ class Bench:
                  f"(which sends the bytes, then gets them back: its Gb/s is the one-way rate); ratio = evrdma / "
                  f"rstream (>= 1: evrdma as fast or faster); evrdma event-driven against rstream -T b, evrdma "
                  f"--poll 100 (both sides poll 100 us after a completion) against rstream's default, which polls; "
-                 f"CPU = s per GB through each side, client/server")
+                 f"CPU = s per GB through each side, client/server; receive = the receiving side's CPU when it "
+                 f"lends its receive buffers to the program's input (the default) against when it copies "
+                 f"(stream-bench --copy on the server), same run")
         self.say(f"  {'size':>6} {'evrdma':>8} {'rstream -T b':>13} {'ratio':>6} {'--poll 100':>10} {'rstream':>8} "
-                 f"{'ratio':>6}   {'CPU evrdma':>12} {'CPU -T b':>12}   {'TCP stream':>10} {'rstream -T s':>12}")
+                 f"{'ratio':>6}   {'CPU evrdma':>12} {'CPU -T b':>12} {'receive lent/copied':>20}   {'TCP stream':>10} "
+                 f"{'rstream -T s':>12}")
         rows = []
         for size in STREAM_SIZES:
             total = (2 << 20) if size <= 64 else (32 << 20)
             count = total // size
             (ours, our_ccpu, our_scpu), (blocking, _, b_ccpu, b_scpu), (ours_polled, _, _), \
-                (polling, _, _, _), (tcp, _, _), (tcp_rs, _, _, _) = self.medians([
+                (polling, _, _, _), (tcp, _, _), (tcp_rs, _, _, _), (_, _, copied_scpu) = self.medians([
                     lambda: self.stream_throughput("rdma", size, total),
                     lambda: self.rstream(size, count, 1, ["-T", "b"]),
                     lambda: self.stream_throughput("rdma", size, total, 100),
                     lambda: self.rstream(size, count, 1, []),
                     lambda: self.stream_throughput("tcp", size, total),
-                    lambda: self.rstream(size, count, 1, ["-T", "s"])])
-            rows.append((size, ours, blocking, polling, tcp, tcp_rs, our_ccpu, our_scpu, b_ccpu, b_scpu, ours_polled))
+                    lambda: self.rstream(size, count, 1, ["-T", "s"]),
+                    lambda: self.stream_throughput("rdma", size, total, copy=True)])
+            rows.append((size, ours, blocking, polling, tcp, tcp_rs, our_ccpu, our_scpu, b_ccpu, b_scpu, ours_polled,
+                         copied_scpu))
             self.say(f"  {size:>6} {ours:>8.3f} {blocking:>13.3f} {ours / blocking:>6.2f} {ours_polled:>10.3f} "
                      f"{polling:>8.3f} {ours_polled / polling:>6.2f}   {our_ccpu:>5.1f}/{our_scpu:<6.1f} "
-                     f"{b_ccpu:>5.1f}/{b_scpu:<6.1f}   {tcp:>10.3f} {tcp_rs:>12.3f}")
+                     f"{b_ccpu:>5.1f}/{b_scpu:<6.1f} {our_scpu:>7.2f}/{copied_scpu:<5.2f} = {our_scpu / copied_scpu:.2f}   "
+                     f"{tcp:>10.3f} {tcp_rs:>12.3f}")
         blast_ops, = self.medians([lambda: self.blast("send", 65536, 500)])
         blast_gbps = blast_ops * 65536 * 8 / 1e9
         ours_64k = rows[-1][1]
@@ -282,7 +290,7 @@ class Bench:
                  f"{lat100 / rs_poll:.2f}; TCP: stream-bench {tcp_lat:.1f}, rstream -T s {rs_s:.1f}")
         self.write("streams.csv", "size,evrdma_gbps,rstream_b_gbps,rstream_gbps,tcp_stream_gbps,rstream_s_gbps,"
                    "evrdma_client_cpu_s_per_gb,evrdma_server_cpu_s_per_gb,rstream_b_client_cpu_s_per_gb,"
-                   "rstream_b_server_cpu_s_per_gb,evrdma_poll100_gbps", rows)
+                   "rstream_b_server_cpu_s_per_gb,evrdma_poll100_gbps,evrdma_copy_server_cpu_s_per_gb", rows)
         return rows
 
     # ---- the runs ----
