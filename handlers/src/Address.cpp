@@ -27,6 +27,13 @@ int parseAddress(const std::string& address, uint16_t port, sockaddr_storage& ou
   return -EINVAL;
 }
 
+socklen_t addressLength(const sockaddr* address) noexcept {
+  if (address == nullptr) return 0;
+  if (address->sa_family == AF_INET) return sizeof(sockaddr_in);
+  if (address->sa_family == AF_INET6) return sizeof(sockaddr_in6);
+  return 0;
+}
+
 std::string formatAddress(const sockaddr* address) {
   char text[INET6_ADDRSTRLEN] = "?";
   if (address == nullptr) return "?";

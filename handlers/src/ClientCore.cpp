@@ -30,15 +30,14 @@ constexpr int kPortRetries = 16;
 // program's connection in TIME_WAIT) makes rdma_connect fail with EADDRINUSE. The same bind, tried
 // now, finds that while a new id costs only one more address resolution.
 bool tcpHoldsPortOf(rdma_cm_id* id) noexcept {
-  if (id->verbs == nullptr || id->verbs->device->transport_type != IBV_TRANSPORT_IWARP) return false;
+  if (!isIwarp(id->verbs)) return false;
   const sockaddr* local = rdma_get_local_addr(id);
   if (local->sa_family != AF_INET && local->sa_family != AF_INET6) return false;
   const int fd = socket(local->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   const int on = 1;
   (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  const socklen_t length = local->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-  const bool held = bind(fd, local, length) != 0 && errno == EADDRINUSE;
+  const bool held = bind(fd, local, addressLength(local)) != 0 && errno == EADDRINUSE;
   close(fd);
   return held;
 }

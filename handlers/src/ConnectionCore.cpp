@@ -323,7 +323,7 @@ bool ConnectionCore::connectionState(ConnectionState& state) const noexcept {
 
 bool ConnectionCore::supportsImmediateData() const noexcept {
   // iWARP (RFC 5040) has no immediate data; InfiniBand and RoCE do.
-  return id_ && id_->verbs && id_->verbs->device->transport_type != IBV_TRANSPORT_IWARP;
+  return id_ && id_->verbs && !isIwarp(id_->verbs);
 }
 
 void ConnectionCore::onAsyncError(ibv_event_type type) noexcept {

@@ -83,8 +83,7 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
     op = "shared receive queue";
     // Guaranteed buffers: a framed peer holds recvDepth credits; an iWARP peer that finds no
     // receive ends the connection (no RNR retry).
-    const bool iwarp = id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
-    const uint32_t reserve = options.framed || iwarp ? options.recvDepth : 0;
+    const uint32_t reserve = options.framed || isIwarp(id->verbs) ? options.recvDepth : 0;
     SharedReceiveQueue* srq = device_->sharedReceiveQueue(bufferSize_, reserve, error);
     if (srq == nullptr || (error = srq->join(reserve)) != 0) return error;
     sharedReceives_.srq = srq;

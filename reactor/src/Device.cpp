@@ -80,7 +80,7 @@ detail::SharedReceiveQueue* Device::sharedReceiveQueue(size_t bufferSize, uint32
     if (srq->bufferSize() == bufferSize && srq->hasRoomFor(reserve)) return srq.get();
   auto srq = std::make_unique<detail::SharedReceiveQueue>(pd_.get(), smallBuffers(), memoryAccount(), bufferSize,
                                                           completions_->takeSerial());
-  const bool iwarp = context_->device->transport_type == IBV_TRANSPORT_IWARP;
+  const bool iwarp = isIwarp(context_);
   const uint32_t capacity = iwarp ? detail::SharedReceiveQueue::kMaxCapacityIwarp : detail::SharedReceiveQueue::kMaxCapacity;
   if ((error = srq->init(std::min(maxSrqWr_, capacity))) != 0) return nullptr;
   if (!srq->hasRoomFor(reserve)) {

@@ -61,6 +61,10 @@ int setNonBlocking(int fd) noexcept {
   return 0;
 }
 
+bool isIwarp(const ibv_context* context) noexcept {
+  return context != nullptr && context->device->transport_type == IBV_TRANSPORT_IWARP;
+}
+
 CompletionQueue CompletionQueue::create(ibv_context* context, int depth, ibv_comp_channel* channel,
                                         void* cqContext, int& error) {
   errno = 0;

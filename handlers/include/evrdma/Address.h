@@ -14,5 +14,8 @@ namespace evrdma {
 int parseAddress(const std::string& address, uint16_t port, sockaddr_storage& out) noexcept;
 /// "192.0.2.1:12321" / "[fe80::1]:12321"; "?" for anything else.
 std::string formatAddress(const sockaddr* address);
+/// The length of an AF_INET or AF_INET6 address (for bind, connect, a callback's socklen); 0 for
+/// another family or null.
+socklen_t addressLength(const sockaddr* address) noexcept;
 
 }  // namespace evrdma

@@ -41,6 +41,11 @@ DeviceContext openDevice(const std::string& name, int& error);
 /// Makes `fd` non-blocking. Returns 0 or -errno.
 int setNonBlocking(int fd) noexcept;
 
+/// Whether the device of `context` speaks iWARP (siw, Chelsio...): no immediate data, no RNR retry
+/// (a send that finds no receive ends the connection), 255 bytes of private data at most. False
+/// for a null context.
+bool isIwarp(const ibv_context* context) noexcept;
+
 /// A completion queue that remembers how many completion events it has taken from its channel.
 /// Events are acked in batches (ibv_ack_cq_events takes a mutex), and whatever is still unacked is
 /// flushed before ibv_destroy_cq, which would otherwise wait forever.
