@@ -36,6 +36,7 @@ void takeFrom(void* input, uint8_t* to, size_t length) {
 class ByteStream::Handler final : public ConnectionHandler {
  public:
   explicit Handler(ByteStream& stream) : stream_(&stream) {}
+  explicit Handler(std::function<ByteStream*(Connection&)> make) : stream_(nullptr), make_(std::move(make)) {}
   ~Handler() override {
     if (stream_ == nullptr) return;
     // The connection is gone (after onClosed, or it never started): so is the stream's use of it.
@@ -43,6 +44,16 @@ class ByteStream::Handler final : public ConnectionHandler {
     stream_->connectionEnded();
   }
   void onEstablished(Connection& c) noexcept override {
+    if (make_) {
+      stream_ = make_(c);
+      make_ = nullptr;
+      if (stream_ == nullptr) {
+        c.close();
+        return;
+      }
+      stream_->handler_ = this;
+      stream_->connectionGone_ = false;
+    }
     if (stream_ != nullptr) stream_->onEstablished(c);
   }
   void onRecv(Connection& c, const uint8_t* data, size_t length) noexcept override {
@@ -67,6 +78,7 @@ class ByteStream::Handler final : public ConnectionHandler {
     if (stream_ != nullptr) stream_->onClosed(c);  // may end the stream
   }
   ByteStream* stream_;
+  std::function<ByteStream*(Connection&)> make_;  // until established: makes stream_
 };
 
 ByteStream::ByteStream(Reactor& reactor, const StreamOptions& options) : reactor_(reactor), options_(options) {
@@ -146,6 +158,10 @@ ByteStream* ByteStream::of(bufferevent* bev) noexcept {
   if (readcb != onProgramWrote) return nullptr;
   auto* stream = static_cast<ByteStream*>(arg);
   return stream->user_ == bev ? stream : nullptr;
+}
+
+std::unique_ptr<ConnectionHandler> ByteStream::handlerMakingStream(std::function<ByteStream*(Connection&)> make) {
+  return std::make_unique<Handler>(std::move(make));
 }
 
 std::unique_ptr<ConnectionHandler> ByteStream::makeHandler() {

@@ -35,6 +35,10 @@ class ByteStream final : public ReactorMember {
   bufferevent* userEnd() const noexcept { return user_; }
   // The handler of the connection that carries the stream (the connection owns it).
   std::unique_ptr<ConnectionHandler> makeHandler();
+  // A handler whose stream is made by `make` once its connection is up, on that connection's
+  // Reactor and thread (a Listener's worker: the stream's bufferevents live on that loop). A
+  // null result closes the connection.
+  static std::unique_ptr<ConnectionHandler> handlerMakingStream(std::function<ByteStream*(Connection&)> make);
   // A client stream keeps its Client until it ends.
   void holdClient(Client::Ptr client) noexcept { client_ = std::move(client); }
   int shutdownWrite() noexcept;

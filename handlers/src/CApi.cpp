@@ -19,8 +19,6 @@ struct evrdma_base {
 
 struct evrdma_listener {
   evrdma::StreamListener::Ptr listener;
-  evrdma_listener_cb callback = nullptr;
-  void* arg = nullptr;
 };
 
 namespace {
@@ -122,24 +120,44 @@ int evrdma_bufferevent_is_stream(bufferevent* bev) { return evrdma::Stream::isSt
 evrdma_listener* evrdma_listener_new_bind(evrdma_base* rbase, evrdma_listener_cb cb, void* arg, unsigned flags,
                                           int backlog, const sockaddr* address, int socklen,
                                           const evrdma_stream_options* options) {
+  return evrdma_listener_new_bind_workers(rbase, cb, arg, flags, backlog, address, socklen, options, nullptr, 0);
+}
+
+int evrdma_base_accept_posts(evrdma_base* rbase) {
+  if (rbase == nullptr) return -EINVAL;
+  return rbase->reactor.acceptPosts();
+}
+
+evrdma_listener* evrdma_listener_new_bind_workers(evrdma_base* rbase, evrdma_listener_cb cb, void* arg, unsigned flags,
+                                                  int backlog, const sockaddr* address, int socklen,
+                                                  const evrdma_stream_options* options, evrdma_base* const* workers,
+                                                  unsigned count) {
   std::string host;
   uint16_t port = 0;
-  if (rbase == nullptr || cb == nullptr || flags != 0 || !hostAndPort(address, socklen, host, port)) {
+  if (rbase == nullptr || cb == nullptr || flags != 0 || !hostAndPort(address, socklen, host, port) ||
+      (count > 0 && workers == nullptr)) {
     errno = EINVAL;
     return nullptr;
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    if (workers[i] == nullptr || workers[i] == rbase) {
+      errno = EINVAL;
+      return nullptr;
+    }
   }
   auto* made = new (std::nothrow) evrdma_listener;
   if (made == nullptr) {
     errno = ENOMEM;
     return nullptr;
   }
-  made->callback = cb;
-  made->arg = arg;
   evrdma::StreamListenerOptions listenerOptions;
   listenerOptions.stream = streamOptions(options);
+  for (unsigned i = 0; i < count; ++i) listenerOptions.listener.workers.push_back(&workers[i]->reactor);
   made->listener = evrdma::StreamListener::create(
       rbase->reactor,
-      [made](bufferevent* bev, const sockaddr* peer, int length) { made->callback(made, bev, peer, length, made->arg); },
+      // By value: with workers it runs on their threads, and evrdma_listener_free may free `made`
+      // meanwhile (the listener's own state lives on until its streams are handed out or closed).
+      [made, cb, arg](bufferevent* bev, const sockaddr* peer, int length) { cb(made, bev, peer, length, arg); },
       listenerOptions);
   if (int rc = made->listener->listen(host, port, backlog > 0 ? backlog : 0); rc != 0) {
     delete made;

@@ -2,7 +2,8 @@
 // handing out bufferevents, random-sized writes both ways checked byte by byte, the half-close and
 // EOF after the last byte, a refused connect's errno, and a slow reader holding the writer back in
 // the writer's own output evbuffer while a second stream moves its bytes, a thousand streams open
-// at once on one Reactor, and a thousand connect / write / free cycles leaving nothing held.
+// at once on one Reactor, a thousand connect / write / free cycles leaving nothing held, streams
+// served on worker loops, and received bytes lent to the program in their receive buffers.
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -21,11 +23,13 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "RunUntil.h"
 #include "TestBed.h"
 #include "evrdma/Reactor.h"
+#include "evrdma/ReactorThread.h"
 #include "evrdma/Stream.h"
 
 namespace {
@@ -369,17 +373,88 @@ TEST_F(StreamTest, SmallWritesInOneLoopTurnLeaveAsOneMessageAndALargeOneIsCutAtT
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
 }
 
-// A worker would run an accepted stream's connection on its own thread, under a bufferevent on the
-// listening loop's base: refused, said at listen(), and the worker never used (it is destroyed
-// first here: a Listener that held it would post to it from the listening Reactor's end).
-TEST_F(StreamTest, AStreamListenerRefusesWorkersAtListen) {
-  evrdma::Reactor reactor, worker;
+// A StreamListener with workers: each accepted stream lives on a worker, its bufferevent on that
+// worker's event_base and the callback on that worker's thread; both workers take streams, every
+// line comes back, and everything closes once the clients have half-closed.
+TEST_F(StreamTest, WorkersServeEachAcceptedStreamOnTheirOwnLoopAndThread) {
+  evrdma::ReactorThread first, second;  // declared first: they outlive the listening Reactor
+  ASSERT_TRUE(first.valid() && second.valid());
+  evrdma::Reactor reactor;
   evrdma::StreamListenerOptions options;
-  options.listener.workers = {&worker};
-  auto listener = evrdma::StreamListener::create(reactor, [](bufferevent* bev, const sockaddr*, int) {
-    bufferevent_free(bev);
+  options.listener.workers = {&first.reactor(), &second.reactor()};
+  struct Served {
+    std::atomic<int> onFirst{0}, onSecond{0}, elsewhere{0};
+  } served;
+  const std::thread::id listening = std::this_thread::get_id();
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    event_base* base = bufferevent_get_base(bev);
+    const bool onItsThread = std::this_thread::get_id() != listening;
+    if (onItsThread && base == first.reactor().base())
+      ++served.onFirst;
+    else if (onItsThread && base == second.reactor().base())
+      ++served.onSecond;
+    else
+      ++served.elsewhere;
+    bufferevent_setcb(
+        bev, [](bufferevent* b, void*) { bufferevent_write_buffer(b, bufferevent_get_input(b)); }, nullptr,
+        [](bufferevent* b, short what, void*) {
+          if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) bufferevent_free(b);  // what it echoed goes first
+        },
+        nullptr);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
   }, options);
-  EXPECT_EQ(listener->listen(bed.ip, 0), -EOPNOTSUPP);
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  constexpr int kStreams = 4, kLines = 200;
+  struct Client {
+    int lines = 0, bad = 0;
+    bool eof = false;
+    int error = 0;
+  } clients[kStreams];
+  std::vector<bufferevent*> ends;
+  for (Client& client : clients) {
+    bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+    ASSERT_NE(bev, nullptr);
+    ends.push_back(bev);
+    bufferevent_setcb(
+        bev,
+        [](bufferevent* b, void* arg) {
+          auto* c = static_cast<Client*>(arg);
+          size_t length = 0;
+          while (char* line = evbuffer_readln(bufferevent_get_input(b), &length, EVBUFFER_EOL_LF)) {
+            if (std::string(line) != "line " + std::to_string(c->lines)) ++c->bad;
+            ++c->lines;
+            free(line);
+          }
+        },
+        nullptr,
+        [](bufferevent*, short what, void* arg) {
+          auto* c = static_cast<Client*>(arg);
+          if (what & BEV_EVENT_EOF) c->eof = true;
+          if (what & BEV_EVENT_ERROR) c->error = EVUTIL_SOCKET_ERROR();
+        },
+        &client);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    for (int i = 0; i < kLines; ++i) evbuffer_add_printf(bufferevent_get_output(bev), "line %d\n", i);
+    ASSERT_EQ(evrdma::Stream::shutdownWrite(bev), 0);
+  }
+  const bool done = runUntil(reactor, [&] {
+    for (const Client& c : clients)
+      if (!c.eof && c.error == 0) return false;
+    return true;
+  }, 120s);
+  EXPECT_TRUE(done);
+  for (const Client& c : clients) {
+    EXPECT_EQ(c.lines, kLines);
+    EXPECT_EQ(c.bad, 0);
+    EXPECT_TRUE(c.eof) << strerror(c.error);
+  }
+  EXPECT_EQ(listener->accepted(), static_cast<uint64_t>(kStreams));
+  EXPECT_EQ(served.elsewhere.load(), 0) << "a stream was handed out off its worker's loop or thread";
+  EXPECT_GT(served.onFirst.load(), 0);
+  EXPECT_GT(served.onSecond.load(), 0);
+  for (bufferevent* bev : ends) bufferevent_free(bev);
+  listener.reset();
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
 }
 
 TEST_F(StreamTest, ConnectingWhereNobodyListensEndsInAnErrorEventWithEconnrefused) {

@@ -105,16 +105,18 @@ class Stream {
 };
 
 struct StreamListenerOptions {
-  /// Admission, budgets and drain, as for any Listener. Not workers: a stream's bufferevent lives
-  /// on the listening Reactor's event_base, so listen() refuses `workers` with -EOPNOTSUPP (run a
-  /// StreamListener per loop, each on its own port, instead).
+  /// Admission, budgets, drain and workers, as for any Listener. With `workers`, each accepted
+  /// stream lives on its worker: its bufferevent is on that worker Reactor's event_base, and the
+  /// callback is called on that worker's thread (so it must be thread-safe, and the program uses
+  /// each bufferevent on its own worker's thread only). The workers must outlive the listener.
   ListenerOptions listener;
   /// The accepted streams' connection (framed always on) and windows.
   StreamOptions stream;
 };
 
 /// Accepts streams: each accepted peer becomes a bufferevent handed to the callback once its
-/// connection is up, with the peer's address (the callback owns it from then on).
+/// connection is up, with the peer's address (the callback owns it from then on); with workers,
+/// on the worker's thread and loop (see StreamListenerOptions).
 class StreamListener {
  public:
   using Callback = std::function<void(bufferevent* bev, const sockaddr* peer, int peerLength)>;
@@ -125,8 +127,8 @@ class StreamListener {
   using Ptr = std::unique_ptr<StreamListener, Release>;
 
   static Ptr create(Reactor& reactor, Callback callback, const StreamListenerOptions& options = {});
-  /// As Listener::listen: 0 or -errno (-EINVAL, -EADDRINUSE, -ENODEV...; -EOPNOTSUPP with
-  /// workers, see StreamListenerOptions).
+  /// As Listener::listen: 0 or -errno (-EINVAL, also for a worker that does not accept posts;
+  /// -EADDRINUSE, -ENODEV...).
   int listen(const std::string& address, uint16_t port, int backlog = 0) noexcept;
   uint16_t port() const noexcept;
   /// While disabled, connect requests are refused ("not accepting"), as with an evconnlistener

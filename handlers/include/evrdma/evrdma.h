@@ -78,6 +78,20 @@ typedef void (*evrdma_listener_cb)(struct evrdma_listener *listener, struct buff
 struct evrdma_listener *evrdma_listener_new_bind(struct evrdma_base *rbase, evrdma_listener_cb cb, void *arg,
                                                  unsigned flags, int backlog, const struct sockaddr *address,
                                                  int socklen, const struct evrdma_stream_options *options);
+/** As evrdma_listener_new_bind, with `count` worker loops: each accepted stream lives on one of
+ * them, in turn (its bufferevent on that worker's event_base), and `cb` is called on that
+ * worker's thread. Each worker is an evrdma_base over an event_base that its own thread runs;
+ * call evrdma_base_accept_posts on each before its loop runs. The workers must outlive the
+ * listener. NULL with errno set, as evrdma_listener_new_bind (EINVAL also for a worker that does
+ * not accept posts). */
+struct evrdma_listener *evrdma_listener_new_bind_workers(struct evrdma_base *rbase, evrdma_listener_cb cb, void *arg,
+                                                         unsigned flags, int backlog, const struct sockaddr *address,
+                                                         int socklen, const struct evrdma_stream_options *options,
+                                                         struct evrdma_base *const *workers, unsigned count);
+/** Lets a listener on another thread hand streams to this base (a worker's): from then on it
+ * watches an eventfd of its own, so its event_base always has an event. Call it on the base's
+ * thread, or before its loop runs. 0 or -errno. */
+int evrdma_base_accept_posts(struct evrdma_base *rbase);
 /** While disabled, connect requests are refused; enabling takes them again. 0. */
 int evrdma_listener_enable(struct evrdma_listener *listener);
 int evrdma_listener_disable(struct evrdma_listener *listener);
