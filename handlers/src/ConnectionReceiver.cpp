@@ -31,39 +31,41 @@ namespace evrdma::detail {
 ConnectionReceiver::ConnectionReceiver(ConnectionCore& core)
     : c_(core), deliverHeldTimer_(core.reactor_, [this] { deliverHeld(); }) {}
 
-ConnectionReceiver::~ConnectionReceiver() {
-  if (loanDesk_) loanDesk_->receiver = nullptr;  // loans given back later only let go of the memory
-}
-
 ReceiveLoan* ConnectionReceiver::lendDelivering() noexcept {
   if (lendableSlot_ < 0 || lentDelivered_ || c_.queuePair_->sharesReceives()) return nullptr;
   if (!loanDesk_) {
     const std::shared_ptr<void>& memory = c_.queuePair_->receiveMemory();
     if (!memory) return nullptr;  // an arena block goes back to the arena with the connection
-    loanDesk_ = std::shared_ptr<LoanDesk>(new (std::nothrow) LoanDesk{this, memory});
+    loanDesk_ = std::shared_ptr<LoanDesk>(new (std::nothrow) LoanDesk(memory, c_.options_.spareRecvBuffers));
     if (!loanDesk_) return nullptr;
   }
-  auto* loan = new (std::nothrow) ReceiveLoan(loanDesk_);
-  if (loan == nullptr) return nullptr;
+  collectLoans();
   const int64_t buffer = c_.queuePair_->exchangeReceiveBuffer(static_cast<uint32_t>(lendableSlot_));
-  if (buffer < 0) {
-    delete loan;
+  if (buffer < 0) return nullptr;
+  auto* loan = new (std::nothrow) ReceiveLoan(loanDesk_, static_cast<uint32_t>(buffer));
+  if (loan == nullptr) {
+    // The slot keeps the spare; the message's buffer is a spare now, its bytes copied instead.
+    c_.queuePair_->giveBackReceiveBuffer(static_cast<uint32_t>(buffer));
     return nullptr;
   }
-  loan->buffer = static_cast<uint32_t>(buffer);
   lentDelivered_ = true;
   ++lent_;
   return loan;
 }
 
-bool ConnectionReceiver::findsNoSpare(const HeldMessage& message) const noexcept {
-  return lendFrom_ > 0 && message.intoBuffer && !message.hasImm && message.length >= lendFrom_ + Frame::kHeaderSize &&
-         c_.queuePair_->sparesAllLent();
+bool ConnectionReceiver::findsNoSpare(const HeldMessage& message) noexcept {
+  if (lendFrom_ == 0 || !message.intoBuffer || message.hasImm || message.length < lendFrom_ + Frame::kHeaderSize)
+    return false;
+  collectLoans();
+  return c_.queuePair_->sparesAllLent();
 }
 
-void ConnectionReceiver::onLoanReturned(uint32_t buffer) noexcept {
-  --lent_;
-  if (c_.queuePair_) c_.queuePair_->giveBackReceiveBuffer(buffer);
+void ConnectionReceiver::collectLoans() noexcept {
+  if (!loanDesk_ || !c_.queuePair_) return;
+  loanDesk_->collect([this](uint32_t buffer) {
+    c_.queuePair_->giveBackReceiveBuffer(buffer);
+    --lent_;
+  });
 }
 
 int ConnectionReceiver::pause() noexcept {

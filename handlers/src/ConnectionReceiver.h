@@ -24,7 +24,6 @@ namespace detail {
 class ConnectionReceiver {
  public:
   explicit ConnectionReceiver(ConnectionCore& core);
-  ~ConnectionReceiver();
   ConnectionReceiver(const ConnectionReceiver&) = delete;
   ConnectionReceiver& operator=(const ConnectionReceiver&) = delete;
 
@@ -41,13 +40,15 @@ class ConnectionReceiver {
   // no spare buffer left (all lent), or a ring in the device's small-buffer arena (its memory is
   // not the connection's own) or a shared receive queue.
   ReceiveLoan* lendDelivering() noexcept;
-  // A loan came back: its buffer is a spare again.
-  void onLoanReturned(uint32_t buffer) noexcept;
+  // The buffers whose loans came back (ReceiveLoan::giveBack, from any thread) are spares again.
+  void collectLoans() noexcept;
   // Messages of at least `payloadBytes` are lent (0: none): one that arrives while every spare
   // is lent waits for the next turn, when the program has drained what it was lent this one
   // (the borrower copies what finds no spare then: it keeps what it was lent).
   void lendFrom(size_t payloadBytes) noexcept { lendFrom_ = payloadBytes; }
-  uint32_t lent() const noexcept { return lent_; }
+  uint32_t lent() const noexcept {
+    return lent_ - static_cast<uint32_t>(loanDesk_ ? loanDesk_->waiting() : 0);
+  }
   int postRecv() noexcept;
   // Every successful receive, the protocol's own frames included: the peer is alive.
   uint64_t receivesSeen() const noexcept { return receivesSeen_; }
@@ -59,7 +60,7 @@ class ConnectionReceiver {
   // delivered, or held while receiving is paused (or earlier ones are still held).
   void onMessage(const HeldMessage& message) noexcept;
   // With lending: this message would be lent, and no spare buffer is free for it.
-  bool findsNoSpare(const HeldMessage& message) const noexcept;
+  bool findsNoSpare(const HeldMessage& message) noexcept;
   // Hands one message to the handler, then posts its receive again or keeps it for postRecv().
   // `parsed`: its frame as onMessage parsed it (framed), or null to parse it (held, or unframed).
   void deliver(const HeldMessage& message, const Frame* parsed) noexcept;
@@ -86,7 +87,7 @@ class ConnectionReceiver {
   // The framed data message being delivered (any autoPostRecv), which lendDelivering may lend.
   int64_t lendableSlot_ = -1;
   bool lentDelivered_ = false;
-  uint32_t lent_ = 0;
+  uint32_t lent_ = 0;  // lent and not collected back yet
   size_t lendFrom_ = 0;
   std::shared_ptr<LoanDesk> loanDesk_;  // made at the first loan
   uint64_t receivesSeen_ = 0;

@@ -15,12 +15,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -992,6 +994,81 @@ TEST_F(StreamTest, BytesLentToTheProgramStayReadableAfterItsStreamAndTheReactorA
     if (bytes[i] != patternByte(i, 1)) firstBad = i;
   EXPECT_EQ(firstBad, UINT64_MAX) << "a kept byte changed after the stream ended";
   evbuffer_free(kept);
+}
+
+// Evbuffers may cross threads: a program that hands what it received to another thread frees the
+// lent chains there, and their cleanups run there. The buffers still come back to their stream
+// (collected on its own thread), which keeps lending them: 16 MiB move through 16 spares with
+// nothing copied, and ThreadSanitizer (the tsan stage runs this test) sees no race.
+TEST_F(StreamTest, LentBytesFreedOnAnotherThreadStillGoBackToTheirStream) {
+  const uint64_t total = evrdma::test::lightStress() ? (4u << 20) : (16u << 20);
+  evrdma::Reactor reactor;
+  Side writer(1, total, 2);
+  writer.shutDownWhenSent = false;
+  struct Handoff {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::vector<evbuffer*> queue;
+    bool done = false;
+    uint64_t freedBytes = 0;  // under mutex
+  } handoff;
+  std::thread freer([&handoff] {
+    std::unique_lock<std::mutex> lock(handoff.mutex);
+    while (true) {
+      handoff.ready.wait(lock, [&] { return handoff.done || !handoff.queue.empty(); });
+      if (handoff.queue.empty()) return;
+      std::vector<evbuffer*> batch;
+      batch.swap(handoff.queue);
+      lock.unlock();
+      uint64_t bytes = 0;
+      for (evbuffer* kept : batch) {
+        bytes += evbuffer_get_length(kept);
+        evbuffer_free(kept);  // the lent chains' cleanups run here, on this thread
+      }
+      lock.lock();
+      handoff.freedBytes += bytes;
+    }
+  });
+  bufferevent* readerBev = nullptr;
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    readerBev = bev;
+    bufferevent_setcb(
+        bev,
+        [](bufferevent* b, void* arg) {
+          auto* to = static_cast<Handoff*>(arg);
+          evbuffer* kept = evbuffer_new();
+          evbuffer_add_buffer(kept, bufferevent_get_input(b));  // the lent chains move as they are
+          std::lock_guard<std::mutex> lock(to->mutex);
+          to->queue.push_back(kept);
+          to->ready.notify_one();
+        },
+        nullptr, nullptr, &handoff);
+    bufferevent_enable(bev, EV_READ);
+  });
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+  ASSERT_NE(bev, nullptr);
+  writer.attach(bev);
+  const bool all = runUntil(reactor, [&] {
+    std::lock_guard<std::mutex> lock(handoff.mutex);
+    return handoff.freedBytes == total;
+  }, 300s);
+  {
+    std::lock_guard<std::mutex> lock(handoff.mutex);
+    handoff.done = true;
+    handoff.ready.notify_one();
+  }
+  freer.join();
+  EXPECT_TRUE(all) << "freed " << handoff.freedBytes << " of " << total;
+  evrdma::StreamStats stats;
+  ASSERT_NE(readerBev, nullptr);
+  ASSERT_EQ(evrdma::Stream::stats(readerBev, stats), 0);
+  EXPECT_EQ(stats.bytesLent + stats.bytesCopied, total);
+  EXPECT_LE(stats.bytesCopied, total / 20) << "the buffers freed on the other thread did not come back as spares";
+  EXPECT_EQ(stats.buffersLent, 0u);
+  bufferevent_free(bev);
+  bufferevent_free(readerBev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
 }
 
 }  // namespace
