@@ -137,6 +137,16 @@ void readAllThenFree(bufferevent* bev, Ends* ends) {
   bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 
+// A listener that keeps its accepted end in `end` and only reads it, with `onRead`.
+evrdma::StreamListener::Ptr readingListener(evrdma::Reactor& reactor, bufferevent*& end, bufferevent_data_cb onRead,
+                                            void* arg, const evrdma::StreamListenerOptions& options = {}) {
+  return evrdma::StreamListener::create(reactor, [&end, onRead, arg](bufferevent* bev, const sockaddr*, int) {
+    end = bev;
+    bufferevent_setcb(bev, onRead, nullptr, nullptr, arg);
+    bufferevent_enable(bev, EV_READ);
+  }, options);
+}
+
 class StreamTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(evrdma::test::loadTestBed(bed)); }
@@ -911,23 +921,19 @@ TEST_F(StreamTest, AProgramKeepingAPartialLineLongerThanItsReceiveBuffersStillGe
     uint32_t mostLent = 0;
   } lines;
   bufferevent* readerBev = nullptr;
-  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
-    readerBev = bev;
-    bufferevent_setcb(
-        bev,
-        [](bufferevent* b, void* arg) {
-          auto* seen = static_cast<Lines*>(arg);
-          evrdma::StreamStats now;
-          if (evrdma::Stream::stats(b, now) == 0) seen->mostLent = std::max(seen->mostLent, now.buffersLent);
-          size_t length = 0;
-          while (char* line = evbuffer_readln(bufferevent_get_input(b), &length, EVBUFFER_EOL_LF)) {
-            seen->lengths.push_back(length);
-            free(line);
-          }
-        },
-        nullptr, nullptr, &lines);
-    bufferevent_enable(bev, EV_READ);
-  }, options);
+  auto listener = readingListener(
+      reactor, readerBev,
+      [](bufferevent* b, void* arg) {
+        auto* seen = static_cast<Lines*>(arg);
+        evrdma::StreamStats now;
+        if (evrdma::Stream::stats(b, now) == 0) seen->mostLent = std::max(seen->mostLent, now.buffersLent);
+        size_t length = 0;
+        while (char* line = evbuffer_readln(bufferevent_get_input(b), &length, EVBUFFER_EOL_LF)) {
+          seen->lengths.push_back(length);
+          free(line);
+        }
+      },
+      &lines, options);
   ASSERT_EQ(listener->listen(bed.ip, 0), 0);
   bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
   ASSERT_NE(bev, nullptr);
@@ -968,13 +974,9 @@ TEST_F(StreamTest, BytesLentToTheProgramStayReadableAfterItsStreamAndTheReactorA
     Side writer(1, total, 2);
     writer.shutDownWhenSent = false;
     bufferevent* readerBev = nullptr;
-    auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
-      readerBev = bev;
-      bufferevent_setcb(
-          bev, [](bufferevent* b, void* to) { evbuffer_add_buffer(static_cast<evbuffer*>(to), bufferevent_get_input(b)); },
-          nullptr, nullptr, kept);
-      bufferevent_enable(bev, EV_READ);
-    });
+    auto listener = readingListener(
+        reactor, readerBev,
+        [](bufferevent* b, void* to) { evbuffer_add_buffer(static_cast<evbuffer*>(to), bufferevent_get_input(b)); }, kept);
     ASSERT_EQ(listener->listen(bed.ip, 0), 0);
     bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
     ASSERT_NE(bev, nullptr);
@@ -1030,21 +1032,17 @@ TEST_F(StreamTest, LentBytesFreedOnAnotherThreadStillGoBackToTheirStream) {
     }
   });
   bufferevent* readerBev = nullptr;
-  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
-    readerBev = bev;
-    bufferevent_setcb(
-        bev,
-        [](bufferevent* b, void* arg) {
-          auto* to = static_cast<Handoff*>(arg);
-          evbuffer* kept = evbuffer_new();
-          evbuffer_add_buffer(kept, bufferevent_get_input(b));  // the lent chains move as they are
-          std::lock_guard<std::mutex> lock(to->mutex);
-          to->queue.push_back(kept);
-          to->ready.notify_one();
-        },
-        nullptr, nullptr, &handoff);
-    bufferevent_enable(bev, EV_READ);
-  });
+  auto listener = readingListener(
+      reactor, readerBev,
+      [](bufferevent* b, void* arg) {
+        auto* to = static_cast<Handoff*>(arg);
+        evbuffer* kept = evbuffer_new();
+        evbuffer_add_buffer(kept, bufferevent_get_input(b));  // the lent chains move as they are
+        std::lock_guard<std::mutex> lock(to->mutex);
+        to->queue.push_back(kept);
+        to->ready.notify_one();
+      },
+      &handoff);
   ASSERT_EQ(listener->listen(bed.ip, 0), 0);
   bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
   ASSERT_NE(bev, nullptr);
