@@ -265,14 +265,13 @@ void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexc
 bool ByteStream::lend(Connection& c, const uint8_t* data, size_t length) noexcept {
   ReceiveLoan* loan = c.core().receiver.lendDelivering();  // null once lendingBuffers are all lent
   if (loan == nullptr) return false;
-  if (evbuffer_add_reference(bufferevent_get_output(ours_), data, length, ReceiveLoan::giveBack, loan) == 0) {
-    bytesLent_ += length;
-    return true;
+  if (evbuffer_add_reference(bufferevent_get_output(ours_), data, length, ReceiveLoan::giveBack, loan) != 0) {
+    // Not added (libevent calls no cleanup then): given back, and copied by the caller before the
+    // connection can take the buffer as a spare again (it does so on this thread, later).
+    ReceiveLoan::giveBack(data, length, loan);
+    return false;
   }
-  // Not added (libevent calls no cleanup then): copied, then the buffer is a spare again.
-  bufferevent_write(ours_, data, length);
-  bytesCopied_ += length;
-  ReceiveLoan::giveBack(data, length, loan);
+  bytesLent_ += length;
   return true;
 }
 

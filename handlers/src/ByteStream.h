@@ -82,7 +82,7 @@ class ByteStream final : public ReactorMember {
   // one was asked for.
   void pump() noexcept;
   // Adds a received message to what goes to the program in its own receive buffer, lent (see
-  // ReceiveLoan); false when none may be lent now (the caller copies it).
+  // ReceiveLoan); false when it cannot be lent now (the caller copies it).
   bool lend(Connection& c, const uint8_t* data, size_t length) noexcept;
   // The peer's bytes reached the program (or the window has room again): receiving resumes, and
   // EOF follows the last byte.

@@ -32,7 +32,7 @@ ConnectionReceiver::ConnectionReceiver(ConnectionCore& core)
     : c_(core), deliverHeldTimer_(core.reactor_, [this] { deliverHeld(); }) {}
 
 ReceiveLoan* ConnectionReceiver::lendDelivering() noexcept {
-  if (lendableSlot_ < 0 || lentDelivered_ || c_.queuePair_->sharesReceives()) return nullptr;
+  if (lendableSlot_ < 0 || c_.queuePair_->sharesReceives()) return nullptr;
   if (!loanDesk_) {
     const std::shared_ptr<void>& memory = c_.queuePair_->receiveMemory();
     if (!memory) return nullptr;  // an arena block goes back to the arena with the connection
@@ -48,7 +48,7 @@ ReceiveLoan* ConnectionReceiver::lendDelivering() noexcept {
     c_.queuePair_->giveBackReceiveBuffer(static_cast<uint32_t>(buffer));
     return nullptr;
   }
-  lentDelivered_ = true;
+  lendableSlot_ = -1;  // lent once
   ++lent_;
   return loan;
 }
@@ -261,15 +261,13 @@ void ConnectionReceiver::deliver(const HeldMessage& message, const Frame* parsed
     repostDelivered_ = false;
   } else if (c_.options_.framed && message.intoBuffer && !message.hasImm) {
     lendableSlot_ = message.slot;
-    lentDelivered_ = false;
   }
   if (message.hasImm)
     c_.handler_->onRecvWithImm(c_.facade(), message.imm, payload, length);
   else
     c_.handler_->onRecv(c_.facade(), payload, length);
   deliveringSlot_ = -1;
-  lendableSlot_ = -1;
-  lentDelivered_ = false;  // lent or not, the receive is posted again (a lent one with a spare buffer)
+  lendableSlot_ = -1;  // lent or not, the receive is posted again (a lent one with a spare buffer)
   if (applicationPosts && !repostDelivered_ && c_.sendable()) {
     idleSlots_.push_back(message.slot);  // the application's, until postRecv()
     noteHeld();

@@ -84,9 +84,9 @@ class ConnectionReceiver {
   // autoPostRecv off: the message being delivered, whose buffer postRecv() may claim from onRecv.
   int64_t deliveringSlot_ = -1;
   bool repostDelivered_ = false;
-  // The framed data message being delivered (any autoPostRecv), which lendDelivering may lend.
+  // The framed data message being delivered (autoPostRecv on), which lendDelivering may lend
+  // (-1 once lent: at most once).
   int64_t lendableSlot_ = -1;
-  bool lentDelivered_ = false;
   uint32_t lent_ = 0;  // lent and not collected back yet
   size_t lendFrom_ = 0;
   std::shared_ptr<LoanDesk> loanDesk_;  // made at the first loan
