@@ -10,6 +10,10 @@ build=$1
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 iwarp=0
 ibv_devinfo -d "${EVRDMA_RDMA_DEV:-?}" 2>/dev/null | grep -q "transport:.*iWARP" && iwarp=1
+# The sanitizer and valgrind stages (EVRDMA_STRESS=light) look for memory errors, not a transport's
+# rare timing: the largest blast-sr-2 run and the runs of acks into 3 receives are shorter there.
+ofa_large=300 rounds=10
+[ "${EVRDMA_STRESS:-}" = light ] && ofa_large=100 rounds=1
 
 start_server() {  # options...
     "$build/demos/blast-server" -a "$address" -p 0 "$@" >"$log/server" 2>&1 &
@@ -78,9 +82,9 @@ check "blast-sr-2: 2000 x 4 KiB, 9 buffers, every byte checked: $(grep 'blast-sr
 client -o ofa -v -c 1000 -s 1 -b 1
 status=$?
 check "blast-sr-2: 1000 x 1 B, 1 buffer (an ack per message): $(tail -n 1 "$log/client")" $status
-client -o ofa -v -c 300 -s 65536 -b 30 -n 3 -x
+client -o ofa -v -c "$ofa_large" -s 65536 -b 30 -n 3 -x
 status=$?
-check "blast-sr-2: 3 connections x 300 x 64 KiB, 30 buffers: $(grep "connections sent" "$log/client")" $status
+check "blast-sr-2: 3 connections x $ofa_large x 64 KiB, 30 buffers: $(grep "connections sent" "$log/client")" $status
 wait "$server"
 status=$?
 check "blast-server -o ofa served and checked every client, rejected 1, and exited 0: $(grep "served" "$log/server")" \
@@ -91,8 +95,6 @@ grep -E "^agent .*blast-sr-2" "$log/server" | head -n 3
 # buffers (an ack per message or two): an ack sent into a receive the client has not posted again
 # yet ends the connection on iWARP (RoCE retries it). The server takes an ack as read only once a
 # message that only its credits allowed has arrived, never on its send completion.
-rounds=10
-[ "${EVRDMA_STRESS:-}" = light ] && rounds=3
 start_server -o ofa -e "$rounds"
 good=0
 for round in $(seq "$rounds"); do
