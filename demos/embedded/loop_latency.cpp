@@ -1,10 +1,13 @@
 // evrdma-loop-latency: how well an application's own events are served while evrdma shares its
 // loop. One process, one event_base: an evhttp server answering GET /stats, an HTTP client asking
-// it every 20 ms, and a 10 ms timer. First with no RDMA traffic (quiet), then while N pingpong
-// clients and their echo server flood the completion queue on the same base. Prints the timer's
-// lateness and the HTTP response time in both phases, and their ratio.
+// it every 20 ms, and a 10 ms timer. First with no traffic (quiet), then while N pingpong clients
+// and their echo server flood the completion queue on the same base, then while the same flood is
+// carried by TCP bufferevents (N clients and an echo server on the same base and address), the
+// anchor: how fair libevent itself is under load. Prints the timer's lateness and the HTTP response
+// time in each phase, the rates and the CPU, and each flood's ratio to quiet, side by side.
 #include <event2/event.h>
 #include <getopt.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +19,7 @@
 #include "CommandLine.h"
 #include "HostApp.h"
 #include "PingPong.h"
+#include "TcpFlood.h"
 #include "evrdma/Client.h"
 #include "evrdma/CompletionStats.h"
 #include "evrdma/Listener.h"
@@ -28,9 +32,11 @@ void usage(FILE* out, const char* prog) {
   std::fprintf(out,
                "usage: %s -a ADDR [options]\n"
                "Measures an application's timer and HTTP server on one event_base, first quiet, then while\n"
-               "evrdma pingpong clients flood the completion queue on the same base; prints both and the ratio.\n"
+               "evrdma pingpong clients flood the completion queue on the same base, then while the same\n"
+               "flood goes over TCP bufferevents on that base and address; prints each phase (with its rate\n"
+               "and CPU) and each flood's ratio to quiet.\n"
                "  -a ADDR   an address of the RDMA device (numeric; under tools/rdma-run: $EVRDMA_RDMA_IP)\n"
-               "  -n N      flooding clients (default 4)\n"
+               "  -n N      flooding clients, of each transport (default 4)\n"
                "  -s BYTES  message size (default 64)\n"
                "  -d SECS   seconds per phase (default 3)\n"
                "  -h        this help\n",
@@ -42,8 +48,16 @@ struct Phase {
   size_t ticks = 0;
   uint64_t failures = 0;
   double roundTripsPerSecond = 0;
+  double cpuShare = 0;  // the process's CPU time over the phase's wall time (1 = one core)
   uint64_t budgetYields = 0;
 };
+
+double cpuSeconds() {
+  rusage usage{};
+  (void)getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
 
 // Runs the probes for `seconds` on `reactor` once `ready()` says so.
 Phase measure(evrdma::Reactor& reactor, unsigned long long seconds, const std::function<bool()>& ready,
@@ -57,12 +71,14 @@ Phase measure(evrdma::Reactor& reactor, unsigned long long seconds, const std::f
   hostapp::StatsProbe probe(reactor, http.port(), std::chrono::milliseconds(20));
   hostapp::TickProbe ticks(reactor, std::chrono::milliseconds(10));
   uint64_t startRoundTrips = 0;
+  double startCpu = 0;
   hostapp::Clock::time_point started;
   evrdma::Timer end(reactor, [&] { reactor.stop(); });
   evrdma::Timer begin(reactor, [&] {
     if (!ready()) return;
     begin.cancel();
     startRoundTrips = roundTrips();
+    startCpu = cpuSeconds();
     started = hostapp::Clock::now();
     ticks.start();
     probe.start();
@@ -71,6 +87,7 @@ Phase measure(evrdma::Reactor& reactor, unsigned long long seconds, const std::f
   begin.startPeriodic(std::chrono::milliseconds(5));
   reactor.run();
   double elapsed = std::chrono::duration<double>(hostapp::Clock::now() - started).count();
+  phase.cpuShare = elapsed > 0 ? (cpuSeconds() - startCpu) / elapsed : 0;
   phase.lateness = hostapp::spreadOf(ticks.latenessMicros());
   phase.response = hostapp::spreadOf(probe.responseMicros());
   phase.ticks = ticks.ticks();
@@ -81,12 +98,19 @@ Phase measure(evrdma::Reactor& reactor, unsigned long long seconds, const std::f
 
 void print(const char* name, const Phase& p) {
   std::printf("%-6s timer lateness (us): median %8.0f  p99 %8.0f  max %8.0f   | HTTP response (us): median %8.0f  "
-              "p99 %8.0f  max %8.0f   | %zu ticks, %zu responses, %llu failed, %.0f round trips/s\n",
+              "p99 %8.0f  max %8.0f   | %zu ticks, %zu responses, %llu failed, %.0f round trips/s, CPU %.0f %%\n",
               name, p.lateness.median, p.lateness.p99, p.lateness.max, p.response.median, p.response.p99, p.response.max,
-              p.ticks, p.response.count, static_cast<unsigned long long>(p.failures), p.roundTripsPerSecond);
+              p.ticks, p.response.count, static_cast<unsigned long long>(p.failures), p.roundTripsPerSecond,
+              100 * p.cpuShare);
 }
 
 double ratio(double flood, double quiet) { return flood / (quiet < 1 ? 1 : quiet); }
+
+void printRatios(const char* name, const Phase& flood, const Phase& quiet) {
+  std::printf("ratio flood/quiet, %-4s timer lateness p99 %6.1f, max %6.1f; HTTP response median %6.1f, p99 %6.1f\n", name,
+              ratio(flood.lateness.p99, quiet.lateness.p99), ratio(flood.lateness.max, quiet.lateness.max),
+              ratio(flood.response.median, quiet.response.median), ratio(flood.response.p99, quiet.response.p99));
+}
 
 }  // namespace
 
@@ -155,19 +179,39 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "evrdma-loop-latency: a flood client failed: %s\n", p->result().error.c_str());
         status = 1;
       }
-    std::printf("evrdma-loop-latency: one event_base, a 10 ms timer and an HTTP server asked every 20 ms; %llu s quiet, "
-                "then %llu s while %llu pingpong clients of %llu B flood it\n",
-                seconds, seconds, clients, size);
-    print("quiet", quiet);
-    print("flood", flooded);
-    std::printf("ratio flood/quiet: timer lateness p99 %.1f, max %.1f; HTTP response median %.1f, p99 %.1f "
-                "(completion budget yields during the flood: %llu)\n",
-                ratio(flooded.lateness.p99, quiet.lateness.p99), ratio(flooded.lateness.max, quiet.lateness.max),
-                ratio(flooded.response.median, quiet.response.median), ratio(flooded.response.p99, quiet.response.p99),
-                static_cast<unsigned long long>(flooded.budgetYields));
     if (flooded.ticks == 0 || flooded.response.count == 0) status = 1;  // starved: that is a failure
     flood.clear();
     listener.reset();
+
+    // The same flood over TCP on the same base and address.
+    Phase tcp;
+    {
+      hostapp::TcpFlood tcpFlood(base, size);
+      if (int rc = tcpFlood.start(address, static_cast<unsigned>(clients)); rc != 0) {
+        std::fprintf(stderr, "evrdma-loop-latency: TCP flood on %s: %s\n", address.c_str(), std::strerror(-rc));
+        status = 1;
+      } else {
+        tcp = measure(reactor, seconds, [&] { return tcpFlood.roundTrips() >= 1000 || !tcpFlood.error().empty(); },
+                      [&] { return tcpFlood.roundTrips(); });
+      }
+      if (!tcpFlood.error().empty()) {
+        std::fprintf(stderr, "evrdma-loop-latency: %s\n", tcpFlood.error().c_str());
+        status = 1;
+      }
+    }
+    if (tcp.ticks == 0 || tcp.response.count == 0) status = 1;
+
+    std::printf("evrdma-loop-latency: one event_base, a 10 ms timer and an HTTP server asked every 20 ms; %llu s quiet, "
+                "%llu s while %llu pingpong clients of %llu B flood it over RDMA, %llu s while as many flood it over "
+                "TCP bufferevents (the same base and address)\n",
+                seconds, seconds, clients, size, seconds);
+    print("quiet", quiet);
+    print("rdma", flooded);
+    print("tcp", tcp);
+    printRatios("rdma", flooded, quiet);
+    printRatios("tcp", tcp, quiet);
+    std::printf("completion budget yields during the RDMA flood: %llu\n",
+                static_cast<unsigned long long>(flooded.budgetYields));
   }
   event_base_free(base);
   return status;

@@ -38,8 +38,10 @@ check "both workers took clients" $([ "$(grep -cE "worker [01]: [1-9][0-9]* clie
 "$build/demos/devices" | tee "$log"
 check "devices lists ${EVRDMA_RDMA_DEV:-?} with an active port" $(grep -q "^${EVRDMA_RDMA_DEV:-?}:" "$log" && grep -q "state active" "$log"; echo $?)
 "$build/demos/evrdma-loop-latency" -a "$address" -d 1 | tee "$log"
-status=$?
-check "evrdma-loop-latency measures both phases and prints their ratio" $([ "$status" = 0 ] && grep -q "^quiet" "$log" && grep -q "^flood" "$log" && grep -q "^ratio flood/quiet" "$log"; echo $?)
+status=${PIPESTATUS[0]}
+check "evrdma-loop-latency measures quiet, an RDMA flood and a TCP flood and prints each flood's ratio" \
+    $([ "$status" = 0 ] && grep -q "^quiet" "$log" && grep -q "^rdma" "$log" && grep -q "^tcp" "$log" &&
+      grep -q "^ratio flood/quiet, rdma" "$log" && grep -q "^ratio flood/quiet, tcp" "$log"; echo $?)
 "$build/demos/evrdma-loop-latency" >/dev/null 2>"$log"
 status=$?
 check "evrdma-loop-latency without -a says what is missing: $(cat "$log")" $([ "$status" = 2 ] && grep -q "required" "$log"; echo $?)
