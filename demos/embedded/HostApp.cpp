@@ -68,8 +68,14 @@ StatsProbe::~StatsProbe() {
   if (connection_ != nullptr) evhttp_connection_free(connection_);
 }
 
-void StatsProbe::start() { timer_.startPeriodic(period_); }
-void StatsProbe::stop() { timer_.cancel(); }
+void StatsProbe::start() {
+  stopped_ = false;
+  timer_.startPeriodic(period_);
+}
+void StatsProbe::stop() {
+  stopped_ = true;
+  timer_.cancel();
+}
 
 void StatsProbe::ask() {
   if (waiting_ || connection_ == nullptr) return;
@@ -86,6 +92,7 @@ void StatsProbe::ask() {
 void StatsProbe::onDone(evhttp_request* request, void* arg) {
   auto* self = static_cast<StatsProbe*>(arg);
   self->waiting_ = false;
+  if (self->stopped_) return;  // asked before stop(): what onResponse would read may be gone
   if (request == nullptr || evhttp_request_get_response_code(request) != 200) {
     ++self->failures_;
     return;

@@ -54,6 +54,7 @@ class StatsProbe {
   StatsProbe(evrdma::Reactor& reactor, uint16_t port, std::chrono::milliseconds period);
   ~StatsProbe();
   void start();
+  // No more requests; the answer to one still on its way is neither recorded nor reported.
   void stop();
   const std::vector<double>& responseMicros() const { return responses_; }
   uint64_t failures() const { return failures_; }
@@ -66,6 +67,7 @@ class StatsProbe {
   evrdma::Timer timer_;
   std::chrono::milliseconds period_;
   bool waiting_ = false;
+  bool stopped_ = false;
   Clock::time_point sentAt_;
   std::vector<double> responses_;
   uint64_t failures_ = 0;
