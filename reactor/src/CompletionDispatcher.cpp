@@ -304,6 +304,7 @@ bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcep
     stats_.completions += n;
     cq.handedOut += static_cast<uint64_t>(n);
     handled += n;
+    turnBudget_.afterPoll(handled);
     pollReceives_ = 0;
     for (int i = 0; i < n; ++i) pollReceives_ += detail::wrid::isSend(wcs[i].wr_id) ? 0 : 1;
     for (int i = 0; i < n; ++i) deliver(wcs[i]);
@@ -314,12 +315,15 @@ bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcep
 void CompletionDispatcher::run() noexcept {
   if (delivering_) return;  // an application callback ran a nested loop: the outer pass goes on
   int handled = 0;
+  turnBudget_.beginPass(reactor_.turnBudget());
+  const int budget = passBudget();
   // Polling adaptively, a CQ is armed only when a window passes with nothing (AdaptivePolling).
   const bool adaptive = reactor_.pollingWindow().count() > 0;
   // Woken in event mode, hand out what the CQs hold before reading the channel: the read(2) and
   // the arm then come after the answers' posts, off the path from wake-up to answer. The event
   // read below still arms each CQ that raised one, and the poll after the arm closes the race.
-  if (!adaptive && ready_.empty() && !removed_ && !pollAll(handled)) {
+  if (!adaptive && ready_.empty() && !removed_ && !pollAll(handled, budget)) {
+    turnBudget_.endPass(handled);
     yieldBudget();
     return;
   }
@@ -354,11 +358,11 @@ void CompletionDispatcher::run() noexcept {
   // budget (shareOf), as long as budget is left: what one CQ holds beyond its share waits at the
   // back of the line, not for a whole round of the others behind a CQ that took the budget. A CQ
   // left undrained spent at least one poll's worth, so every sweep makes progress.
-  while (!ready_.empty() && handled < kBudget && !removed_) {
-    const int share = shareOf(kBudget - handled, ready_.size());
-    for (size_t sweep = ready_.size(); sweep > 0 && handled < kBudget; --sweep) {
+  while (!ready_.empty() && handled < budget && !removed_) {
+    const int share = shareOf(budget - handled, ready_.size());
+    for (size_t sweep = ready_.size(); sweep > 0 && handled < budget; --sweep) {
       SharedCq* cq = ready_.front();
-      const int limit = std::min(kBudget, handled + share);
+      const int limit = std::min(budget, handled + share);
       // Drain, arm, then poll once more (the notify race: what landed before the arm raises no
       // event). Arming after the first drain keeps its system call off the path from the wake-up
       // to the answers' posts, and the window in which a completion is both polled and announced
@@ -376,6 +380,7 @@ void CompletionDispatcher::run() noexcept {
         ready_.push_back(cq);  // its share spent: behind the others
     }
   }
+  turnBudget_.endPass(handled);
   if (!ready_.empty()) yieldBudget();  // the budget is spent: the rest on a later turn
   delivering_ = false;
   if (!awaitingDrain_.empty()) callDrained(false);
@@ -387,7 +392,12 @@ int CompletionDispatcher::shareOf(int budget, size_t cqs) noexcept {
   return std::max<int>(CompletionStats::kBatch, budget / static_cast<int>(std::max<size_t>(1, cqs)));
 }
 
-bool CompletionDispatcher::pollAll(int& handled) noexcept {
+int CompletionDispatcher::passBudget() const noexcept {
+  // Every CQ may have one poll's worth in a turn, however short the time budget makes it.
+  return std::max(turnBudget_.completions(), CompletionStats::kBatch * static_cast<int>(std::max<size_t>(1, cqs_.size())));
+}
+
+bool CompletionDispatcher::pollAll(int& handled, int budget) noexcept {
   delivering_ = true;
   // Every CQ gets an equal share of the turn's budget. With the whole budget for whichever CQ came
   // first, a loop with more work than one turn's budget served one CQ per turn, and what a CQ held
@@ -401,17 +411,17 @@ bool CompletionDispatcher::pollAll(int& handled) noexcept {
   for (size_t i = 0; i < count; ++i) cqs_[i]->foundBeforeRead = false;
   bool drained = false;
   // Passes while budget is left: a CQ left undrained spent at least one poll's worth.
-  while (!drained && handled < kBudget && !removed_) {
-    const int share = shareOf(kBudget - handled, count);
+  while (!drained && handled < budget && !removed_) {
+    const int share = shareOf(budget - handled, count);
     drained = true;
     for (size_t k = 0; k < count && !removed_; ++k) {
-      if (handled >= kBudget) {
+      if (handled >= budget) {
         drained = false;
         break;
       }
       SharedCq& cq = *cqs_[(first + k) % count];
       const int before = handled;
-      if (!serve(cq, std::min(kBudget, handled + share), handled)) drained = false;
+      if (!serve(cq, std::min(budget, handled + share), handled)) drained = false;
       if (handled > before) cq.foundBeforeRead = true;
     }
   }
@@ -438,7 +448,9 @@ void CompletionDispatcher::armIfNeeded(SharedCq& cq) noexcept {
 
 int CompletionDispatcher::pollEveryCq() noexcept {
   int handled = 0;
-  (void)pollAll(handled);
+  turnBudget_.beginPass(reactor_.turnBudget());
+  (void)pollAll(handled, passBudget());
+  turnBudget_.endPass(handled);
   return handled;
 }
 

@@ -10,10 +10,11 @@
 // On readiness: every completion event is taken (ibv_get_cq_event until EAGAIN; acks batched per
 // CQ and flushed before the CQ is destroyed), each CQ that had an event is re-armed, and only then
 // polled until empty: a completion landing between the last poll and the arm still raises an
-// event. At most kBudget completions are handled per turn, shared equally by the CQs a pass
-// serves; what a CQ holds past its share waits for a later turn, after the loop has polled its
-// other sources and timers, with that CQ at the back of the ready list, so one busy CQ cannot
-// starve the others. The same holds for the passes over every CQ (event mode's poll before the
+// event. At most a turn's budget of completions is handed out per turn (TurnBudget: as many as
+// fit in Reactor::turnBudget(), at most kBudget, at least a poll's worth per CQ), shared equally
+// by the CQs a pass serves; what a CQ holds past its share waits for a later turn, after the loop
+// has polled its other sources and timers, with that CQ at the back of the ready list, so one busy
+// CQ cannot starve the others. The same holds for the passes over every CQ (event mode's poll before the
 // channel's read, adaptive polling's spins): a pass that could not finish makes the next one start
 // a CQ further on.
 //
@@ -35,6 +36,7 @@
 #include "NextTurn.h"
 #include "Ring.h"
 #include "SharedReceiveQueue.h"
+#include "TurnBudget.h"
 #include "WorkRequestId.h"
 #include "evrdma/CompletionStats.h"
 #include "evrdma/Verbs.h"
@@ -82,7 +84,7 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
     ~Owner() = default;
   };
 
-  static constexpr int kBudget = 256;
+  static constexpr int kBudget = detail::TurnBudget::kMost;  // the most one turn hands out
   static constexpr uint32_t kSharedCqEntries = 512;
 
  private:
@@ -197,7 +199,9 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   // it held any (foundBeforeRead), each up to its share of the budget, again while budget is left.
   // False if the budget was spent before every CQ was drained; the next call then starts a CQ
   // further on, so every CQ gets its turn at the front.
-  bool pollAll(int& handled) noexcept;
+  bool pollAll(int& handled, int budget) noexcept;
+  // The completions this pass may hand out: the turn budget's, or a poll's worth per CQ if more.
+  int passBudget() const noexcept;
   // What each of `cqs` CQs may take of `budget` completions in one pass.
   static int shareOf(int budget, size_t cqs) noexcept;
   // The turn's completion budget is spent: the rest is served on a later turn.
@@ -245,6 +249,7 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   detail::NextTurn resume_;  // budget spent: serve the ready CQs again on a later turn
   detail::NextTurn trimTurn_;  // a detach left a CQ empty: releaseIdleCqs
   detail::AdaptivePolling polling_;  // Reactor::setPollingWindow
+  detail::TurnBudget turnBudget_;    // Reactor::setTurnBudget
   std::vector<detail::SharedReceiveQueue*> srqs_;  // the Device's, whose receives come through here
   std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
   detail::Ring<SharedCq*> ready_;

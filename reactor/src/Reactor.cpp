@@ -4,6 +4,8 @@
 
 #include <event2/event.h>
 
+#include <algorithm>
+
 #include "CmDispatcher.h"
 #include "ConnectGate.h"
 #include "Device.h"
@@ -33,6 +35,10 @@ int Reactor::post(std::function<void()> fn) { return core_->post(std::move(fn));
 
 void Reactor::setPollingWindow(std::chrono::microseconds window) noexcept { core_->setPollingWindow(window); }
 std::chrono::microseconds Reactor::pollingWindow() const noexcept { return core_->pollingWindow(); }
+void Reactor::setTurnBudget(std::chrono::microseconds budget) noexcept {
+  core_->setTurnBudget(std::max(budget, std::chrono::microseconds(0)));
+}
+std::chrono::microseconds Reactor::turnBudget() const noexcept { return core_->turnBudget(); }
 
 void Reactor::setMemoryBudget(uint64_t bytes) noexcept { core_->memoryAccount().setBudget(bytes); }
 uint64_t Reactor::memoryBudget() const noexcept { return core_->memoryAccount().budget(); }

@@ -60,6 +60,8 @@ class ReactorCore {
 
   void setPollingWindow(std::chrono::microseconds window) noexcept { pollingWindow_ = window; }
   std::chrono::microseconds pollingWindow() const noexcept { return pollingWindow_; }
+  void setTurnBudget(std::chrono::microseconds budget) noexcept { turnBudget_ = budget; }
+  std::chrono::microseconds turnBudget() const noexcept { return turnBudget_; }
 
   // The CM event channel of this reactor, made on first use. Null, with `error` = -errno, when the
   // machine has no RDMA CM (e.g. no rdma_ucm module).
@@ -105,6 +107,7 @@ class ReactorCore {
   std::atomic<bool> acceptsPosts_{false};         // read by posting threads
   bool runningDeferred_ = false;
   std::chrono::microseconds pollingWindow_{0};
+  std::chrono::microseconds turnBudget_{Reactor::kDefaultTurnBudget};
   std::vector<std::function<void()>> deferred_;
   std::unordered_set<detail::ReactorMember*> members_;
   // What each device's completion channel counted, kept for the Reactor's lifetime (also after a

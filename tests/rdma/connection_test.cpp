@@ -329,16 +329,23 @@ TEST_F(PingPongBed, ConnectingToAnAddressNobodyHasFailsWithAClearErrorWithinTheR
               connectBlocks ? " (siw: rdma_connect blocks)" : "");
 }
 
-// Floods one connection with 512 messages at once: the completion dispatcher has to stop at its
-// budget and come back, while other events (a timer here) still get their turns, and no message
-// may be lost or reordered.
-TEST_F(PingPongBed, CompletionBudgetYieldsToOtherEventsAndLosesNothing) {
-  constexpr uint32_t kMessages = 512;
+// One connection floods its agent with 512 messages at once, and the agent's first callback is slow
+// on purpose, so the rest pile up in the CQ meanwhile: the same turn then finds far more
+// completions than its budget. Every message arrives, in order.
+class CompletionBudget : public PingPongBed {
+ protected:
+  static constexpr uint32_t kMessages = 512;
+  struct Flood {
+    uint64_t completions = 0, budgetYields = 0;  // from the connection's start to its end
+    int ticks = 0;                               // of a 1 ms timer, while it ran
+  };
+  Flood flood();
+};
+
+CompletionBudget::Flood CompletionBudget::flood() {
   struct Sink : evrdma::ConnectionHandler {
     std::vector<uint32_t> received;
     void onRecv(evrdma::Connection&, const uint8_t* data, size_t length) noexcept override {
-      // A slow first callback (on purpose): the other messages pile up in the CQ meanwhile, so
-      // the same turn then finds far more completions than its budget.
       if (received.empty()) std::this_thread::sleep_for(300ms);
       uint32_t seq = 0;
       if (length == sizeof seq) std::memcpy(&seq, data, sizeof seq);
@@ -371,23 +378,68 @@ TEST_F(PingPongBed, CompletionBudgetYieldsToOtherEventsAndLosesNothing) {
   evrdma::ClientOptions options;
   options.maxMessageSize = 64;
   options.sendDepth = kMessages;
+  // The device's counts on this Reactor: both ends of the connection are here.
+  auto counted = [this] {
+    Flood counts;
+    for (const evrdma::DeviceStats& device : reactor_.stats().devices) {
+      counts.completions += device.completions.completions;
+      counts.budgetYields += device.completions.budgetYields;
+    }
+    return counts;
+  };
+  const Flood before = counted();
   auto pair = listenAndConnect(factory, std::move(flooder), options);
-  auto& listener = pair.listener;
-  auto& client = pair.client;
-  int ticks = 0;
-  evrdma::Timer ticker(reactor_, [&] { ++ticks; });
+  Flood result;
+  evrdma::Timer ticker(reactor_, [&] { ++result.ticks; });
   ticker.startPeriodic(1ms);
-  ASSERT_TRUE(runUntil([&] { return factory.sink && factory.sink->received.size() == kMessages && sender->done == kMessages; }, 60s));
+  EXPECT_TRUE(runUntil([&] { return factory.sink && factory.sink->received.size() == kMessages && sender->done == kMessages; }, 60s));
   EXPECT_EQ(sender->failures, 0);
-  for (uint32_t i = 0; i < kMessages; ++i) ASSERT_EQ(factory.sink->received[i], i) << "out of order at " << i;
-  const evrdma::CompletionStats& stats = *client->completionStats();
-  EXPECT_GT(stats.budgetYields, 0u) << "1024 completions never hit the budget of " << evrdma::CompletionDispatcher::kBudget;
-  EXPECT_GT(ticks, 0);
-  std::printf("[ figures  ] flood: %llu completions, %llu polls, %llu budget yields, %d timer ticks meanwhile\n",
-              static_cast<unsigned long long>(stats.completions), static_cast<unsigned long long>(stats.polls),
-              static_cast<unsigned long long>(stats.budgetYields), ticks);
-  client->close();
-  ASSERT_TRUE(runUntil([&] { return listener->agentCount() == 0; }, 30s));
+  if (factory.sink != nullptr) {
+    for (uint32_t i = 0; i < factory.sink->received.size(); ++i) {
+      EXPECT_EQ(factory.sink->received[i], i) << "out of order at " << i;
+    }
+  }
+  pair.client->close();  // the receives left posted come back flushed: completions too
+  EXPECT_TRUE(runUntil([&] { return pair.listener->agentCount() == 0 && pair.client->state() == evrdma::ConnectionState::Closed; }, 30s));
+  const Flood after = counted();
+  result.completions = after.completions - before.completions;
+  result.budgetYields = after.budgetYields - before.budgetYields;
+  std::printf("[ figures  ] flood: %llu completions, %llu budget yields, %d timer ticks meanwhile\n",
+              static_cast<unsigned long long>(result.completions), static_cast<unsigned long long>(result.budgetYields),
+              result.ticks);
+  return result;
+}
+
+// The dispatcher stops at its budget and comes back, while other events (a timer here) still get
+// their turns.
+TEST_F(CompletionBudget, YieldsToOtherEventsAndLosesNothing) {
+  const Flood flooded = flood();
+  EXPECT_GT(flooded.budgetYields, 0u) << "1024 completions never hit the budget";
+  EXPECT_GT(flooded.ticks, 0);
+}
+
+// A turn hands out as many completions as fit in Reactor::turnBudget() at what they have lately
+// cost: with 1 us, one poll's worth per turn once a turn has measured them (a turn can take up to
+// twice that: its last poll may find 15 more), so the flood's ~1500 completions (its
+// messages, and the receives flushed at the close) take dozens of turns; with 0 (a count only),
+// 256 per turn, a handful. Before the time budget every turn took 256.
+TEST_F(CompletionBudget, ATurnHandsOutWhatFitsInItsTimeBudgetAndWithoutOneItsCount) {
+  reactor_.setTurnBudget(1us);
+  const Flood shortTurns = flood();
+  reactor_.setTurnBudget(0us);
+  const Flood countedTurns = flood();
+  reactor_.setTurnBudget(evrdma::Reactor::kDefaultTurnBudget);
+  const uint64_t kMostPerTurn = evrdma::CompletionDispatcher::kBudget;
+  ASSERT_GT(shortTurns.completions, 2 * kMostPerTurn);
+  // (Two turns of 256 allowed before the cost is measured.)
+  EXPECT_GE(shortTurns.budgetYields, (shortTurns.completions - 2 * kMostPerTurn) / (2 * evrdma::CompletionStats::kBatch))
+      << "turns of 1 us handed out more than a poll's worth or two";
+  EXPECT_LE(countedTurns.budgetYields, countedTurns.completions / kMostPerTurn + 2)
+      << "turns without a time budget stopped short of 256";
+  std::printf("[ figures  ] budget yields: %llu for %llu completions in 1 us turns, %llu for %llu at 256 per turn\n",
+              static_cast<unsigned long long>(shortTurns.budgetYields), static_cast<unsigned long long>(shortTurns.completions),
+              static_cast<unsigned long long>(countedTurns.budgetYields),
+              static_cast<unsigned long long>(countedTurns.completions));
 }
 
 // Connections closed all at once are torn down a few per loop turn (destroying a QP and an id

@@ -40,6 +40,12 @@ void evrdma_base_free(struct evrdma_base *rbase);
  * between; it spends a core while data flows, nothing when idle. 0 (the default): never. */
 void evrdma_base_set_polling_window(struct evrdma_base *rbase, unsigned usec);
 
+/** The turn budget (Reactor::setTurnBudget): how long one loop turn may spend handing out
+ * completions, the callbacks' work included, before the event_base serves the program's sockets,
+ * timers and signals again; the rest waits for the next turn. Default 500; 0: 256 completions per
+ * turn, whatever they cost. */
+void evrdma_base_set_turn_budget(struct evrdma_base *rbase, unsigned usec);
+
 /** Options of a stream; fill with evrdma_stream_options_init, then change what you need. */
 struct evrdma_stream_options {
   size_t max_message_size;        /**< bytes per message (writes are cut at it): 64 KiB */

@@ -139,6 +139,16 @@ class Reactor {
   void setPollingWindow(std::chrono::microseconds window) noexcept;
   std::chrono::microseconds pollingWindow() const noexcept;
 
+  /// How long one loop turn may spend handing out completions (the handlers' work included)
+  /// before the loop serves its sockets, timers and signals again; what is left waits for the next
+  /// turn. The count per turn follows from what completions have lately cost (read from the clock
+  /// only in turns that hand out more than one poll's worth), within 16 .. 256, and at least one
+  /// poll's worth per completion queue. Shorter: the application's own events wait less under an
+  /// RDMA flood, and the flood goes a little slower. 0: 256 per turn, whatever they cost.
+  static constexpr std::chrono::microseconds kDefaultTurnBudget{500};
+  void setTurnBudget(std::chrono::microseconds budget) noexcept;
+  std::chrono::microseconds turnBudget() const noexcept;
+
   CmEventStats cmEventStats() const noexcept;
   SharedReceiveStats sharedReceiveStats() const noexcept;
   /// Everything above and below in one snapshot, with each device's completion statistics. Call it

@@ -1,0 +1,40 @@
+// TurnBudget: a turn's completion budget from a time and the measured cost of a completion.
+#include "TurnBudget.h"
+
+#include <algorithm>
+
+namespace evrdma::detail {
+
+void TurnBudget::beginPass(std::chrono::microseconds time) noexcept {
+  timing_ = false;
+  if (time != time_) {
+    time_ = time;
+    if (time_.count() <= 0) completions_ = kMost;
+    else if (nanosPerCompletion_ > 0) learn(Clock::duration::zero(), 0);  // the same cost, the new time
+  }
+}
+
+void TurnBudget::startTiming(int handled) noexcept {
+  timing_ = true;
+  timedFrom_ = handled;
+  start_ = Clock::now();
+}
+
+void TurnBudget::endPass(int handled) noexcept {
+  if (!timing_) return;
+  timing_ = false;
+  if (handled > timedFrom_) learn(Clock::now() - start_, handled - timedFrom_);
+}
+
+void TurnBudget::learn(Clock::duration took, int count) noexcept {
+  if (count > 0) {
+    const double sample = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()) / count;
+    nanosPerCompletion_ = nanosPerCompletion_ > 0 ? nanosPerCompletion_ + (sample - nanosPerCompletion_) / 4 : sample;
+  }
+  if (time_.count() <= 0 || nanosPerCompletion_ <= 0) return;
+  const double fit = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(time_).count()) /
+                     nanosPerCompletion_;
+  completions_ = static_cast<int>(std::clamp(fit, static_cast<double>(kLeast), static_cast<double>(kMost)));
+}
+
+}  // namespace evrdma::detail
