@@ -10,7 +10,7 @@ void TurnBudget::beginPass(std::chrono::microseconds time) noexcept {
   if (time != time_) {
     time_ = time;
     if (time_.count() <= 0) completions_ = kMost;
-    else if (nanosPerCompletion_ > 0) learn(Clock::duration::zero(), 0);  // the same cost, the new time
+    else refit();  // the same cost, the new time
   }
 }
 
@@ -27,10 +27,13 @@ void TurnBudget::endPass(int handled) noexcept {
 }
 
 void TurnBudget::learn(Clock::duration took, int count) noexcept {
-  if (count > 0) {
-    const double sample = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()) / count;
-    nanosPerCompletion_ = nanosPerCompletion_ > 0 ? nanosPerCompletion_ + (sample - nanosPerCompletion_) / 4 : sample;
-  }
+  if (count <= 0) return;
+  const double sample = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()) / count;
+  nanosPerCompletion_ = nanosPerCompletion_ > 0 ? nanosPerCompletion_ + (sample - nanosPerCompletion_) / 4 : sample;
+  refit();
+}
+
+void TurnBudget::refit() noexcept {
   if (time_.count() <= 0 || nanosPerCompletion_ <= 0) return;
   const double fit = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(time_).count()) /
                      nanosPerCompletion_;

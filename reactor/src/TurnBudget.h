@@ -37,6 +37,8 @@ class TurnBudget {
 
  private:
   void startTiming(int handled) noexcept;
+  // The count from the time and the cost learned so far (none learned: unchanged).
+  void refit() noexcept;
 
   std::chrono::microseconds time_{0};
   double nanosPerCompletion_ = 0;  // 0 until learned
