@@ -25,6 +25,9 @@ class EventHolder final : public detail::ReactorMember {
   ~EventHolder();
   // Makes the event; returns 0, -ENOMEM, or -ESHUTDOWN once the Reactor is gone.
   int make(int fd, short what, std::function<void(short)> callback);
+  // True when the event made last is still there for `what` (a timer restarted with the same kind
+  // re-adds it instead of making a new one: no allocation per restart).
+  bool holds(short what) const noexcept;
   int add(const timeval* timeout) noexcept;
   void remove() noexcept;
   bool pending() const noexcept;
@@ -35,6 +38,7 @@ class EventHolder final : public detail::ReactorMember {
   static void trampoline(int fd, short what, void* arg) noexcept;
   Reactor* reactor_;
   event* event_ = nullptr;
+  short what_ = 0;
   std::shared_ptr<std::function<void(short)>> callback_;
 };
 

@@ -29,7 +29,12 @@ int EventHolder::make(int fd, short what, std::function<void(short)> callback) {
   if (reactor_ == nullptr || reactor_->core().dying()) return -ESHUTDOWN;
   callback_ = std::make_shared<std::function<void(short)>>(std::move(callback));
   event_ = event_new(reactor_->base(), fd, what, &EventHolder::trampoline, this);
+  what_ = what;
   return event_ != nullptr ? 0 : -ENOMEM;
+}
+
+bool EventHolder::holds(short what) const noexcept {
+  return event_ != nullptr && what_ == what && reactor_ != nullptr && !reactor_->core().dying();
 }
 
 void EventHolder::trampoline(int, short what, void* arg) noexcept {
@@ -62,9 +67,14 @@ Timer::Timer(Reactor& reactor, std::function<void()> callback)
 Timer::~Timer() = default;
 
 int Timer::start(std::chrono::milliseconds delay, bool periodic) noexcept {
-  // A new event each start: one-shot and periodic differ in EV_PERSIST, fixed at creation.
-  int rc = event_->make(-1, periodic ? EV_PERSIST : 0, [cb = callback_](short) { (*cb)(); });
-  if (rc != 0) return rc;
+  // One-shot and periodic differ in EV_PERSIST, fixed at creation: a new event only when the kind
+  // changes. Re-adding a pending event moves its deadline (and drops a fire not yet run), so a
+  // timer restarted per message costs no allocation.
+  const short what = periodic ? EV_PERSIST : 0;
+  if (!event_->holds(what)) {
+    int rc = event_->make(-1, what, [cb = callback_](short) { (*cb)(); });
+    if (rc != 0) return rc;
+  }
   if (delay.count() < 0) delay = std::chrono::milliseconds(0);
   timeval tv{static_cast<time_t>(delay.count() / 1000), static_cast<suseconds_t>(delay.count() % 1000 * 1000)};
   return event_->add(&tv);

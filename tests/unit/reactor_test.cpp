@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -26,6 +27,22 @@ using evrdma::FdWatch;
 using evrdma::Reactor;
 using evrdma::SignalWatch;
 using evrdma::Timer;
+
+// Every allocation libevent makes in this program is counted (set before main, before any).
+std::atomic<uint64_t> libeventAllocations{0};
+const bool countingLibeventAllocations = [] {
+  event_set_mem_functions(
+      [](size_t bytes) {
+        ++libeventAllocations;
+        return malloc(bytes);
+      },
+      [](void* p, size_t bytes) {
+        ++libeventAllocations;
+        return realloc(p, bytes);
+      },
+      free);
+  return true;
+}();
 
 // Stops the loop after `limit` even if a test's own stop never comes: no test can hang.
 struct Watchdog {
@@ -358,6 +375,80 @@ TEST(Timer, RestartingMovesTheDeadline) {
   reactor.run();
   EXPECT_FALSE(dog.fired);
   EXPECT_LT(firedAfter, 900ms);
+}
+
+TEST(Timer, RestartedFromItsOwnCallbackFiresAgain) {
+  Reactor reactor;
+  Watchdog dog(reactor, 2s);
+  int fired = 0;
+  Timer* self = nullptr;
+  Timer timer(reactor, [&] {
+    if (++fired < 3) self->startOnce(1ms);
+    else reactor.stop();
+  });
+  self = &timer;
+  ASSERT_EQ(timer.startOnce(1ms), 0);
+  reactor.run();
+  EXPECT_FALSE(dog.fired);
+  EXPECT_EQ(fired, 3);
+}
+
+TEST(Timer, RestartingItAllocatesNothing) {
+  // A timer restarted per message (a round-trip timeout) re-adds its event: no event made anew.
+  ASSERT_TRUE(countingLibeventAllocations);
+  Reactor reactor;
+  Timer timer(reactor, [] {});
+  ASSERT_EQ(timer.startOnce(10s), 0);
+  const uint64_t before = libeventAllocations;
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(timer.startOnce(10s + std::chrono::milliseconds(i)), 0);
+  EXPECT_EQ(libeventAllocations - before, 0u);
+  EXPECT_TRUE(timer.active());
+}
+
+TEST(Timer, RestartingATimerDueInTheSameTurnDropsThatFire) {
+  // Both are due when the loop first looks (the sleep): whichever runs first restarts the other for
+  // later, which must then not fire in this turn.
+  Reactor reactor;
+  Watchdog dog(reactor, 300ms);
+  int fired = 0;
+  Timer stopper(reactor, [&] { reactor.stop(); });
+  std::unique_ptr<Timer> first, second;
+  first = std::make_unique<Timer>(reactor, [&] {
+    ++fired;
+    second->startOnce(10s);
+    stopper.startOnce(20ms);  // time for the other to fire, were it still due
+  });
+  second = std::make_unique<Timer>(reactor, [&] {
+    ++fired;
+    first->startOnce(10s);
+    stopper.startOnce(20ms);
+  });
+  ASSERT_EQ(first->startOnce(1ms), 0);
+  ASSERT_EQ(second->startOnce(1ms), 0);
+  std::this_thread::sleep_for(20ms);
+  reactor.run();
+  EXPECT_FALSE(dog.fired);
+  EXPECT_EQ(fired, 1);
+}
+
+TEST(Timer, SwitchingBetweenOneShotAndPeriodicKeepsEachKind) {
+  Reactor reactor;
+  Watchdog dog(reactor, 2s);
+  int fired = 0;
+  Timer stopper(reactor, [&] { reactor.stop(); });
+  Timer* self = nullptr;
+  Timer timer(reactor, [&] {
+    ++fired;
+    if (fired == 1) self->startPeriodic(1ms);  // was one-shot
+    if (fired == 4) self->startOnce(1ms);      // was periodic: fires once more, then stops
+    if (fired == 5) stopper.startOnce(30ms);   // time for a sixth that must not come
+  });
+  self = &timer;
+  ASSERT_EQ(timer.startOnce(1ms), 0);
+  reactor.run();
+  EXPECT_FALSE(dog.fired);
+  EXPECT_EQ(fired, 5);
+  EXPECT_FALSE(timer.active());
 }
 
 TEST(FdWatch, ReportsReadabilityOfAPipeUntilPaused) {
