@@ -148,7 +148,7 @@ void PingClient::onEstablished(evrdma::Connection& c) noexcept {
   message_.assign(info_.dataSize, 0);
   connection_ = &c;
   if (roundTripTimeout_.count() > 0)
-    roundTripTimer_ = std::make_unique<evrdma::Timer>(c.reactor(), [this] { onRoundTripTimeout(); });
+    roundTripTimer_ = std::make_unique<evrdma::Timer>(c.reactor(), [this] { onRoundTripCheck(); });
   if (waitForStart_) {
     waitForStart_();
     if (!startRequested_) {
@@ -169,6 +169,19 @@ void PingClient::start() noexcept {
   sendNext(*connection_);
 }
 
+namespace {
+constexpr int kChecksPerTimeout = 4;
+}
+
+void PingClient::onRoundTripCheck() noexcept {
+  if (result_.roundTrips != roundTripsAtCheck_) {
+    roundTripsAtCheck_ = result_.roundTrips;
+    checksWithoutEcho_ = 0;
+  } else if (++checksWithoutEcho_ >= kChecksPerTimeout) {
+    onRoundTripTimeout();
+  }
+}
+
 void PingClient::onRoundTripTimeout() noexcept {
   evrdma::Connection& c = *connection_;
   const evrdma::SendQueueStats queue = c.sendQueueStats();
@@ -185,8 +198,13 @@ void PingClient::sendNext(evrdma::Connection& c) noexcept {
   if (first) {
     if (transfer_ != nullptr) transfer_->noteStart();
     sentAt_ = Clock::now();
+    if (roundTripTimer_) {
+      roundTripsAtCheck_ = 0;
+      checksWithoutEcho_ = 0;
+      const auto period = std::max(std::chrono::milliseconds(1), roundTripTimeout_ / kChecksPerTimeout);
+      roundTripTimer_->startPeriodic(period);
+    }
   }
-  if (roundTripTimer_) roundTripTimer_->startOnce(roundTripTimeout_);
   if (verify_)
     for (size_t j = 0; j < message_.size(); ++j) message_[j] = patternByte(result_.index, result_.roundTrips, j);
   int rc = c.postSend(message_.data(), message_.size(), result_.roundTrips);

@@ -126,7 +126,8 @@ class PingClient : public evrdma::ConnectionHandler {
   void onClosed(evrdma::Connection& c) noexcept override;
   const PingResult& result() const { return result_; }
   // A round trip whose echo has not come back within `timeout` ends the connection with an error
-  // saying so (a lost message is never waited for silently). 0: no limit.
+  // saying so (a lost message is never waited for silently), within 1.25 x `timeout`: a periodic
+  // check looks for progress, so a round trip costs no timer. 0: no limit.
   void setRoundTripTimeout(std::chrono::milliseconds timeout) { roundTripTimeout_ = timeout; }
   // Once established, the round trips wait for start(); `established` is told.
   void waitForStart(std::function<void()> established) { waitForStart_ = std::move(established); }
@@ -142,6 +143,7 @@ class PingClient : public evrdma::ConnectionHandler {
  private:
   void sendNext(evrdma::Connection& c) noexcept;
   void noteRoundTrip(Clock::time_point now) noexcept;  // the round trip just completed ends at `now`
+  void onRoundTripCheck() noexcept;  // every quarter of the timeout while round trips run
   void onRoundTripTimeout() noexcept;
   pingsr::ConnectInfo info_;
   bool verify_;
@@ -153,7 +155,9 @@ class PingClient : public evrdma::ConnectionHandler {
   Clock::time_point sentAt_;  // the current round trip's start (see sendNext)
   std::chrono::milliseconds roundTripTimeout_{0};
   evrdma::Connection* connection_ = nullptr;  // while established, for the timer
-  std::unique_ptr<evrdma::Timer> roundTripTimer_;
+  std::unique_ptr<evrdma::Timer> roundTripTimer_;  // periodic: see onRoundTripCheck
+  uint64_t roundTripsAtCheck_ = 0;
+  int checksWithoutEcho_ = 0;
   std::function<void(const PingResult&)> holdOpen_;
   std::function<void()> waitForStart_;
   bool waiting_ = false;  // established, round trips not started
