@@ -45,6 +45,7 @@ ConnectionCore::~ConnectionCore() {
 
 void ConnectionCore::adoptId(CmId id) noexcept {
   id_ = std::move(id);
+  immediateData_ = -1;
   id_->context = static_cast<CmEventHandler*>(this);
   if (!isClient_) peerAddress_ = formatAddress(rdma_get_peer_addr(id_.get()));
 }
@@ -322,8 +323,13 @@ bool ConnectionCore::connectionState(ConnectionState& state) const noexcept {
 }
 
 bool ConnectionCore::supportsImmediateData() const noexcept {
-  // iWARP (RFC 5040) has no immediate data; InfiniBand and RoCE do.
-  return id_ && id_->verbs && !isIwarp(id_->verbs);
+  // iWARP (RFC 5040) has no immediate data; InfiniBand and RoCE do. Asked per message (a send with
+  // immediate, each poll's batch): the answer is kept once the device is known.
+  if (immediateData_ < 0) {
+    if (!id_ || !id_->verbs) return false;
+    immediateData_ = isIwarp(id_->verbs) ? 0 : 1;
+  }
+  return immediateData_ == 1;
 }
 
 void ConnectionCore::onAsyncError(ibv_event_type type) noexcept {

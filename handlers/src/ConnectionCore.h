@@ -114,6 +114,7 @@ class ConnectionCore : public CmEventHandler,
   const bool isClient_;
   ConnectionState state_ = ConnectionState::Idle;
   bool helloSent_ = false;          // framed: our hello is out
+  mutable int8_t immediateData_ = -1;  // supportsImmediateData, once the device is known (-1: not yet)
   bool peerReached_ = false;        // a receive completed: the transport is up (see notePeerReached)
   bool cmEstablished_ = false;      // the CM's ESTABLISHED event arrived
   uint64_t peerMaxMessageSize_ = 0;  // framed: from the peer's hello

@@ -135,7 +135,7 @@ void ConnectionReceiver::keep(uint32_t slot) noexcept {
 void ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
   const uint32_t slot = wrid::index(wc.wr_id);
   c_.queuePair_->onReceiveCompleted();
-  if (wc.status != IBV_WC_WR_FLUSH_ERR) c_.notePeerReached();  // a flush is our QP's error, not the peer
+  if (!c_.peerReached_ && wc.status != IBV_WC_WR_FLUSH_ERR) c_.notePeerReached();  // a flush is our QP's error, not the peer
   if (wc.status != IBV_WC_SUCCESS) {
     keep(slot);
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {
@@ -177,46 +177,54 @@ void ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
 }
 
 void ConnectionReceiver::onMessage(const HeldMessage& message) noexcept {
+  if (c_.options_.framed && message.intoBuffer)
+    onFrame(message);
+  else
+    deliverOrHold(message, nullptr);
+}
+
+void ConnectionReceiver::onFrame(const HeldMessage& message) noexcept {
   Frame frame;
-  const bool parsed = c_.options_.framed && message.intoBuffer;
-  if (parsed) {
-    const char* why = "";
-    if (parseFrame(c_.queuePair_->receiveBuffer(message.slot), message.length, frame, why) != 0) {
-      c_.errorText_ = std::string("malformed frame from the peer: ") + why;
-      c_.fail(-EPROTO, c_.errorText_.c_str());
-      keep(message.slot);
-      return;
-    }
-    c_.framedSender_->onCreditsReturned(frame.credits);
-    if (frame.asksForCredits) c_.framedSender_->onAsk(frame.requestId);
-    if (frame.answersAsk) c_.framedSender_->onAnswer();
-    if ((frame.type == FrameType::Hello) != (c_.state_ != ConnectionState::Established)) {
-      c_.fail(-EPROTO, frame.type == FrameType::Hello ? "the peer sent a second hello"
-                                                   : "the peer's first frame was not a hello (is it framed too?)");
-      keep(message.slot);
-      return;
-    }
-    // evrdma's own frames: handled now, whether receiving is paused or not, and their receives
-    // are evrdma's to post again (the application never saw them).
-    switch (frame.type) {
-      case FrameType::Hello:
-        c_.peerMaxMessageSize_ = frame.maxMessageSize;
-        c_.markEstablished();  // the limits are known: the application may send
-        postAgain(message.slot);
-        return;
-      case FrameType::KeepaliveProbe:
-        c_.framedSender_->queueKeepaliveReply();  // goes with the pump after this, returning this receive
-        postAgain(message.slot);
-        return;
-      case FrameType::Credit:
-      case FrameType::KeepaliveReply:  // heard: that is all a reply says
-        postAgain(message.slot);
-        return;
-      default:
-        break;  // data and the region exchange: the application's, in order
-    }
-    c_.framedSender_->onMessageFromPeer();
+  const char* why = "";
+  if (parseFrame(c_.queuePair_->receiveBuffer(message.slot), message.length, frame, why) != 0) {
+    c_.errorText_ = std::string("malformed frame from the peer: ") + why;
+    c_.fail(-EPROTO, c_.errorText_.c_str());
+    keep(message.slot);
+    return;
   }
+  c_.framedSender_->onCreditsReturned(frame.credits);
+  if (frame.asksForCredits) c_.framedSender_->onAsk(frame.requestId);
+  if (frame.answersAsk) c_.framedSender_->onAnswer();
+  if ((frame.type == FrameType::Hello) != (c_.state_ != ConnectionState::Established)) {
+    c_.fail(-EPROTO, frame.type == FrameType::Hello ? "the peer sent a second hello"
+                                                 : "the peer's first frame was not a hello (is it framed too?)");
+    keep(message.slot);
+    return;
+  }
+  // evrdma's own frames: handled now, whether receiving is paused or not, and their receives
+  // are evrdma's to post again (the application never saw them).
+  switch (frame.type) {
+    case FrameType::Hello:
+      c_.peerMaxMessageSize_ = frame.maxMessageSize;
+      c_.markEstablished();  // the limits are known: the application may send
+      postAgain(message.slot);
+      return;
+    case FrameType::KeepaliveProbe:
+      c_.framedSender_->queueKeepaliveReply();  // goes with the pump after this, returning this receive
+      postAgain(message.slot);
+      return;
+    case FrameType::Credit:
+    case FrameType::KeepaliveReply:  // heard: that is all a reply says
+      postAgain(message.slot);
+      return;
+    default:
+      break;  // data and the region exchange: the application's, in order
+  }
+  c_.framedSender_->onMessageFromPeer();
+  deliverOrHold(message, &frame);
+}
+
+void ConnectionReceiver::deliverOrHold(const HeldMessage& message, const Frame* parsed) noexcept {
   if (paused_ || !heldMessages_.empty()) {
     heldMessages_.push_back(message);
     noteHeld();
@@ -229,7 +237,7 @@ void ConnectionReceiver::onMessage(const HeldMessage& message) noexcept {
     deliverHeldTimer_.startOnce(std::chrono::milliseconds(0));
     return;
   }
-  deliver(message, parsed ? &frame : nullptr);
+  deliver(message, parsed);
 }
 
 void ConnectionReceiver::deliver(const HeldMessage& message, const Frame* parsed) noexcept {

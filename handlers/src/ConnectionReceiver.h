@@ -59,6 +59,12 @@ class ConnectionReceiver {
   // A successful receive: a protocol frame is handled and its receive posted again; a message is
   // delivered, or held while receiving is paused (or earlier ones are still held).
   void onMessage(const HeldMessage& message) noexcept;
+  // Framed: the frame parsed and checked; evrdma's own frames handled, data and the region
+  // exchange go on to deliverOrHold.
+  void onFrame(const HeldMessage& message) noexcept;
+  // Delivered now, or held (paused, earlier ones held, or no spare buffer to lend it from).
+  // `parsed`: its frame (framed), or null.
+  void deliverOrHold(const HeldMessage& message, const Frame* parsed) noexcept;
   // With lending: this message would be lent, and no spare buffer is free for it.
   bool findsNoSpare(const HeldMessage& message) noexcept;
   // Hands one message to the handler, then posts its receive again or keeps it for postRecv().

@@ -113,9 +113,11 @@ int ConnectionSender::dispatch(const SendOp& op, uint8_t* copiedHeader) noexcept
 }
 
 int ConnectionSender::submit(const SendOp& op) noexcept {
-  int rc = c_.queuePair_->sendQueue()->submit(op);
+  // Unframed (dispatch): the queue's backlog is all there is; asked of it directly, per message.
+  SendQueue& queue = *c_.queuePair_->sendQueue();
+  int rc = queue.submit(op);
   if (rc != 0) c_.failLater(rc, "ibv_post_send");
-  noteBacklog();
+  if (queue.backlog() > 0) backlogged_ = true;  // onWritable once it drains
   return rc;
 }
 
@@ -134,10 +136,11 @@ void ConnectionSender::beginBatch() noexcept {
 }
 
 int ConnectionSender::endBatch() noexcept {
-  if (!c_.queuePair_ || !c_.queuePair_->sendQueue()) return -ENOTCONN;
-  int rc = c_.queuePair_->sendQueue()->endBatch();
+  SendQueue* queue = c_.queuePair_ ? c_.queuePair_->sendQueue() : nullptr;
+  if (queue == nullptr) return -ENOTCONN;
+  int rc = queue->endBatch();
   if (rc != 0) c_.failLater(rc, "ibv_post_send");
-  noteBacklog();
+  if (queue->backlog() > 0 || (c_.framedSender_ && c_.framedSender_->waiting() > 0)) backlogged_ = true;
   return rc;
 }
 

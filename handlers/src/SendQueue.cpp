@@ -133,7 +133,7 @@ int SendQueue::post(ibv_send_wr* first) noexcept {
   return rc > 0 ? -rc : rc;
 }
 
-int SendQueue::pump() noexcept {
+int SendQueue::pumpBacklog() noexcept {
   const size_t room = depth_ - inFlightCount_;
   const size_t count = std::min(room, backlog_.size());
   if (count == 0) return 0;
@@ -147,18 +147,10 @@ int SendQueue::pump() noexcept {
   return 0;
 }
 
-int SendQueue::complete(const ibv_wc& wc, const Done& done) noexcept {
-  const uint32_t sequence = detail::wrid::index(wc.wr_id);
-  bool known = false;
-  for (size_t i = 0; i < inFlightCount_ && !known; ++i) known = inFlight_[(inFlightHead_ + i) % depth_].sequence == sequence;
-  if (!known) return 0;  // already completed (a flush of a request counted before)
-  while (inFlightCount_ > 0) {
-    SendOp op = popInFlight();
-    bool isThis = op.sequence == sequence;
-    done(op, isThis ? wc.status : IBV_WC_SUCCESS);
-    if (isThis) break;
-  }
-  return pump();
+bool SendQueue::holds(uint32_t sequence) const noexcept {
+  for (size_t i = 0; i < inFlightCount_; ++i)
+    if (inFlight_[(inFlightHead_ + i) % depth_].sequence == sequence) return true;
+  return false;
 }
 
 }  // namespace evrdma

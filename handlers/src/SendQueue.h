@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "Ring.h"
+#include "WorkRequestId.h"
 #include "evrdma/Callbacks.h"  // OpType
 
 namespace evrdma {
@@ -62,7 +63,19 @@ class SendQueue {
   // A send-side completion: hands every request it completes to `done`, in posting order
   // (unsignaled ones before it succeeded: RC completes in order), then posts from the backlog.
   // Returns the -errno of a failed post, else 0.
-  int complete(const ibv_wc& wc, const Done& done) noexcept;
+  // A template, not a Done: the connection's callback is inlined, no std::function call per message.
+  template <typename Callback>
+  int complete(const ibv_wc& wc, Callback&& done) noexcept {
+    const uint32_t sequence = detail::wrid::index(wc.wr_id);
+    if (!holds(sequence)) return 0;  // already completed (a flush of a request counted before)
+    while (inFlightCount_ > 0) {
+      const SendOp op = popInFlight();  // a copy: `done` may post into the slot it leaves
+      const bool isThis = op.sequence == sequence;
+      done(op, isThis ? wc.status : IBV_WC_SUCCESS);
+      if (isThis) break;
+    }
+    return pump();
+  }
 
   size_t inFlight() const noexcept { return inFlightCount_; }
   // Requests waiting for room in the QP's send queue (not those a batch holds that fit).
@@ -80,7 +93,10 @@ class SendQueue {
   std::deque<SendOp> takeInFlight() noexcept;
 
  private:
-  int pump() noexcept;
+  // Posts what waits in the backlog and fits.
+  int pump() noexcept { return backlog_.empty() ? 0 : pumpBacklog(); }
+  int pumpBacklog() noexcept;
+  bool holds(uint32_t sequence) const noexcept;  // the request with `sequence` is in flight
   // Fills `wr` (and its two `sges`) for `op`; `last` ends the post's list.
   void prepare(SendOp& op, ibv_send_wr& wr, ibv_sge* sges, bool last, size_t inFlightAfter) noexcept;
   int post(ibv_send_wr* first) noexcept;

@@ -255,7 +255,8 @@ CompletionDispatcher::Attachment* CompletionDispatcher::attachmentOf(uint32_t qp
 }
 
 void CompletionDispatcher::handOver(CompletionHandler* handler, const ibv_wc& wc) noexcept {
-  if (std::find(inPoll_.begin(), inPoll_.end(), handler) == inPoll_.end()) {
+  // Mostly the handler of the completion before (a poll's completions are mostly one QP's).
+  if (inPoll_.empty() || (inPoll_.back() != handler && std::find(inPoll_.begin(), inPoll_.end(), handler) == inPoll_.end())) {
     inPoll_.push_back(handler);  // cleared, not freed, after each poll: no allocation once warm
     handler->onPollBegin(pollReceives_);
   }
