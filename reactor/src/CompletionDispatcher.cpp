@@ -408,6 +408,16 @@ bool CompletionDispatcher::pollAll(int& handled, int budget) noexcept {
   // over the CQs there were when the pass began: a callback may attach a connection and so add a
   // CQ (served from the next pass on).
   const size_t count = cqs_.size();
+  if (count == 1) {
+    // One CQ (up to 16 connections): it has the whole budget, and there is no order to rotate.
+    // Adaptive polling comes here on every poll, mostly to find nothing: no division, no sweep.
+    SharedCq& cq = *cqs_[0];
+    const int before = handled;
+    const bool drained = handled < budget && !removed_ && serve(cq, budget, handled);
+    cq.foundBeforeRead = handled > before;
+    delivering_ = false;
+    return drained;
+  }
   const size_t first = count > 0 ? firstToPoll_ % count : 0;
   for (size_t i = 0; i < count; ++i) cqs_[i]->foundBeforeRead = false;
   bool drained = false;

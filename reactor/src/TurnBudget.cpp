@@ -5,13 +5,10 @@
 
 namespace evrdma::detail {
 
-void TurnBudget::beginPass(std::chrono::microseconds time) noexcept {
-  timing_ = false;
-  if (time != time_) {
-    time_ = time;
-    if (time_.count() <= 0) completions_ = kMost;
-    else refit();  // the same cost, the new time
-  }
+void TurnBudget::changeTime(std::chrono::microseconds time) noexcept {
+  time_ = time;
+  if (time_.count() <= 0) completions_ = kMost;
+  else refit();  // the same cost, the new time
 }
 
 void TurnBudget::startTiming(int handled) noexcept {
@@ -20,8 +17,7 @@ void TurnBudget::startTiming(int handled) noexcept {
   start_ = Clock::now();
 }
 
-void TurnBudget::endPass(int handled) noexcept {
-  if (!timing_) return;
+void TurnBudget::finishTiming(int handled) noexcept {
   timing_ = false;
   if (handled > timedFrom_) learn(Clock::now() - start_, handled - timedFrom_);
 }

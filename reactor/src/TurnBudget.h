@@ -22,7 +22,11 @@ class TurnBudget {
   // Completions the current pass may hand out.
   int completions() const noexcept { return completions_; }
   // A pass begins; `time` is the Reactor's turn budget (0: kMost, whatever they cost).
-  void beginPass(std::chrono::microseconds time) noexcept;
+  // Inline, as endPass: adaptive polling begins and ends a pass per poll, mostly an empty one.
+  void beginPass(std::chrono::microseconds time) noexcept {
+    timing_ = false;
+    if (time != time_) changeTime(time);
+  }
   // After each poll of the pass, with what it has handed out so far: the clock starts once the
   // pass is past one poll's worth.
   void afterPoll(int handled) noexcept {
@@ -30,13 +34,17 @@ class TurnBudget {
   }
   // The pass ended having handed out `handled`: what those past the first poll's worth took is
   // learned.
-  void endPass(int handled) noexcept;
+  void endPass(int handled) noexcept {
+    if (timing_) finishTiming(handled);
+  }
   // `count` completions took `took`: the estimate of one's cost moves a quarter of the way there,
   // and the budget follows (the time over that cost, within kLeast .. kMost).
   void learn(Clock::duration took, int count) noexcept;
 
  private:
   void startTiming(int handled) noexcept;
+  void finishTiming(int handled) noexcept;
+  void changeTime(std::chrono::microseconds time) noexcept;
   // The count from the time and the cost learned so far (none learned: unchanged).
   void refit() noexcept;
 
