@@ -161,8 +161,7 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   const uint32_t signalEvery =
       options.signalEvery != 0 ? options.signalEvery : std::max<uint32_t>(1, options.sendDepth / 4);
   sendQueue_ = std::make_unique<SendQueue>(options.sendDepth, signalEvery, attr.cap.max_inline_data,
-                                           attachment_->serial(),
-                                           [qp](ibv_send_wr* wr, ibv_send_wr** bad) { return ibv_post_send(qp, wr, bad); });
+                                           attachment_->serial(), qp);
   op = "ibv_post_recv";
   if (shared) return 0;  // the pool's buffers are posted already
   for (uint32_t slot = 0; slot < options.recvDepth; ++slot)

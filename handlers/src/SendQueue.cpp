@@ -31,6 +31,11 @@ SendQueue::SendQueue(uint32_t depth, uint32_t signalEvery, uint32_t maxInline, u
       wrs_(depth_),
       sges_(2 * size_t{depth_}) {}
 
+SendQueue::SendQueue(uint32_t depth, uint32_t signalEvery, uint32_t maxInline, uint32_t serial, ibv_qp* qp)
+    : SendQueue(depth, signalEvery, maxInline, serial, Post{}) {
+  qp_ = qp;
+}
+
 int SendQueue::submit(const SendOp& op) noexcept {
   const bool atOnce = firstAtOnce_;
   firstAtOnce_ = false;
@@ -94,7 +99,8 @@ void SendQueue::prepare(SendOp& op, ibv_send_wr& wr, ibv_sge* sges, bool last, s
   // comes), and whatever fills the send queue (its room is only given back by a completion).
   op.signaled = ++sinceSignal_ >= signalEvery_ || last || inFlightAfter == depth_;
   if (op.signaled) sinceSignal_ = 0;
-  wr = ibv_send_wr{};
+  // Every field an RC send, write or read uses is set below (the unions of the other kinds, UD's
+  // address, atomics, memory windows, TSO, are left as they are): no 128-byte clear per request.
   wr.wr_id = detail::wrid::send(serial_, op.sequence);
   int sgeCount = 0;
   if (op.header.length > 0) sges[sgeCount++] = op.header;
@@ -119,16 +125,14 @@ void SendQueue::prepare(SendOp& op, ibv_send_wr& wr, ibv_sge* sges, bool last, s
       wr.opcode = IBV_WR_RDMA_READ;
       break;
   }
-  if (op.hasImm) wr.imm_data = htonl(op.imm);
-  if (op.type != OpType::Send) {
-    wr.wr.rdma.remote_addr = op.remoteAddress;
-    wr.wr.rdma.rkey = op.rkey;
-  }
+  wr.imm_data = op.hasImm ? htonl(op.imm) : 0;
+  wr.wr.rdma.remote_addr = op.type != OpType::Send ? op.remoteAddress : 0;
+  wr.wr.rdma.rkey = op.type != OpType::Send ? op.rkey : 0;
 }
 
 int SendQueue::post(ibv_send_wr* first) noexcept {
   ibv_send_wr* bad = nullptr;
-  int rc = post_(first, &bad);
+  int rc = qp_ != nullptr ? ibv_post_send(qp_, first, &bad) : post_(first, &bad);
   ++posts_;
   return rc > 0 ? -rc : rc;
 }

@@ -46,6 +46,8 @@ class SendQueue {
   // `depth`: the QP's max_send_wr; `signalEvery`: N (>= 1); `maxInline`: the QP's max_inline_data;
   // `serial`: the CQ attachment's, carried in every wr_id (see WorkRequestId.h).
   SendQueue(uint32_t depth, uint32_t signalEvery, uint32_t maxInline, uint32_t serial, Post post);
+  // Posting to `qp` itself (a connection's): no call through a std::function per post.
+  SendQueue(uint32_t depth, uint32_t signalEvery, uint32_t maxInline, uint32_t serial, ibv_qp* qp);
 
   // Queues `op` and posts what fits. Returns 0, or the -errno of a failed ibv_post_send (the QP is
   // then unusable: the connection fails).
@@ -106,7 +108,8 @@ class SendQueue {
 
   uint32_t depth_, signalEvery_, maxInline_;
   uint32_t serial_;
-  Post post_;
+  Post post_;       // tests inject the verbs call
+  ibv_qp* qp_ = nullptr;  // or it is ibv_post_send on this QP
   std::vector<SendOp> inFlight_;  // a ring of depth_ entries: inFlightHead_ is the oldest
   size_t inFlightHead_ = 0, inFlightCount_ = 0;
   detail::Ring<SendOp> backlog_;

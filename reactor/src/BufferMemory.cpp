@@ -28,6 +28,8 @@ int BufferMemory::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_
       charge_.reset();
     }
   }
+  data_ = lease_ ? lease_.data() : region_.data();
+  lkey_ = lease_ ? lease_.lkey() : region_.lkey();
   return error;
 }
 

@@ -25,8 +25,9 @@ class BufferMemory {
   int allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes, int access,
                PreparedMappings* prepared = nullptr) noexcept;
   explicit operator bool() const noexcept { return static_cast<bool>(lease_) || static_cast<bool>(region_); }
-  uint8_t* data() const noexcept { return lease_ ? lease_.data() : region_.data(); }
-  uint32_t lkey() const noexcept { return lease_ ? lease_.lkey() : region_.lkey(); }
+  // Kept from allocate(): asked for each message posted (the lease's are out of line).
+  uint8_t* data() const noexcept { return data_; }
+  uint32_t lkey() const noexcept { return lkey_; }
   // What it pins: its block, or its region rounded to pages (0 for 0 bytes).
   static size_t pinnedBytes(size_t bytes) noexcept;
   // A region of its own: its memory, which whoever holds this keeps mapped (null for an arena block,
@@ -38,6 +39,8 @@ class BufferMemory {
   MemoryCharge charge_;
   std::shared_ptr<void> memory_;  // declared before region_: unmapped after it is deregistered
   MemoryRegion region_;
+  uint8_t* data_ = nullptr;
+  uint32_t lkey_ = 0;
 };
 
 }  // namespace evrdma::detail
