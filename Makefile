@@ -5,7 +5,7 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RDMA_RUN ?= tools/rdma-run
 
-.PHONY: all deps build install deb test check test-repeat test-asan test-valgrind fuzz demo bench link-bench scale docs clean
+.PHONY: all deps build install deb test check test-repeat test-asan test-valgrind fuzz demo bench instructions link-bench scale docs clean
 
 all: build
 
@@ -78,6 +78,11 @@ BENCH_OUT ?= $(BUILD_DIR)/bench
 bench: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3000 -- sh -c '/usr/bin/python3 demos/bench/bench.py --out "$(BENCH_OUT)" && echo && $(BUILD_DIR)/demos/evrdma-loop-latency -a "$$EVRDMA_RDMA_IP" -d 3'
 	gnuplot -e "dir='$(BENCH_OUT)'" demos/bench/plot.gp && echo "bench: pictures in $(BENCH_OUT)/latency.svg, bandwidth.svg, rate.svg, streams.svg"
+
+# The library's own work per message: callgrind's instructions per round trip of pingpong -P
+# against raw-pingpong's, client and server, at 64 B (demos/bench/instructions.sh; valgrind).
+instructions: build
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 1800 -- demos/bench/instructions.sh 64 3
 
 # Across a faulty link (tools/rdma-run --link): pingpong's round trip and blast's throughput on a
 # clean link and under 1 % loss, 5 ms +- 2 ms delay with reordering, 0.1 % corruption, on rxe and
