@@ -103,7 +103,16 @@ class Bench:
         base = [tool, "-d", self.dev, "-R", "-s", str(size), "-n", str(iterations)] + extra
         for attempt in range(1, attempts + 1):
             proc, path = self.server(base, "Waiting for client", f"{tool}-server")
-            rc, out = self.client(base + [self.ip])
+            try:
+                rc, out = self.client(base + [self.ip])
+            except Failed as e:
+                # Seen: ib_send_bw --post_list 16 on rxe stalling for good, once in a run. Once more.
+                proc.kill()
+                proc.wait()
+                if attempt == attempts:
+                    raise
+                print(f"bench.py: {e}; again", file=sys.stderr)
+                continue
             if rc != 0 and attempt < attempts:
                 # perftest's server says it waits before its rdma_cm listens: a client that comes
                 # too early is refused and exits, and the server waits on for ever. Once more.
