@@ -140,7 +140,7 @@ int ConnectionSender::endBatch() noexcept {
   if (queue == nullptr) return -ENOTCONN;
   int rc = queue->endBatch();
   if (rc != 0) c_.failLater(rc, "ibv_post_send");
-  if (queue->backlog() > 0 || (c_.framedSender_ && c_.framedSender_->waiting() > 0)) backlogged_ = true;
+  noteBacklog();
   return rc;
 }
 
