@@ -41,6 +41,7 @@ int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept
 int Connection::postSendWithImm(const void* data, size_t length, uint32_t imm, uint64_t tag) noexcept {
   return core_->sender.copyAndSend(data, length, true, imm, tag);
 }
+int Connection::sendReceived(uint64_t tag) noexcept { return core_->receiver.sendDelivering(tag); }
 int Connection::send(const Slice& local, uint64_t tag) noexcept {
   return core_->sender.checkedSubmit(OpType::Send, local, nullptr, 0, false, 0, tag);
 }

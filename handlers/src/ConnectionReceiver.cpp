@@ -40,7 +40,7 @@ ReceiveLoan* ConnectionReceiver::lendDelivering() noexcept {
     if (!loanDesk_) return nullptr;
   }
   collectLoans();
-  const int64_t buffer = c_.queuePair_->exchangeReceiveBuffer(static_cast<uint32_t>(lendableSlot_));
+  const int64_t buffer = c_.queuePair_->exchangeReceiveBuffer(static_cast<uint32_t>(lendableSlot_), true);
   if (buffer < 0) return nullptr;
   auto* loan = new (std::nothrow) ReceiveLoan(loanDesk_, static_cast<uint32_t>(buffer));
   if (loan == nullptr) {
@@ -49,8 +49,21 @@ ReceiveLoan* ConnectionReceiver::lendDelivering() noexcept {
     return nullptr;
   }
   lendableSlot_ = -1;  // lent once
+  sendableSlot_ = -1;  // and no longer the connection's to send
   ++lent_;
   return loan;
+}
+
+int ConnectionReceiver::sendDelivering(uint64_t tag) noexcept {
+  if (!c_.sendable()) return -ENOTCONN;
+  if (sendableSlot_ < 0) return -EINVAL;  // outside onRecv, sent or lent already, or no bytes
+  if (c_.queuePair_->sharesReceives()) return -EOPNOTSUPP;  // the pool's buffers are not the connection's
+  if (c_.options_.framed && sendableLength_ > c_.peerMaxMessageSize_) return -EMSGSIZE;
+  const int64_t buffer = c_.queuePair_->exchangeReceiveBuffer(static_cast<uint32_t>(sendableSlot_), false);
+  if (buffer < 0) return -ENOBUFS;  // every spare is on its way out: postSend copies instead
+  sendableSlot_ = -1;
+  lendableSlot_ = -1;
+  return c_.sender.sendReceiveBuffer(static_cast<uint32_t>(buffer), sendableLength_, tag);
 }
 
 bool ConnectionReceiver::findsNoSpare(const HeldMessage& message) noexcept {
@@ -270,11 +283,16 @@ void ConnectionReceiver::deliver(const HeldMessage& message, const Frame* parsed
   } else if (c_.options_.framed && message.intoBuffer && !message.hasImm) {
     lendableSlot_ = message.slot;
   }
+  if (message.intoBuffer) {
+    sendableSlot_ = message.slot;
+    sendableLength_ = length;
+  }
   if (message.hasImm)
     c_.handler_->onRecvWithImm(c_.facade(), message.imm, payload, length);
   else
     c_.handler_->onRecv(c_.facade(), payload, length);
   deliveringSlot_ = -1;
+  sendableSlot_ = -1;
   lendableSlot_ = -1;  // lent or not, the receive is posted again (a lent one with a spare buffer)
   if (applicationPosts && !repostDelivered_ && c_.sendable()) {
     idleSlots_.push_back(message.slot);  // the application's, until postRecv()

@@ -50,6 +50,9 @@ class ConnectionReceiver {
     return lent_ - static_cast<uint32_t>(loanDesk_ ? loanDesk_->waiting() : 0);
   }
   int postRecv() noexcept;
+  // From inside onRecv (Connection::sendReceived): sends the message being delivered from its own
+  // receive buffer, which leaves the ring for a spare and comes back when the send completes.
+  int sendDelivering(uint64_t tag) noexcept;
   // Every successful receive, the protocol's own frames included: the peer is alive.
   uint64_t receivesSeen() const noexcept { return receivesSeen_; }
   // Closing: what was held stays in its buffers, never delivered.
@@ -93,6 +96,10 @@ class ConnectionReceiver {
   // The framed data message being delivered (autoPostRecv on), which lendDelivering may lend
   // (-1 once lent: at most once).
   int64_t lendableSlot_ = -1;
+  // The message being delivered (its bytes in its buffer), which sendDelivering may send (-1
+  // once sent or lent: at most once), and its payload's length.
+  int64_t sendableSlot_ = -1;
+  size_t sendableLength_ = 0;
   uint32_t lent_ = 0;  // lent and not collected back yet
   size_t lendFrom_ = 0;
   std::shared_ptr<LoanDesk> loanDesk_;  // made at the first loan

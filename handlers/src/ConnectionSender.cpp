@@ -76,6 +76,21 @@ int ConnectionSender::copyIn(size_t length, Fill fill, void* context, bool hasIm
   return dispatch(op, header > 0 ? buffer : nullptr);
 }
 
+int ConnectionSender::sendReceiveBuffer(uint32_t buffer, size_t length, uint64_t tag) noexcept {
+  const size_t header = c_.options_.framed ? Frame::kHeaderSize : 0;
+  uint8_t* data = c_.queuePair_->receiveBufferAt(buffer);
+  if (header > 0) writeFrameHeader(data, FrameType::Data, 0, static_cast<uint32_t>(length), 0);  // ours now, not the peer's
+  SendOp op;
+  op.type = OpType::Send;
+  op.tag = tag;
+  op.sge.addr = reinterpret_cast<uintptr_t>(data);
+  op.sge.length = static_cast<uint32_t>(header + length);
+  op.sge.lkey = c_.queuePair_->receiveLkey();
+  op.copySlot = static_cast<int32_t>(buffer);
+  op.forwarded = true;
+  return dispatch(op, header > 0 ? data : nullptr);
+}
+
 int ConnectionSender::checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset,
                                     bool hasImm, uint32_t imm, uint64_t tag) noexcept {
   if (!c_.sendable()) return -ENOTCONN;
@@ -173,7 +188,7 @@ int ConnectionSender::releaseRegion(const RemoteRegion& region) noexcept {
 void ConnectionSender::onCompletion(const ibv_wc& wc) noexcept {
   ConnectionStats& stats = c_.stats_;
   int rc = c_.queuePair_->sendQueue()->complete(wc, [this, &stats](const SendOp& op, ibv_wc_status status) {
-    if (op.copySlot >= 0) c_.queuePair_->sendBuffers().release(static_cast<uint32_t>(op.copySlot));
+    if (op.copySlot >= 0) releaseBuffer(op);
     if (c_.framedSender_) c_.framedSender_->releaseSlot(op.frameSlot);
     if (status == IBV_WC_WR_FLUSH_ERR) {
       // The QP went to the error state and handed its work back: the connection is going down,
@@ -210,6 +225,13 @@ void ConnectionSender::onCompletion(const ibv_wc& wc) noexcept {
     notifyWritableIfDrained();
   }
   c_.teardown.maybeFinish();
+}
+
+void ConnectionSender::releaseBuffer(const SendOp& op) noexcept {
+  if (op.forwarded)
+    c_.queuePair_->giveBackReceiveBuffer(static_cast<uint32_t>(op.copySlot));  // a spare again
+  else
+    c_.queuePair_->sendBuffers().release(static_cast<uint32_t>(op.copySlot));
 }
 
 void ConnectionSender::failedCompletion(const SendOp& op, ibv_wc_status status) noexcept {

@@ -31,6 +31,9 @@ class ConnectionSender {
   // (a stream copies out of its evbuffer so: one copy).
   using Fill = void (*)(void* context, uint8_t* to, size_t length);
   int fillAndSend(size_t length, Fill fill, void* context, uint64_t tag) noexcept;
+  // Connection::sendReceived: `length` bytes of payload sent from receive buffer `buffer` (a
+  // framed message's header rewritten in place), which becomes a spare again when the send completes.
+  int sendReceiveBuffer(uint32_t buffer, size_t length, uint64_t tag) noexcept;
   // Connection::send, rdmaWrite, rdmaRead...: checked, then sent from the application's memory.
   int checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset, bool hasImm,
                     uint32_t imm, uint64_t tag) noexcept;
@@ -57,6 +60,8 @@ class ConnectionSender {
   // Framed or not, the request goes its way (waiting for credits, or to the send queue).
   int dispatch(const SendOp& op, uint8_t* copiedHeader) noexcept;
   void failedCompletion(const SendOp& op, ibv_wc_status status) noexcept;
+  // The buffer a completed copy or forward used is free again.
+  void releaseBuffer(const SendOp& op) noexcept;
 
   ConnectionCore& c_;
   bool backlogged_ = false;  // something had to wait: onWritable once it all went out

@@ -169,8 +169,8 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   return 0;
 }
 
-int64_t QueuePair::exchangeReceiveBuffer(uint32_t slot) noexcept {
-  if (spareBuffers_.empty() || sharedReceives_.srq != nullptr || !recvRing_.sharedMemory()) return -1;
+int64_t QueuePair::exchangeReceiveBuffer(uint32_t slot, bool outlivesUs) noexcept {
+  if (spareBuffers_.empty() || sharedReceives_.srq != nullptr || (outlivesUs && !recvRing_.sharedMemory())) return -1;
   const uint32_t taken = slotBuffers_[slot];
   slotBuffers_[slot] = spareBuffers_.back();
   spareBuffers_.pop_back();

@@ -86,8 +86,14 @@ class QueuePair {
   }
   // Lending (ConnectionOptions::spareRecvBuffers): receive `slot`, which completed, takes a spare
   // buffer, and the one holding its message leaves the ring; its index is returned (-1: no spare
-  // left, or memory that cannot be lent). It comes back with giveBackReceiveBuffer.
-  int64_t exchangeReceiveBuffer(uint32_t slot) noexcept;
+  // left, or memory that cannot be lent). It comes back with giveBackReceiveBuffer. `outlivesUs`:
+  // the buffer may be held after the connection is gone (a loan), so a block of the device's
+  // arena, which goes back with the connection, cannot be lent; a send from it (sendReceived)
+  // completes or is flushed before that.
+  int64_t exchangeReceiveBuffer(uint32_t slot, bool outlivesUs) noexcept;
+  // A buffer of the ring by its own index (one exchangeReceiveBuffer returned), and the ring's key.
+  uint8_t* receiveBufferAt(uint32_t buffer) const noexcept { return recvRing_.data() + size_t{buffer} * bufferSize_; }
+  uint32_t receiveLkey() const noexcept { return recvRing_.lkey(); }
   void giveBackReceiveBuffer(uint32_t buffer) noexcept { spareBuffers_.push_back(buffer); }
   // Spare buffers were registered, and none is free now (all lent).
   bool sparesAllLent() const noexcept { return spareBuffers_.empty() && slotBuffers_.size() < receiveBuffers_; }

@@ -35,6 +35,7 @@ struct SendOp {
   int32_t copySlot = -1;       // the connection's send buffer this op uses, if any
   int32_t frameSlot = -1;      // the connection's frame-header slot this op uses, if any
   bool internal = false;       // a frame of evrdma's own protocol: no application callback
+  bool forwarded = false;      // copySlot is a receive buffer (Connection::sendReceived), not a send buffer
   uint32_t sequence = 0;       // set by the queue
   bool signaled = false;       // set by the queue
 };

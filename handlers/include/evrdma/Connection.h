@@ -82,6 +82,17 @@ class Connection {
   /// The same with immediate data: the peer gets onRecvWithImm(imm, data, length). Also
   /// -EOPNOTSUPP on a transport without immediate data (iWARP).
   int postSendWithImm(const void* data, size_t length, uint32_t imm, uint64_t tag = 0) noexcept;
+  /// From inside onRecv (or onRecvWithImm for a send with immediate): sends the message being
+  /// delivered back to the peer as it is, without copying it (an echo; a framed connection
+  /// rewrites the header in place, the immediate value is not sent). Its receive buffer leaves the
+  /// receive ring in exchange for a spare one (ConnectionOptions::spareRecvBuffers), so the
+  /// receive is posted again at once and the peer's credits do not wait for the send; the buffer
+  /// is a spare again once the send completes, never before. onSendDone(tag) follows, as for
+  /// postSend. Returns 0, or -EINVAL (not inside onRecv, the message was sent or lent already, or
+  /// it has no bytes: an RDMA write with immediate), -ENOBUFS (no spare buffer is free: every one
+  /// is on its way out; postSend copies instead), -EOPNOTSUPP (a shared receive queue: its buffers
+  /// are the pool's), -EMSGSIZE (framed: longer than the peer takes), -ENOTCONN.
+  int sendReceived(uint64_t tag = 0) noexcept;
   /// A piece of a registered region, for the zero-copy operations below (see also BufferPool).
   using Slice = evrdma::Slice;
   /// Zero-copy operations. Each is checked before anything is posted: 0, or -ENOTCONN, -EINVAL (no

@@ -23,7 +23,8 @@ struct ConnectionOptions {
   /// receive queue): a delivered message's buffer can be exchanged for one of them and lent out
   /// while its receive is posted again at once, so a lent buffer never holds back the peer's
   /// credits. Byte streams lend received bytes to the program's input this way
-  /// (StreamOptions::lendingBuffers); the message API lends none.
+  /// (StreamOptions::lendingBuffers), and Connection::sendReceived sends a received message from
+  /// its own buffer so: each spare is one such send in flight. The message API lends none.
   uint32_t spareRecvBuffers = 0;
   /// Signal every Nth send-queue request (0: sendDepth / 4); the last of each post always is.
   uint32_t signalEvery = 0;

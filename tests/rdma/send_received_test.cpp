@@ -1,0 +1,240 @@
+// Connection::sendReceived over real RDMA: an echo that sends each message it received from the
+// message's own receive buffer, without a copy. The buffer is exchanged for a spare
+// (spareRecvBuffers), so the receive is posted again at once and the peer's credits flow while the
+// echo waits; the buffer is reused only once its send completed; and what cannot be sent so is
+// refused before anything is posted.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rdma/PingPongBed.h"
+
+namespace {
+
+using namespace evrdma::test;
+using evrdma::Connection;
+
+constexpr size_t kMessage = 4096;
+
+// Message `index`: every byte says which message it is (and where in it).
+std::vector<uint8_t> messageBytes(uint32_t index, size_t length) {
+  std::vector<uint8_t> bytes(length);
+  for (size_t i = 0; i < length; ++i) bytes[i] = static_cast<uint8_t>(index * 31 + i * 7 + (i >> 8));
+  return bytes;
+}
+
+// The echoing side: each message goes back with sendReceived, or copied with postSend when no
+// spare buffer is free (-ENOBUFS).
+struct Forwarder : evrdma::ConnectionHandler {
+  Connection* connection = nullptr;
+  static constexpr uint64_t kForwardTag = uint64_t{1} << 63;
+  uint64_t received = 0, forwarded = 0, copied = 0, sendsDone = 0, forwardsDone = 0;
+  int lastRefusal = 0;
+  std::string error;
+  bool closed = false;
+  void onEstablished(Connection& c) noexcept override { connection = &c; }
+  void onRecv(Connection& c, const uint8_t* data, size_t length) noexcept override {
+    ++received;
+    int rc = c.sendReceived(received | kForwardTag);
+    if (rc == 0) {
+      ++forwarded;
+      if (c.sendReceived(received) != -EINVAL) error = "a message was sent twice from its buffer";
+      return;
+    }
+    lastRefusal = rc;
+    if (rc != -ENOBUFS) {
+      error = std::string("sendReceived: ") + strerror(-rc);
+      return;
+    }
+    rc = c.postSend(data, length, received);
+    if (rc != 0) error = std::string("postSend: ") + strerror(-rc);
+    ++copied;
+  }
+  void onSendDone(Connection&, uint64_t tag) noexcept override {
+    ++sendsDone;
+    if ((tag & kForwardTag) != 0) ++forwardsDone;
+  }
+  void onError(Connection&, int err, const char* op) noexcept override { error = std::string(op) + ": " + strerror(-err); }
+  void onClosed(Connection& c) noexcept override {
+    closed = true;
+    if (connection == &c) connection = nullptr;
+  }
+};
+
+struct ForwarderFactory : evrdma::AgentFactory {
+  evrdma::ConnectionOptions options;
+  Forwarder* forwarder = nullptr;
+  evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
+    auto handler = std::make_unique<Forwarder>();
+    forwarder = handler.get();
+    return evrdma::AcceptDecision::accept(std::move(handler), options);
+  }
+};
+
+// The sending side: message i carries messageBytes(i); each echo is checked against what was sent.
+struct Sender : evrdma::ConnectionHandler {
+  Connection* connection = nullptr;
+  uint32_t sent = 0, echoes = 0, badEchoes = 0;
+  uint32_t toSend = 0;
+  std::string error;
+  void onEstablished(Connection& c) noexcept override { connection = &c; }
+  void sendUpTo(uint32_t total) {
+    toSend = total;
+    onWritable(*connection);
+  }
+  void onWritable(Connection& c) noexcept override {
+    while (sent < toSend) {
+      const std::vector<uint8_t> bytes = messageBytes(sent, kMessage);
+      const int rc = c.postSend(bytes.data(), bytes.size());
+      if (rc == -ENOBUFS) return;
+      if (rc != 0) {
+        error = std::string("postSend: ") + strerror(-rc);
+        return;
+      }
+      ++sent;
+    }
+  }
+  void onRecv(Connection&, const uint8_t* data, size_t length) noexcept override {
+    if (length != kMessage || std::memcmp(data, messageBytes(echoes, kMessage).data(), kMessage) != 0) ++badEchoes;
+    ++echoes;
+  }
+  void onError(Connection&, int err, const char* op) noexcept override { error = std::string(op) + ": " + strerror(-err); }
+  void onClosed(Connection& c) noexcept override {
+    if (connection == &c) connection = nullptr;
+  }
+};
+
+class SendReceived : public PingPongBed {
+ protected:
+  void connect(evrdma::ConnectionOptions options, uint32_t spares) {
+    factory.options = options;
+    factory.options.spareRecvBuffers = spares;
+    auto handler = std::make_unique<Sender>();
+    sender = handler.get();
+    evrdma::ClientOptions clientOptions;
+    static_cast<evrdma::ConnectionOptions&>(clientOptions) = options;
+    pair = listenAndConnect(factory, std::move(handler), clientOptions);
+    ASSERT_TRUE(runUntil([&] {
+      return (sender->connection != nullptr && factory.forwarder != nullptr && factory.forwarder->connection != nullptr) ||
+             !sender->error.empty();
+    }, 30s)) << sender->error;
+    ASSERT_EQ(sender->error, "");
+    forwarder = factory.forwarder;
+  }
+  void TearDown() override {
+    pair = {};
+    PingPongBed::TearDown();
+  }
+  bool failed() const { return !sender->error.empty() || !forwarder->error.empty(); }
+
+  ForwarderFactory factory;
+  Pair pair;
+  Sender* sender = nullptr;
+  Forwarder* forwarder = nullptr;
+};
+
+TEST_F(SendReceived, AForwardedBufferIsReusedOnlyAfterItsSendCompletesAndItsReceiveReturnsItsCreditAtOnce) {
+  evrdma::ConnectionOptions options;
+  options.framed = true;
+  options.maxMessageSize = kMessage;
+  options.recvDepth = 8;
+  options.sendDepth = 32;
+  constexpr uint32_t kSpares = 4;
+  connect(options, kSpares);
+  // The sender stops reading: the echoes use up its credits (recvDepth - 3), then wait in the
+  // forwarder's backlog, each holding the buffer it is sent from. Were a buffer reposted before its
+  // send completed, a later message would land in it and its echo would carry the wrong bytes.
+  ASSERT_EQ(sender->connection->pauseReceiving(), 0);
+  constexpr uint32_t kHeldBack = 24;  // more than the forwarder's recvDepth and spares together
+  sender->sendUpTo(kHeldBack);
+  ASSERT_TRUE(runUntil([&] { return forwarder->received == kHeldBack || failed(); }, 60s))
+      << "the forwarder got " << forwarder->received << " of " << kHeldBack << " while its echoes waited: "
+      << sender->error << " / " << forwarder->error;
+  // Every message arrived although its echoes could not leave: a forwarded receive was posted
+  // again at once, with a spare, and its credit went back to the sender.
+  EXPECT_GT(forwarder->connection->sendBacklog(), 0u) << "the echoes must have been held back";
+  // The first echoes went out on the credits the sender had granted, and their buffers came back;
+  // then every spare stayed with a forward that could not leave, and the rest were copied.
+  EXPECT_LE(forwarder->sendsDone, options.recvDepth - 3);
+  EXPECT_EQ(forwarder->forwarded - forwarder->forwardsDone, kSpares) << "one forward waiting per spare buffer";
+  EXPECT_EQ(forwarder->forwarded + forwarder->copied, kHeldBack);
+  EXPECT_EQ(forwarder->lastRefusal, -ENOBUFS);
+  const uint64_t forwardedHeldBack = forwarder->forwarded, copiedHeldBack = forwarder->copied;
+  ASSERT_EQ(sender->connection->resumeReceiving(), 0);
+  ASSERT_TRUE(runUntil([&] { return sender->echoes == kHeldBack || failed(); }, 60s)) << sender->echoes;
+  EXPECT_EQ(sender->badEchoes, 0u) << "an echo carried bytes that were not its message's";
+  // Round trips one at a time: each buffer came back as a spare when its send completed, so
+  // every echo is a forward now.
+  constexpr uint32_t kRoundTrips = 50;
+  for (uint32_t i = 1; i <= kRoundTrips; ++i) {
+    sender->sendUpTo(kHeldBack + i);
+    ASSERT_TRUE(runUntil([&] { return sender->echoes == kHeldBack + i || failed(); }, 30s)) << i;
+  }
+  EXPECT_EQ(sender->badEchoes, 0u);
+  EXPECT_EQ(forwarder->forwarded, forwardedHeldBack + kRoundTrips) << "the spares came back once their sends completed";
+  EXPECT_EQ(forwarder->copied, copiedHeldBack);
+  ASSERT_TRUE(runUntil([&] { return forwarder->sendsDone == kHeldBack + kRoundTrips || failed(); }, 30s));
+  EXPECT_EQ(forwarder->error, "");
+  EXPECT_EQ(sender->error, "");
+  EXPECT_EQ(forwarder->connection->stats().messagesSent, kHeldBack + kRoundTrips);
+  EXPECT_EQ(forwarder->connection->stats().bytesSent, uint64_t{kHeldBack + kRoundTrips} * kMessage)
+      << "a forward counts its payload, not the frame header";
+}
+
+TEST_F(SendReceived, AnUnframedEchoForwardsEveryMessageAndClosesWithForwardsInFlight) {
+  evrdma::ConnectionOptions options;
+  options.maxMessageSize = kMessage;
+  options.recvDepth = 4;
+  options.sendDepth = 4;
+  // Two messages in flight; an echo's send completes a round trip before the next pair but one
+  // arrives, so four spares are always enough.
+  connect(options, 4);
+  constexpr uint32_t kMessages = 200;
+  uint32_t target = 0;
+  while (target < kMessages) {
+    target = std::min(kMessages, target + 2);
+    sender->sendUpTo(target);
+    ASSERT_TRUE(runUntil([&] { return sender->echoes == target || failed(); }, 30s)) << target;
+  }
+  EXPECT_EQ(sender->badEchoes, 0u);
+  EXPECT_EQ(forwarder->copied, 0u);
+  EXPECT_EQ(forwarder->forwarded, kMessages);
+  // The forwarder closes while echoes are still on their way: their buffers go with the
+  // connection (ASan and valgrind watch), no onSendDone after onClosed.
+  sender->sendUpTo(kMessages + 2);
+  ASSERT_TRUE(runUntil([&] { return forwarder->received == kMessages + 2 || failed(); }, 30s));
+  forwarder->connection->close();
+  ASSERT_TRUE(runUntil([&] { return forwarder->closed; }, 30s));
+}
+
+TEST_F(SendReceived, WhatCannotBeSentFromItsBufferIsRefusedBeforeAnythingIsPosted) {
+  evrdma::ConnectionOptions options;
+  options.framed = true;
+  options.maxMessageSize = kMessage;
+  connect(options, 0);  // no spare buffers: every forward is refused, the copy goes instead
+  EXPECT_EQ(forwarder->connection->sendReceived(), -EINVAL) << "outside onRecv";
+  sender->sendUpTo(3);
+  ASSERT_TRUE(runUntil([&] { return sender->echoes == 3 || failed(); }, 30s));
+  EXPECT_EQ(forwarder->lastRefusal, -ENOBUFS);
+  EXPECT_EQ(forwarder->forwarded, 0u);
+  EXPECT_EQ(forwarder->copied, 3u);
+  EXPECT_EQ(sender->badEchoes, 0u);
+  EXPECT_EQ(forwarder->connection->sendReceived(), -EINVAL) << "after onRecv returned";
+}
+
+TEST_F(SendReceived, AConnectionOnASharedReceiveQueueRefusesIt) {
+  evrdma::ConnectionOptions options;
+  options.framed = true;
+  options.maxMessageSize = kMessage;
+  options.sharedReceiveQueue = true;
+  connect(options, 0);
+  sender->sendUpTo(1);
+  ASSERT_TRUE(runUntil([&] { return forwarder->received == 1 || failed(); }, 30s));
+  EXPECT_EQ(forwarder->lastRefusal, -EOPNOTSUPP) << "the pool's buffers are not the connection's to send";
+  EXPECT_NE(forwarder->error, "");
+}
+
+}  // namespace
