@@ -6,8 +6,9 @@
 # a run of N2 and one of N1 round trips over N2 - N1 (set-up and teardown cancel), the median of
 # RUNS such pairs. Run it under tools/rdma-run (make instructions); needs valgrind (make deps).
 #   instructions.sh [size in bytes (64)] [runs (3)]
+# SERVER_ARGS adds options to pingpong-server (e.g. -C: echoes copied, for comparison).
 set -u
-case ${1:-} in -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${BUILD_DIR:-build}
 size=${1:-64} runs=${2:-3} n1=2000 n2=6000
 a=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
@@ -24,7 +25,7 @@ measure() {
     local kind=$1 side=$2 n=$3 out="$log/cg.$1.$2.$3"
     local server client
     if [ "$kind" = pingpong ]; then
-        server=("$build/demos/pingpong-server" -a "$a" -p 0 -e 1 -P 100)
+        server=("$build/demos/pingpong-server" -a "$a" -p 0 -e 1 -P 100 ${SERVER_ARGS:-})
         client=("$build/demos/pingpong-client" -a "$a" -c "$n" -s "$size" -P 100 -R 0)
     else
         server=("$build/demos/raw-pingpong" -S -a "$a" -p 0)

@@ -38,7 +38,12 @@ void EchoAgent::onRecv(evrdma::Connection& c, const uint8_t* data, size_t length
     if (transfer != nullptr) transfer->noteStart();
   }
   ++echoed_;
-  int rc = backlog_.empty() ? c.postSend(data, length) : -ENOBUFS;  // keep the order: behind what waits
+  int rc = -ENOBUFS;
+  if (backlog_.empty()) {  // keep the order: behind what waits
+    // From its own buffer; when that is refused (the spare is still on its way out), copied.
+    rc = fromReceiveBuffer_ ? c.sendReceived() : -ENOBUFS;
+    if (rc == -ENOBUFS) rc = c.postSend(data, length);
+  }
   if (rc == -ENOBUFS) {
     if (backlog_.size() >= kMaxEchoBacklog) {
       error = "the client sent " + std::to_string(backlog_.size() + 1) +
@@ -105,7 +110,8 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
     if (trace_ != Trace::Off) std::printf("[listener] rejected %s: %s\n", request.peerAddress.c_str(), why.c_str());
     return evrdma::AcceptDecision::reject(why);
   }
-  auto agent = std::make_unique<EchoAgent>(info, trace_, disconnectAfterLastEcho);
+  const bool fromReceiveBuffer = echoFromReceiveBuffer && !sharedReceiveQueue;
+  auto agent = std::make_unique<EchoAgent>(info, trace_, disconnectAfterLastEcho, fromReceiveBuffer);
   agent->transfer = transfer;
   agent->closedHook = [this](const EchoAgent& a, const evrdma::Connection& c) {
     std::lock_guard<std::mutex> lock(closedMutex);
@@ -131,6 +137,9 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
   options.recvDepth = 2;  // one message in flight, and one more buffer for good measure
   options.sendDepth = 2;
   options.sharedReceiveQueue = sharedReceiveQueue;
+  // One message in flight: its echo's send completes before the next message arrives, so one
+  // spare is enough (if it is not back yet, that echo is copied).
+  options.spareRecvBuffers = fromReceiveBuffer ? 1 : 0;
   return evrdma::AcceptDecision::accept(std::move(agent), options);
 }
 

@@ -39,8 +39,10 @@ class EchoAgent : public evrdma::ConnectionHandler {
   // completion has not come back yet. A client with more waiting breaks the protocol (and would
   // grow the server's memory without bound): it is closed, saying so.
   static constexpr size_t kMaxEchoBacklog = 4;
-  EchoAgent(pingsr::ConnectInfo info, Trace trace, bool disconnectAfterLast = false)
-      : info_(info), trace_(trace), disconnectAfterLast_(disconnectAfterLast) {}
+  // `fromReceiveBuffer`: each echo is sent from the buffer its message arrived in
+  // (Connection::sendReceived, with a spare receive buffer), else copied (postSend).
+  EchoAgent(pingsr::ConnectInfo info, Trace trace, bool disconnectAfterLast = false, bool fromReceiveBuffer = false)
+      : info_(info), trace_(trace), disconnectAfterLast_(disconnectAfterLast), fromReceiveBuffer_(fromReceiveBuffer) {}
   void onEstablished(evrdma::Connection& c) noexcept override;
   void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override;
   void onSendDone(evrdma::Connection& c, uint64_t tag) noexcept override;
@@ -63,6 +65,7 @@ class EchoAgent : public evrdma::ConnectionHandler {
   pingsr::ConnectInfo info_;
   Trace trace_;
   bool disconnectAfterLast_;
+  bool fromReceiveBuffer_;
   uint64_t echoed_ = 0;
   uint64_t echoesSent_ = 0;
   std::vector<std::vector<uint8_t>> backlog_;  // echoes waiting for a free send buffer
@@ -85,6 +88,9 @@ class EchoFactory : public evrdma::AgentFactory {
   std::mutex closedMutex;
   bool disconnectAfterLastEcho = false;  // see EchoAgent
   bool sharedReceiveQueue = false;       // agents receive through the device's SRQ
+  // Echoes go from the buffer their message arrived in (Connection::sendReceived: one spare
+  // receive buffer more per agent, no copy), except through a shared receive queue; false: copied.
+  bool echoFromReceiveBuffer = true;
   std::function<void(const EchoAgent&, const evrdma::Connection&)> agentClosedHook;
   std::function<void(int err)> listenerErrorHook;  // the listener stopped (e.g. -ENODEV)
   TransferMeter* transfer = nullptr;  // handed to every agent

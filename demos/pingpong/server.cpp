@@ -49,6 +49,9 @@ void usage(FILE* out, const char* prog) {
                "  -S        agents receive through one shared receive queue (SRQ) per device, fed from\n"
                "            one pool that grows when the device says it runs low, instead of a ring each\n"
                "  -D        disconnect as soon as the last echo was sent (as the OFA notes' agent does)\n"
+               "  -C        copy each echo into a send buffer (postSend) instead of sending it from the\n"
+               "            buffer its message arrived in (sendReceived, the default: one receive buffer\n"
+               "            more per client); for comparison\n"
                "  -P USEC   adaptive polling: after a completion, poll the CQs on every loop turn for USEC\n"
                "            microseconds instead of sleeping until the next event (default 0: never)\n"
                "  -v        accepted for parity with ping-sr (the client verifies the echoes)\n"
@@ -68,12 +71,12 @@ int main(int argc, char** argv) {
   std::string address = "0.0.0.0";
   unsigned long long port = pingsr::kDefaultPort, maxCount = 1000000000, maxSize = 16u << 20, maxAgents = 0, exitAfter = 0;
   pingpong::Trace trace = pingpong::Trace::Off;
-  bool figures = false, disconnectAfterLast = false, sharedReceives = false;
+  bool figures = false, disconnectAfterLast = false, sharedReceives = false, copyEchoes = false;
   unsigned long long backlog = 0;  // the kernel's limit
   unsigned long long workerCount = 0, pollingWindow = 0, budgetMiB = 1024, acceptTimeoutMs = 10000, unestablishedMiB = 0;
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:W:U:e:w:P:SDvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:W:U:e:w:P:SDCvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -94,6 +97,7 @@ int main(int argc, char** argv) {
       case 'e': ok = pingpong::parseNumber(optarg, ~0ull, exitAfter); break;
       case 'D': disconnectAfterLast = true; break;
       case 'S': sharedReceives = true; break;
+      case 'C': copyEchoes = true; break;
       case 'w': ok = pingpong::parseNumber(optarg, 64, workerCount); break;
       case 'P': ok = pingpong::parseNumber(optarg, 10000000, pollingWindow); break;
       case 'v': break;
@@ -114,7 +118,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   reactor.setPollingWindow(std::chrono::microseconds(pollingWindow));
-  // Each client pins about 4 x its data_size (receives and send buffers): without a budget a few
+  // Each client pins about 5 x its data_size (receives, a spare, send buffers): without a budget a few
   // clients asking for the largest size could pin all the machine's memory.
   const uint64_t budget = budgetMiB << 20;
   reactor.setMemoryBudget(budget);
@@ -141,6 +145,7 @@ int main(int argc, char** argv) {
   }
   factory.disconnectAfterLastEcho = disconnectAfterLast;
   factory.sharedReceiveQueue = sharedReceives;
+  factory.echoFromReceiveBuffer = !copyEchoes;
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory, listenerOptions);
   pingpong::CpuMeter cpu;
   pingpong::TransferMeter transfer;

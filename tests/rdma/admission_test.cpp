@@ -366,7 +366,7 @@ TEST(Admission, UnestablishedAgentsPinAtMostTheirBoundAndLargeBuffersArePopulate
   ASSERT_TRUE(evrdma::test::loadTestBed(bed));
   constexpr int kClients = 4;
   constexpr uint64_t kSize = 4u << 20;
-  constexpr uint64_t kPerAgent = 4 * kSize;  // the echo agent: 2 receives and 2 send buffers
+  constexpr uint64_t kPerAgent = 5 * kSize;  // the echo agent: 2 receives, a spare, 2 send buffers
   evrdma::Reactor reactor;
   pingpong::EchoFactory factory(pingsr::Limits{1000, kSize}, pingpong::Trace::Off, 0);
   evrdma::ListenerOptions options;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The demo servers' memory budget (-M) against clients that each ask for a lot within the limits:
 # pingpong-server -M 64 with 10 clients of 4 MiB messages held open at once (each would pin
-# 16 MiB: 4 x its data_size). Those within the budget complete, the rest are rejected with words
+# 20 MiB: 5 x its data_size). Those within the budget complete, the rest are rejected with words
 # that name the budget and how many such clients it holds, and the server serves on.
 #   server_budget_test.sh <build dir>
 set -u -o pipefail
