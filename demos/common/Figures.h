@@ -119,7 +119,7 @@ inline std::string describeCompletions(const evrdma::CompletionStats& s) {
                      ", empty first polls (arm race) " + std::to_string(s.emptyFirstPolls);
   if (s.spinTurns != 0)
     text += ", polling turns " + std::to_string(s.spinTurns) + " (windows " + std::to_string(s.pollingWindows) +
-            ", sleeps " + std::to_string(s.sleeps) + ")";
+            ", sleeps " + std::to_string(s.sleeps) + ", stretched " + std::to_string(s.pollingStretches) + ")";
   text += ", ibv_poll_cq histogram (completions:polls):";
   for (size_t n = 0; n < s.perPoll.size(); ++n)
     if (s.perPoll[n] != 0) text += " " + std::to_string(n) + ":" + std::to_string(s.perPoll[n]);

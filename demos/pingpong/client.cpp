@@ -47,6 +47,8 @@ void usage(FILE* out, const char* prog) {
                "            default 30000; 0: wait for ever)\n"
                "  -P USEC   adaptive polling: after a completion, poll the CQs on every loop turn for USEC\n"
                "            microseconds instead of sleeping until the next event (default 0: never)\n"
+               "  -G USEC   stretch the -P window, up to USEC, to cover the gap between completions the\n"
+               "            loop last slept through (round trips longer than -P; default 0: never)\n"
                "  -t        trace connections;  -T  trace every message too\n"
                "  -x        print figures: per connection and in all (round trips/s, Mb/s, us per\n"
                "            round trip, longest round trip), the round trip's median, 99%% and\n"
@@ -72,10 +74,10 @@ int main(int argc, char** argv) {
   unsigned long long port = pingsr::kDefaultPort, count = 1000, size = 64, connections = 1, repeats = 1, roundTripTimeout = 30000,
                      connectTimeout = 10000;
   bool verify = false, figures = false, keepOpen = false, inFlightGiven = false, waitForSignal = false;
-  unsigned long long inFlight = 0, pollingWindow = 0;
+  unsigned long long inFlight = 0, pollingWindow = 0, pollingStretch = 0;
   pingpong::Trace trace = pingpong::Trace::Off;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:r:R:C:F:P:kWvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:r:R:C:F:P:G:kWvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -87,6 +89,7 @@ int main(int argc, char** argv) {
       case 'R': ok = pingpong::parseNumber(optarg, 86400000, roundTripTimeout); break;
       case 'k': keepOpen = true; break;
       case 'P': ok = pingpong::parseNumber(optarg, 10000000, pollingWindow); break;
+      case 'G': ok = pingpong::parseNumber(optarg, 10000000, pollingStretch); break;
       case 'W': waitForSignal = true; break;
       case 'F': ok = pingpong::parseNumber(optarg, 1u << 30, inFlight); inFlightGiven = true; break;
       case 'C': ok = pingpong::parseNumber(optarg, 86400000, connectTimeout) && connectTimeout > 0; break;
@@ -112,6 +115,7 @@ int main(int argc, char** argv) {
   }
   if (inFlightGiven) reactor.setMaxConnectsInFlight(static_cast<uint32_t>(inFlight));
   reactor.setPollingWindow(std::chrono::microseconds(pollingWindow));
+  reactor.setPollingStretch(std::chrono::microseconds(pollingStretch));
   pingsr::ConnectInfo info{count, size};
   std::vector<pingpong::PingResult> results;
   std::vector<evrdma::Client::Ptr> clients;

@@ -54,6 +54,8 @@ void usage(FILE* out, const char* prog) {
                "            more per client); for comparison\n"
                "  -P USEC   adaptive polling: after a completion, poll the CQs on every loop turn for USEC\n"
                "            microseconds instead of sleeping until the next event (default 0: never)\n"
+               "  -G USEC   stretch the -P window, up to USEC, to cover the gap between completions the\n"
+               "            loop last slept through (round trips longer than -P; default 0: never)\n"
                "  -v        accepted for parity with ping-sr (the client verifies the echoes)\n"
                "  -t        trace connections;  -T  trace every message too\n"
                "  -x        print figures: per client, and totals with CPU use, poll histogram and memory\n"
@@ -73,10 +75,10 @@ int main(int argc, char** argv) {
   pingpong::Trace trace = pingpong::Trace::Off;
   bool figures = false, disconnectAfterLast = false, sharedReceives = false, copyEchoes = false;
   unsigned long long backlog = 0;  // the kernel's limit
-  unsigned long long workerCount = 0, pollingWindow = 0, budgetMiB = 1024, acceptTimeoutMs = 10000, unestablishedMiB = 0;
+  unsigned long long workerCount = 0, pollingWindow = 0, pollingStretch = 0, budgetMiB = 1024, acceptTimeoutMs = 10000, unestablishedMiB = 0;
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:W:U:e:w:P:SDCvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:W:U:e:w:P:G:SDCvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
       case 'C': copyEchoes = true; break;
       case 'w': ok = pingpong::parseNumber(optarg, 64, workerCount); break;
       case 'P': ok = pingpong::parseNumber(optarg, 10000000, pollingWindow); break;
+      case 'G': ok = pingpong::parseNumber(optarg, 10000000, pollingStretch); break;
       case 'v': break;
       case 't': trace = pingpong::Trace::Connections; break;
       case 'T': trace = pingpong::Trace::Messages; break;
@@ -118,6 +121,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   reactor.setPollingWindow(std::chrono::microseconds(pollingWindow));
+  reactor.setPollingStretch(std::chrono::microseconds(pollingStretch));
   // Each client pins about 5 x its data_size (receives, a spare, send buffers): without a budget a few
   // clients asking for the largest size could pin all the machine's memory.
   const uint64_t budget = budgetMiB << 20;
@@ -137,8 +141,9 @@ int main(int argc, char** argv) {
     }
     evrdma::Reactor& worker = workers.back()->reactor();
     const uint64_t share = budget == 0 ? 0 : std::max<uint64_t>(1, budget / workerCount);
-    workers.back()->runAndWait([&worker, pollingWindow, share] {
+    workers.back()->runAndWait([&worker, pollingWindow, pollingStretch, share] {
       worker.setPollingWindow(std::chrono::microseconds(pollingWindow));
+      worker.setPollingStretch(std::chrono::microseconds(pollingStretch));
       worker.setMemoryBudget(share);
     });
     listenerOptions.workers.push_back(&worker);

@@ -7,8 +7,24 @@ namespace evrdma::detail {
 
 void AdaptivePolling::onTurn(int, short, void* self) noexcept { static_cast<AdaptivePolling*>(self)->spin(); }
 
+std::chrono::microseconds AdaptivePolling::window() const noexcept {
+  const std::chrono::microseconds window = reactor_.pollingWindow();
+  return window.count() > 0 && stretched_ > window ? stretched_ : window;
+}
+
 void AdaptivePolling::start() noexcept {
   emptyTurns_ = 0;
+  if (slept_) {
+    slept_ = false;
+    // Woken by an event: the gap since the last completion says how long the next windows should
+    // be, if a window that long is worth a core (the stretch).
+    const std::chrono::microseconds most = reactor_.pollingStretch();
+    if (most > reactor_.pollingWindow()) {
+      const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - quietSince_);
+      stretched_ = gap <= most ? std::min(most, gap * 3 / 2) : std::chrono::microseconds(0);
+      if (stretched_.count() > 0) ++stats_.pollingStretches;
+    }
+  }
   if (!polling_) {
     polling_ = true;
     ++stats_.pollingWindows;
@@ -38,7 +54,7 @@ void AdaptivePolling::spin() noexcept {
   // that many empty turns and never while completions keep coming: where the clocksource is not
   // the TSC (an emulated HPET in a VM), a clock read is a system call, as dear as a turn. So the
   // window runs that many turns longer than asked, and a completion costs no clock read.
-  const std::chrono::microseconds window = reactor_.pollingWindow();
+  const std::chrono::microseconds window = this->window();
   if (window.count() > 0 && ++emptyTurns_ % kTurnsPerClockRead != 0) {
     turn_.schedule();
     return;
@@ -58,6 +74,8 @@ void AdaptivePolling::spin() noexcept {
     return;
   }
   polling_ = false;
+  slept_ = true;
+  stretched_ = std::chrono::microseconds(0);  // stretched or not, this gap was longer: learnt again on waking
   ++stats_.sleeps;
 }
 

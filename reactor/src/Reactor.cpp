@@ -35,6 +35,10 @@ int Reactor::post(std::function<void()> fn) { return core_->post(std::move(fn));
 
 void Reactor::setPollingWindow(std::chrono::microseconds window) noexcept { core_->setPollingWindow(window); }
 std::chrono::microseconds Reactor::pollingWindow() const noexcept { return core_->pollingWindow(); }
+void Reactor::setPollingStretch(std::chrono::microseconds most) noexcept {
+  core_->setPollingStretch(std::max(most, std::chrono::microseconds(0)));
+}
+std::chrono::microseconds Reactor::pollingStretch() const noexcept { return core_->pollingStretch(); }
 void Reactor::setTurnBudget(std::chrono::microseconds budget) noexcept {
   core_->setTurnBudget(std::max(budget, std::chrono::microseconds(0)));
 }

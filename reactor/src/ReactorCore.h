@@ -60,6 +60,8 @@ class ReactorCore {
 
   void setPollingWindow(std::chrono::microseconds window) noexcept { pollingWindow_ = window; }
   std::chrono::microseconds pollingWindow() const noexcept { return pollingWindow_; }
+  void setPollingStretch(std::chrono::microseconds most) noexcept { pollingStretch_ = most; }
+  std::chrono::microseconds pollingStretch() const noexcept { return pollingStretch_; }
   void setTurnBudget(std::chrono::microseconds budget) noexcept { turnBudget_ = budget; }
   std::chrono::microseconds turnBudget() const noexcept { return turnBudget_; }
 
@@ -107,6 +109,7 @@ class ReactorCore {
   std::atomic<bool> acceptsPosts_{false};         // read by posting threads
   bool runningDeferred_ = false;
   std::chrono::microseconds pollingWindow_{0};
+  std::chrono::microseconds pollingStretch_{0};
   std::chrono::microseconds turnBudget_{Reactor::kDefaultTurnBudget};
   std::vector<std::function<void()>> deferred_;
   std::unordered_set<detail::ReactorMember*> members_;

@@ -2,21 +2,33 @@
 // embedding kit and of adaptive polling drive their connections with.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "evrdma/Client.h"
 #include "evrdma/Connection.h"
 #include "evrdma/Listener.h"
+#include "evrdma/Watch.h"
 
 namespace evrdma::test {
 
-// Echoes every message; remembers how it ended.
+// Echoes every message (after `delay`, when set: one message at a time); remembers how it ended.
 struct Echo : evrdma::ConnectionHandler {
   int* errors = nullptr;
   std::string* lastError = nullptr;
+  std::chrono::milliseconds delay{0};
+  std::unique_ptr<evrdma::Timer> delayed;
+  std::vector<uint8_t> waiting;
   void onRecv(evrdma::Connection& c, const uint8_t* data, size_t length) noexcept override {
-    (void)c.postSend(data, length);
+    if (delay.count() == 0) {
+      (void)c.postSend(data, length);
+      return;
+    }
+    waiting.assign(data, data + length);
+    if (!delayed) delayed = std::make_unique<evrdma::Timer>(c.reactor(), [this, &c] { (void)c.postSend(waiting.data(), waiting.size()); });
+    delayed->startOnce(delay);
   }
   void onError(evrdma::Connection&, int err, const char* op) noexcept override {
     if (errors) *errors = err;
@@ -29,11 +41,13 @@ struct EchoFactory : evrdma::AgentFactory {
   int lastAgentError = 0;
   std::string lastAgentOp;
   std::string rejectWith;  // non-empty: reject every request with this reason
+  std::chrono::milliseconds echoDelay{0};  // each echo goes this long after its message came
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
     if (!rejectWith.empty()) return evrdma::AcceptDecision::reject(rejectWith);
     auto echo = std::make_unique<Echo>();
     echo->errors = &lastAgentError;
     echo->lastError = &lastAgentOp;
+    echo->delay = echoDelay;
     return evrdma::AcceptDecision::accept(std::move(echo), options);
   }
 };

@@ -177,6 +177,34 @@ TEST_F(AdaptivePolling, TheApplicationsTimersAndSocketsAreServedWhilePolling) {
   close(fds[1]);
 }
 
+// Answers that come later than the window (large messages, a slow peer): without stretching, the
+// loop sleeps through every round trip and a completion event wakes it for each answer; with
+// Reactor::setPollingStretch the window grows to the gap it slept through, and the answers are
+// found by polling.
+TEST_F(AdaptivePolling, AWindowStretchedToTheGapItSleptThroughFindsLaterAnswersByPolling) {
+  factory.echoDelay = 3ms;
+  reactor.setPollingWindow(10us);
+  constexpr int kRoundTrips = 200;
+  evrdma::test::Sender* sender = nullptr;
+  client_ = pingPong(sender, kRoundTrips);
+  ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed == kRoundTrips; }, 60s));
+  const uint64_t plainEvents = completions().events, plainStretches = completions().pollingStretches;
+  client_.reset();
+  reactor.setPollingStretch(1s);
+  client_ = pingPong(sender, kRoundTrips);
+  ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed == kRoundTrips; }, 60s));
+  const uint64_t stretchedEvents = completions().events - plainEvents;
+  std::printf("answers 3 ms late, a 10 us window: %llu events for %d round trips; stretched: %llu events, %llu "
+              "stretches\n",
+              static_cast<unsigned long long>(plainEvents), kRoundTrips,
+              static_cast<unsigned long long>(stretchedEvents),
+              static_cast<unsigned long long>(completions().pollingStretches));
+  EXPECT_EQ(plainStretches, 0u) << "no stretch was asked for";
+  EXPECT_GE(plainEvents, static_cast<uint64_t>(kRoundTrips) / 2) << "the loop must have slept through the round trips";
+  EXPECT_GT(completions().pollingStretches, 0u);
+  EXPECT_LE(stretchedEvents * 4, plainEvents) << "stretched, the answers are found by polling";
+}
+
 TEST_F(AdaptivePolling, AWindowWithNothingArmsTheQueuesAndTheLoopSleeps) {
   reactor.setPollingWindow(5ms);
   evrdma::test::Sender* sender = nullptr;

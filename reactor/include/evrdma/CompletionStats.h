@@ -24,6 +24,7 @@ struct CompletionStats {
   uint64_t pollingWindows = 0;       ///< times polling started after a completion
   uint64_t spinTurns = 0;            ///< loop turns that polled the CQs instead of sleeping
   uint64_t sleeps = 0;               ///< windows that ended with nothing: the CQs armed, the loop asleep
+  uint64_t pollingStretches = 0;     ///< wake-ups after which the window was stretched (Reactor::setPollingStretch)
   uint64_t sharedCqsCreated = 0;     ///< CQs made for connections to share (16 of default depths each)
   uint64_t sharedCqsReleased = 0;    ///< of them destroyed once empty: one empty CQ is kept as a spare
   std::array<uint64_t, kBatch + 1> perPoll{};  ///< histogram: polls that returned n completions

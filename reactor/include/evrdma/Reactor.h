@@ -138,6 +138,16 @@ class Reactor {
   /// Polling never blocks: the loop's thread stays the application's.
   void setPollingWindow(std::chrono::microseconds window) noexcept;
   std::chrono::microseconds pollingWindow() const noexcept;
+  /// Adaptive polling that follows the traffic: the window stretches to cover the gap between
+  /// completions the loop last slept through, up to `most`. A ping-pong whose round trip is
+  /// longer than the window (large messages) otherwise sleeps through every round trip and pays a
+  /// wake-up for each answer. Once the loop wakes from a sleep shorter than `most` (measured from
+  /// the last completion), the next windows last 1.5 x that gap; a stretched window that passes
+  /// with nothing falls back to the window. It reads the clock once per wake-up. The core it
+  /// spends while traffic flows is that of a window as long: set it to the longest wait worth a
+  /// core. 0 (or at most the window), the default: no stretching.
+  void setPollingStretch(std::chrono::microseconds most) noexcept;
+  std::chrono::microseconds pollingStretch() const noexcept;
 
   /// How long one loop turn may spend handing out completions (the handlers' work included)
   /// before the loop serves its sockets, timers and signals again; what is left waits for the next
