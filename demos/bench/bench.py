@@ -3,9 +3,10 @@
 rdma_cm. Every figure is the median of --runs runs, evrdma's and perftest's taken in turn.
 
   latency    pingpong's round trip against ib_send_lat's, 1 B to 1 MiB: event mode against
-             ib_send_lat -e (both sleep on the completion channel), adaptive polling (-P)
-             against ib_send_lat (busy-polling) and against raw-pingpong (busy-polling straight on
-             verbs, set up as pingpong is: the part of the polling gap that is evrdma's own)
+             ib_send_lat -e (both sleep on the completion channel), adaptive polling (-P, its
+             window stretched up to --stretch: -G) against ib_send_lat (busy-polling) and against
+             raw-pingpong (busy-polling straight on verbs, set up as pingpong is: the part of the
+             polling gap that is evrdma's own); then where the latency goals stand
   bandwidth  blast per mode, 4 KiB to 1 MiB: send against ib_send_bw -e and read against
              ib_read_bw -e (event mode on both sides), write against ib_write_bw (which only
              busy-polls: blast -P)
@@ -148,7 +149,7 @@ class Bench:
     # ---- evrdma ----
 
     def pingpong(self, size, iterations, window):
-        polling = ["-P", str(window)] if window else []
+        polling = ["-P", str(window)] + (["-G", str(self.args.stretch)] if self.args.stretch else []) if window else []
         proc, path = self.server([f"{self.build}/demos/pingpong-server", "-a", self.ip, "-e", "1"] + polling,
                                  "listening", "pingpong-server")
         # -R 0: no round-trip watchdog timer re-armed on every send (perftest runs none).
@@ -316,8 +317,9 @@ class Bench:
 
     def latency(self):
         window = self.args.window
+        polling = f"-P{window}" + (f" -G{self.args.stretch}" if self.args.stretch else "")
         head = (f"  {'size':>8} {'ib_send_lat -e':>15} {'pingpong':>10} {'ratio':>6}   "
-                f"{'ib_send_lat':>12} {'pingpong -P' + str(window):>14} {'ratio':>6}   {'raw':>8} {'-P/raw':>6}")
+                f"{'ib_send_lat':>12} {'pingpong ' + polling:>22} {'ratio':>6}   {'raw':>8} {'-P/raw':>6}")
         self.say(f"round-trip latency, us, on {self.dev}, median of {self.args.runs} runs; ratio = evrdma / perftest "
                  f"(<= 1: evrdma as fast or faster); each run's average round trip (taken as ib_send_lat takes its "
                  f"t_avg: its 2 longest round trips left out, for every program), and below its typical one; "
@@ -331,19 +333,39 @@ class Bench:
                 lambda: self.send_lat(size, n, False), lambda: self.pingpong(size, n, window),
                 lambda: self.raw_pingpong(size, n)])
             rows.append((size, pe, oe, pp, op, pet, oet, ppt, opt, rp, rpt))
-            self.say(f"  {size:>8} {pe:>15.1f} {oe:>10.1f} {oe / pe:>6.2f}   {pp:>12.1f} {op:>14.1f} {op / pp:>6.2f}"
+            self.say(f"  {size:>8} {pe:>15.1f} {oe:>10.1f} {oe / pe:>6.2f}   {pp:>12.1f} {op:>22.1f} {op / pp:>6.2f}"
                      f"   {rp:>8.1f} {op / rp:>6.2f}")
         self.say()
         self.say("typical round trip, us: ib_send_lat's t_typical (x 2), pingpong-client's and raw-pingpong's median; "
                  "an average is pulled up by the few round trips the emulator descheduled")
         self.say(head)
         for size, _, _, _, _, pet, oet, ppt, opt, _, rpt in rows:
-            self.say(f"  {size:>8} {pet:>15.1f} {oet:>10.1f} {oet / pet:>6.2f}   {ppt:>12.1f} {opt:>14.1f} "
+            self.say(f"  {size:>8} {pet:>15.1f} {oet:>10.1f} {oet / pet:>6.2f}   {ppt:>12.1f} {opt:>22.1f} "
                      f"{opt / ppt:>6.2f}   {rpt:>8.1f} {opt / rpt:>6.2f}")
+        self.say()
+        self.latency_goals(rows)
         self.write("latency.csv", "size,ib_send_lat_e,evrdma_event,ib_send_lat,evrdma_polling,"
                    "ib_send_lat_e_typical,evrdma_event_median,ib_send_lat_typical,evrdma_polling_median,"
                    "raw_pingpong,raw_pingpong_median", rows)
         return rows
+
+    def latency_goals(self, rows):
+        """Where the latency goals stand (issue 31), by the average and by the typical round trip."""
+        def worst(pairs):
+            size, ratio = max(pairs, key=lambda p: p[1])
+            return f"{ratio:.2f} at {size} B"
+        goals = [
+            ("event mode / ib_send_lat -e <= 1.00, every size",
+             [(r[0], r[2] / r[1]) for r in rows], [(r[0], r[6] / r[5]) for r in rows]),
+            ("pingpong -P / raw-pingpong <= 1.10, every size",
+             [(r[0], r[4] / r[9]) for r in rows], [(r[0], r[8] / r[10]) for r in rows]),
+            ("pingpong -P / ib_send_lat <= 1.10, up to 4 KiB",
+             [(r[0], r[4] / r[3]) for r in rows if r[0] <= 4096], [(r[0], r[8] / r[7]) for r in rows if r[0] <= 4096]),
+        ]
+        self.say("latency goals: the worst ratio, by the average and by the typical round trip")
+        for name, average, typical in goals:
+            self.say(f"  {name:<52} average {worst(average):<18} typical {worst(typical)}")
+        self.say()
 
     def bandwidth(self):
         window = self.args.window
@@ -432,6 +454,9 @@ def main():
     parser.add_argument("--out", default="bench-results", help="directory for the CSV files (default bench-results)")
     parser.add_argument("--runs", type=int, default=3, help="runs per figure, the median is kept (default 3)")
     parser.add_argument("--window", type=int, default=100, help="adaptive polling window in us (default 100)")
+    parser.add_argument("--stretch", type=int, default=50000,
+                        help="pingpong -G: the polling window stretches up to this many us to cover a round trip "
+                             "longer than --window (default 50000; 0: no stretching)")
     parser.add_argument("--idle", type=int, default=10, help="seconds of the idle measurement (default 10)")
     parser.add_argument("--rate-count", type=int, default=50000, help="operations per message-rate run (default 50000)")
     parser.add_argument("--only", choices=["latency", "bandwidth", "rate", "idle", "streams"], action="append",
