@@ -85,6 +85,10 @@ void evrdma_base_set_polling_window(evrdma_base* rbase, unsigned usec) {
   if (rbase != nullptr) rbase->reactor.setPollingWindow(std::chrono::microseconds(usec));
 }
 
+void evrdma_base_set_polling_stretch(evrdma_base* rbase, unsigned usec) {
+  if (rbase != nullptr) rbase->reactor.setPollingStretch(std::chrono::microseconds(usec));
+}
+
 void evrdma_base_set_turn_budget(evrdma_base* rbase, unsigned usec) {
   if (rbase != nullptr) rbase->reactor.setTurnBudget(std::chrono::microseconds(usec));
 }

@@ -226,6 +226,7 @@ int main(void) {
   }
   check("evrdma_base_new", rbase != NULL);
   evrdma_base_set_polling_window(rbase, 20); /* the echo below polls 20 us before the loop sleeps */
+  evrdma_base_set_polling_stretch(rbase, 5000); /* or longer, for an answer that came late */
   evrdma_base_set_turn_budget(rbase, 1000);  /* turns of at most about 1 ms of completions */
   memset(&address, 0, sizeof address);
   address.sin_family = AF_INET;

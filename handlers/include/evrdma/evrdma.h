@@ -39,6 +39,10 @@ void evrdma_base_free(struct evrdma_base *rbase);
  * event_base with a zero timeout, so the program's sockets, timers and signals are served in
  * between; it spends a core while data flows, nothing when idle. 0 (the default): never. */
 void evrdma_base_set_polling_window(struct evrdma_base *rbase, unsigned usec);
+/** The polling window stretches, up to `usec`, to 1.5 x the gap between completions the loop last
+ * slept through (Reactor::setPollingStretch): round trips longer than the window (large writes, a
+ * slow peer) are then found by polling too. 0 (the default): never. */
+void evrdma_base_set_polling_stretch(struct evrdma_base *rbase, unsigned usec);
 
 /** The turn budget (Reactor::setTurnBudget): how long one loop turn may spend handing out
  * completions, the callbacks' work included, before the event_base serves the program's sockets,
