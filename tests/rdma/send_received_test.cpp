@@ -109,6 +109,13 @@ struct Sender : evrdma::ConnectionHandler {
 
 class SendReceived : public PingPongBed {
  protected:
+  // kMessage-byte messages, framed or not; the rest as the test sets it.
+  static evrdma::ConnectionOptions messagesOf(bool framed) {
+    evrdma::ConnectionOptions options;
+    options.framed = framed;
+    options.maxMessageSize = kMessage;
+    return options;
+  }
   void connect(evrdma::ConnectionOptions options, uint32_t spares) {
     factory.options = options;
     factory.options.spareRecvBuffers = spares;
@@ -137,9 +144,7 @@ class SendReceived : public PingPongBed {
 };
 
 TEST_F(SendReceived, AForwardedBufferIsReusedOnlyAfterItsSendCompletesAndItsReceiveReturnsItsCreditAtOnce) {
-  evrdma::ConnectionOptions options;
-  options.framed = true;
-  options.maxMessageSize = kMessage;
+  evrdma::ConnectionOptions options = messagesOf(true);
   options.recvDepth = 8;
   options.sendDepth = 32;
   constexpr uint32_t kSpares = 4;
@@ -185,8 +190,7 @@ TEST_F(SendReceived, AForwardedBufferIsReusedOnlyAfterItsSendCompletesAndItsRece
 }
 
 TEST_F(SendReceived, AnUnframedEchoForwardsEveryMessageAndClosesWithForwardsInFlight) {
-  evrdma::ConnectionOptions options;
-  options.maxMessageSize = kMessage;
+  evrdma::ConnectionOptions options = messagesOf(false);
   options.recvDepth = 4;
   options.sendDepth = 4;
   // Two messages in flight; an echo's send completes a round trip before the next pair but one
@@ -211,10 +215,7 @@ TEST_F(SendReceived, AnUnframedEchoForwardsEveryMessageAndClosesWithForwardsInFl
 }
 
 TEST_F(SendReceived, WhatCannotBeSentFromItsBufferIsRefusedBeforeAnythingIsPosted) {
-  evrdma::ConnectionOptions options;
-  options.framed = true;
-  options.maxMessageSize = kMessage;
-  connect(options, 0);  // no spare buffers: every forward is refused, the copy goes instead
+  connect(messagesOf(true), 0);  // no spare buffers: every forward is refused, the copy goes instead
   EXPECT_EQ(forwarder->connection->sendReceived(), -EINVAL) << "outside onRecv";
   sender->sendUpTo(3);
   ASSERT_TRUE(runUntil([&] { return sender->echoes == 3 || failed(); }, 30s));
@@ -226,9 +227,7 @@ TEST_F(SendReceived, WhatCannotBeSentFromItsBufferIsRefusedBeforeAnythingIsPoste
 }
 
 TEST_F(SendReceived, AConnectionOnASharedReceiveQueueRefusesIt) {
-  evrdma::ConnectionOptions options;
-  options.framed = true;
-  options.maxMessageSize = kMessage;
+  evrdma::ConnectionOptions options = messagesOf(true);
   options.sharedReceiveQueue = true;
   connect(options, 0);
   sender->sendUpTo(1);
