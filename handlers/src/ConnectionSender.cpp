@@ -60,35 +60,33 @@ int ConnectionSender::copyIn(size_t length, Fill fill, void* context, bool hasIm
     backlogged_ = true;  // onWritable once a send buffer is free again
     return -ENOBUFS;
   }
-  const size_t header = options.framed ? Frame::kHeaderSize : 0;
   uint8_t* buffer = buffers.data(static_cast<uint32_t>(slot));
-  if (header > 0) writeFrameHeader(buffer, FrameType::Data, 0, static_cast<uint32_t>(length), 0);
-  if (length > 0) fill(context, buffer + header, length);
+  if (length > 0) fill(context, buffer + (options.framed ? Frame::kHeaderSize : 0), length);
   SendOp op;
-  op.type = OpType::Send;
   op.tag = tag;
-  op.sge.addr = reinterpret_cast<uintptr_t>(buffer);
-  op.sge.length = static_cast<uint32_t>(header + length);
   op.sge.lkey = buffers.lkey();
   op.copySlot = slot;
   op.hasImm = hasImm;
   op.imm = imm;
-  return dispatch(op, header > 0 ? buffer : nullptr);
+  return sendMessageIn(op, buffer, length);
 }
 
 int ConnectionSender::sendReceiveBuffer(uint32_t buffer, size_t length, uint64_t tag) noexcept {
-  const size_t header = c_.options_.framed ? Frame::kHeaderSize : 0;
-  uint8_t* data = c_.queuePair_->receiveBufferAt(buffer);
-  if (header > 0) writeFrameHeader(data, FrameType::Data, 0, static_cast<uint32_t>(length), 0);  // ours now, not the peer's
   SendOp op;
-  op.type = OpType::Send;
   op.tag = tag;
-  op.sge.addr = reinterpret_cast<uintptr_t>(data);
-  op.sge.length = static_cast<uint32_t>(header + length);
   op.sge.lkey = c_.queuePair_->receiveLkey();
   op.copySlot = static_cast<int32_t>(buffer);
   op.forwarded = true;
-  return dispatch(op, header > 0 ? data : nullptr);
+  return sendMessageIn(op, c_.queuePair_->receiveBufferAt(buffer), length);  // its header is ours now, not the peer's
+}
+
+int ConnectionSender::sendMessageIn(SendOp& op, uint8_t* buffer, size_t length) noexcept {
+  const size_t header = c_.options_.framed ? Frame::kHeaderSize : 0;
+  if (header > 0) writeFrameHeader(buffer, FrameType::Data, 0, static_cast<uint32_t>(length), 0);
+  op.type = OpType::Send;
+  op.sge.addr = reinterpret_cast<uintptr_t>(buffer);
+  op.sge.length = static_cast<uint32_t>(header + length);
+  return dispatch(op, header > 0 ? buffer : nullptr);
 }
 
 int ConnectionSender::checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset,

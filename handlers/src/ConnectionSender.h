@@ -57,6 +57,9 @@ class ConnectionSender {
 
  private:
   int copyIn(size_t length, Fill fill, void* context, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
+  // A message of `length` bytes in `buffer` (after room for the frame header, framed: written
+  // here) sent from there; `op` says whose buffer it is (lkey, slot), its tag and immediate.
+  int sendMessageIn(SendOp& op, uint8_t* buffer, size_t length) noexcept;
   // Framed or not, the request goes its way (waiting for credits, or to the send queue).
   int dispatch(const SendOp& op, uint8_t* copiedHeader) noexcept;
   void failedCompletion(const SendOp& op, ibv_wc_status status) noexcept;
