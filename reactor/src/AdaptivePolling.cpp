@@ -14,16 +14,14 @@ std::chrono::microseconds AdaptivePolling::window() const noexcept {
 
 void AdaptivePolling::start() noexcept {
   emptyTurns_ = 0;
-  if (slept_) {
-    slept_ = false;
-    // Woken by an event: the gap since the last completion says how long the next windows should
-    // be, if a window that long is worth a core (the stretch).
-    const std::chrono::microseconds most = reactor_.pollingStretch();
-    if (most > reactor_.pollingWindow()) {
-      const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - quietSince_);
-      stretched_ = gap <= most ? std::min(most, gap * 3 / 2) : std::chrono::microseconds(0);
-      if (stretched_.count() > 0) ++stats_.pollingStretches;
-    }
+  const std::chrono::microseconds most = reactor_.pollingStretch();
+  if (!polling_ && most > reactor_.pollingWindow() && quietSince_ != std::chrono::steady_clock::time_point{}) {
+    // Woken by an event after a window passed (not the first wake-up: no window has passed yet):
+    // the gap since the last completion says how long the next windows should be, if a window
+    // that long is worth a core (the stretch).
+    const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - quietSince_);
+    stretched_ = gap <= most ? std::min(most, gap * 3 / 2) : std::chrono::microseconds(0);
+    if (stretched_.count() > 0) ++stats_.pollingStretches;
   }
   if (!polling_) {
     polling_ = true;
@@ -74,7 +72,6 @@ void AdaptivePolling::spin() noexcept {
     return;
   }
   polling_ = false;
-  slept_ = true;
   stretched_ = std::chrono::microseconds(0);  // stretched or not, this gap was longer: learnt again on waking
   ++stats_.sleeps;
 }

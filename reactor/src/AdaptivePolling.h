@@ -63,7 +63,6 @@ class AdaptivePolling {
 
   uint32_t emptyTurns_ = 0;  // polling turns since the last completion
   std::chrono::steady_clock::time_point quietSince_{};  // read at the kTurnsPerClockRead-th of them
-  bool slept_ = false;  // the window passed: the loop sleeps until an event (since quietSince_)
   std::chrono::microseconds stretched_{0};  // the gap last slept through x 1.5, within the stretch
 };
 
