@@ -27,7 +27,7 @@ SendQueue::SendQueue(uint32_t depth, uint32_t signalEvery, uint32_t maxInline, u
       maxInline_(maxInline),
       serial_(serial),
       post_(std::move(post)),
-      inFlight_(depth_),
+      inFlight_(size_t{depth_} + 1),
       wrs_(depth_),
       sges_(2 * size_t{depth_}) {}
 
@@ -45,7 +45,7 @@ int SendQueue::submit(const SendOp& op) noexcept {
   }
   // Nothing waits ahead of it and there is room: straight out, no queuing, prepared where it
   // waits for its completion (the ring's next slot), so it is copied once.
-  SendOp& slot = inFlight_[(inFlightHead_ + inFlightCount_) % depth_];
+  SendOp& slot = inFlight_[(inFlightHead_ + inFlightCount_) % inFlight_.size()];
   slot = op;
   prepare(slot, wrs_[0], &sges_[0], true, inFlightCount_ + 1);
   if (int rc = post(&wrs_[0]); rc != 0) {
@@ -76,7 +76,7 @@ std::deque<SendOp> SendQueue::takeInFlight() noexcept {
 }
 
 void SendQueue::pushInFlight(const SendOp& op) noexcept {
-  inFlight_[(inFlightHead_ + inFlightCount_) % depth_] = op;
+  inFlight_[(inFlightHead_ + inFlightCount_) % inFlight_.size()] = op;
   noteInFlight(op);
 }
 
@@ -84,13 +84,6 @@ void SendQueue::noteInFlight(const SendOp& op) noexcept {
   ++inFlightCount_;
   if (op.signaled) ++signaledCount_;
   ++requests_;
-}
-
-SendOp SendQueue::popInFlight() noexcept {
-  SendOp op = inFlight_[inFlightHead_];
-  inFlightHead_ = (inFlightHead_ + 1) % depth_;
-  --inFlightCount_;
-  return op;
 }
 
 void SendQueue::prepare(SendOp& op, ibv_send_wr& wr, ibv_sge* sges, bool last, size_t inFlightAfter) noexcept {
@@ -153,7 +146,7 @@ int SendQueue::pumpBacklog() noexcept {
 
 bool SendQueue::holds(uint32_t sequence) const noexcept {
   for (size_t i = 0; i < inFlightCount_; ++i)
-    if (inFlight_[(inFlightHead_ + i) % depth_].sequence == sequence) return true;
+    if (inFlight_[(inFlightHead_ + i) % inFlight_.size()].sequence == sequence) return true;
   return false;
 }
 

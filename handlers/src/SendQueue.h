@@ -72,7 +72,9 @@ class SendQueue {
     const uint32_t sequence = detail::wrid::index(wc.wr_id);
     if (!holds(sequence)) return 0;  // already completed (a flush of a request counted before)
     while (inFlightCount_ > 0) {
-      const SendOp op = popInFlight();  // a copy: `done` may post into the slot it leaves
+      // Not a copy: `done` may post, but the slot it leaves is reused only once the ring holds
+      // depth_ + 1 requests, one more than ever are in flight (see inFlight_).
+      const SendOp& op = popInFlight();
       const bool isThis = op.sequence == sequence;
       done(op, isThis ? wc.status : IBV_WC_SUCCESS);
       if (isThis) break;
@@ -105,13 +107,21 @@ class SendQueue {
   int post(ibv_send_wr* first) noexcept;
   void pushInFlight(const SendOp& op) noexcept;
   void noteInFlight(const SendOp& op) noexcept;  // `op`, in the ring's next slot already, is in flight
-  SendOp popInFlight() noexcept;
+  // The oldest in flight, no longer counted; it stays where it is until depth_ more are posted.
+  const SendOp& popInFlight() noexcept {
+    const SendOp& op = inFlight_[inFlightHead_];
+    inFlightHead_ = inFlightHead_ + 1 == inFlight_.size() ? 0 : inFlightHead_ + 1;
+    --inFlightCount_;
+    return op;
+  }
 
   uint32_t depth_, signalEvery_, maxInline_;
   uint32_t serial_;
   Post post_;       // tests inject the verbs call
   ibv_qp* qp_ = nullptr;  // or it is ibv_post_send on this QP
-  std::vector<SendOp> inFlight_;  // a ring of depth_ entries: inFlightHead_ is the oldest
+  // A ring of depth_ + 1 entries (inFlightHead_ is the oldest): the one a completion just left is
+  // not written while its callback reads it, whatever the callback posts.
+  std::vector<SendOp> inFlight_;
   size_t inFlightHead_ = 0, inFlightCount_ = 0;
   detail::Ring<SendOp> backlog_;
   std::vector<ibv_send_wr> wrs_;  // depth_ entries, reused for each post

@@ -286,4 +286,24 @@ TEST_F(SendQueueTest, BatchesThatFillAndDrainTheBacklogAllocateNothingOnceWarm) 
   EXPECT_EQ(done, 7u + 6000u) << "every request completed";
 }
 
+TEST_F(SendQueueTest, ACompletionsCallbackThatFillsTheQueueAgainStillReadsItsOwnRequest) {
+  constexpr uint32_t kDepth = 4;
+  SendQueue q = make(kDepth, kDepth);
+  q.beginBatch();
+  for (uint64_t tag = 1; tag <= kDepth; ++tag) q.submit(op(tag));
+  q.endBatch();
+  ASSERT_EQ(q.inFlight(), kDepth);
+  // Each callback posts a new request before it looks at the one it was handed (an echo that
+  // answers first): the first one fills the queue to its depth again.
+  std::vector<uint64_t> seen;
+  uint64_t next = 100;
+  auto postThenRead = [&](const SendOp& done, ibv_wc_status) {
+    ASSERT_EQ(q.submit(op(next++)), 0);
+    seen.push_back(done.tag);
+  };
+  ASSERT_EQ(q.complete(wcFor(posted[kDepth - 1]), postThenRead), 0);
+  EXPECT_EQ(seen, (std::vector<uint64_t>{1, 2, 3, 4})) << "a request was overwritten while its callback ran";
+  EXPECT_EQ(q.inFlight(), kDepth);
+}
+
 }  // namespace
