@@ -48,6 +48,20 @@ int FramedSender::sendHello(uint64_t maxMessageSize) noexcept {
 }
 
 int FramedSender::sendCopied(const SendOp& op, uint8_t* header) noexcept {
+  // The usual case, a message with nothing ahead of it and the credits it needs: out at once, as
+  // pump() would send it, without a trip through the line. Anything waiting (a frame that needs a
+  // slot or a credit, a keepalive frame) keeps its place ahead of it: the line then.
+  if (waiting_.empty() && !probeWaiting_ && !keepaliveReplyWaiting_ && !stopped_ && ledger_.canSendMessage()) {
+    ++sentStraightOut_;
+    ledger_.setWaiting(false);
+    askOutstanding_ = false;
+    creditsBeforeAsk_ = 0;
+    const bool answers = ledger_.answersAsk();
+    setFrameCredits(header, ledger_.spendForMessage(), false, answers);
+    if (int rc = submit_(op); rc != 0) return rc;
+    maybeSendCreditFrame();
+    return 0;
+  }
   Pending pending;
   pending.op = op;
   pending.spendsCredit = true;

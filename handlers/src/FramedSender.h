@@ -87,6 +87,8 @@ class FramedSender {
   uint32_t answersWaiting() const noexcept { return answersWaiting_; }
   const CreditLedger& credits() const noexcept { return ledger_; }
   uint32_t freeSlots() const noexcept { return static_cast<uint32_t>(freeSlots_.size()); }
+  // Copied messages that went out at once, past the line (sendCopied): nothing waited ahead.
+  uint64_t sentStraightOut() const noexcept { return sentStraightOut_; }
 
  private:
   struct Pending {
@@ -121,6 +123,7 @@ class FramedSender {
   uint32_t maxWaitingAnswers_;
   uint32_t answersWaiting_ = 0;
   bool stopped_ = false;
+  uint64_t sentStraightOut_ = 0;
 };
 
 }  // namespace evrdma::detail

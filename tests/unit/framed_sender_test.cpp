@@ -309,4 +309,47 @@ TEST_F(FramedSenderTest, AnswersToThePeerWaitForCreditsOnlyUpToABound) {
   EXPECT_GE(sender.maxWaitingAnswers(), 2 * kRecvDepth) << "a peer within its credits never reaches it";
 }
 
+TEST_F(FramedSenderTest, ACopiedMessageGoesStraightOutOnlyWhenNothingWaitsAheadOfIt) {
+  helloThenCredits(100);
+  sender.releaseSlot(sent[0].frameSlot);  // the hello completed
+  sent.clear();
+  sender.onReceiveReposted();  // we owe the peer one: it rides on the first message
+  std::vector<uint8_t> first, second, third;
+  const SendOp message1 = copied(1, first);
+  ASSERT_EQ(sender.sendCopied(message1, first.data()), 0);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sender.sentStraightOut(), 1u) << "nothing waited: past the line";
+  EXPECT_EQ(frameOf(sent[0]).credits, 1u) << "straight out, it still carries what is owed";
+  EXPECT_EQ(sender.credits().credits(), 99u);
+  // Every frame slot taken: a zero-copy send waits for one, and a copied message (which needs no
+  // slot, and has credits) must not overtake it.
+  for (uint64_t tag = 2; tag < 2 + kSlots; ++tag) ASSERT_EQ(sender.sendZeroCopy(zeroCopy(tag, OpType::Send)), 0);
+  ASSERT_EQ(sender.sendZeroCopy(zeroCopy(10, OpType::Send)), 0);
+  EXPECT_EQ(sender.waiting(), 1u);
+  const SendOp message11 = copied(11, second);
+  ASSERT_EQ(sender.sendCopied(message11, second.data()), 0);
+  EXPECT_EQ(sender.sentStraightOut(), 1u) << "something waited: the line";
+  EXPECT_EQ(sender.waiting(), 2u);
+  completeSent();
+  ASSERT_EQ(sender.pump(), 0);
+  ASSERT_EQ(sent.size(), 2u + kSlots + 1);
+  EXPECT_EQ(sent[sent.size() - 2].tag, 10u);
+  EXPECT_EQ(sent.back().tag, 11u) << "in the order issued";
+  // A keepalive reply waiting goes ahead of the next message, which then takes the line too.
+  completeSent();
+  sender.queueKeepaliveReply();
+  const SendOp message12 = copied(12, third);
+  ASSERT_EQ(sender.sendCopied(message12, third.data()), 0);
+  EXPECT_EQ(sender.sentStraightOut(), 1u);
+  ASSERT_GE(sent.size(), 2u);
+  EXPECT_EQ(frameOf(sent[sent.size() - 2]).type, FrameType::KeepaliveReply);
+  EXPECT_EQ(sent.back().tag, 12u);
+  // Nothing waits any more: straight out again.
+  std::vector<uint8_t> fourth;
+  const SendOp message13 = copied(13, fourth);
+  ASSERT_EQ(sender.sendCopied(message13, fourth.data()), 0);
+  EXPECT_EQ(sender.sentStraightOut(), 2u);
+  EXPECT_EQ(sent.back().tag, 13u);
+}
+
 }  // namespace
