@@ -308,9 +308,25 @@ bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcep
     turnBudget_.afterPoll(handled);
     pollReceives_ = 0;
     for (int i = 0; i < n; ++i) pollReceives_ += detail::wrid::isSend(wcs[i].wr_id) ? 0 : 1;
+    if (handOverAllToOne(wcs, n)) continue;
     for (int i = 0; i < n; ++i) deliver(wcs[i]);
     endPoll();
   }
+}
+
+bool CompletionDispatcher::handOverAllToOne(const ibv_wc* wcs, int n) noexcept {
+  if (!srqs_.empty() || !inPoll_.empty()) return false;
+  const Attachment* one = attachmentOf(wcs[0].qp_num);
+  if (one == nullptr) return false;
+  for (int i = 0; i < n; ++i)
+    if (wcs[i].qp_num != one->qpNum_ || detail::wrid::serial(wcs[i].wr_id) != one->serial_) return false;
+  // Its handler is destroyed only on a later turn (connections defer it), whatever its callbacks do.
+  CompletionHandler* handler = one->handler_;
+  ++stats_.pollsForOneConnection;
+  handler->onPollBegin(pollReceives_);
+  for (int i = 0; i < n; ++i) handler->onCompletion(wcs[i]);
+  handler->onPollEnd();
+  return true;
 }
 
 void CompletionDispatcher::run() noexcept {

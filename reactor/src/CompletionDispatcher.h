@@ -227,6 +227,11 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   // message's cost in the dispatcher).
   Attachment* attachmentOf(uint32_t qpNum) noexcept;
   void handOver(CompletionHandler* handler, const ibv_wc& wc) noexcept;  // with onPollBegin first
+  // The ping-pong shape: when every completion of a poll is for one attached QP (its number and
+  // serial), none through a shared receive queue, they go to its handler between one onPollBegin
+  // and onPollEnd, with one lookup for the poll. False (nothing handed over) otherwise: deliver()
+  // each.
+  bool handOverAllToOne(const ibv_wc* wcs, int n) noexcept;
   void endPoll() noexcept;                                              // onPollEnd for each
   detail::SharedReceiveQueue* sharedReceiveQueueWithSerial(uint32_t serial) const noexcept;
   void detach(Attachment& attachment) noexcept;

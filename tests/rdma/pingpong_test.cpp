@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -31,6 +32,45 @@ TEST_P(PingPongSizes, EveryEchoComesBackVerified) {
 
 INSTANTIATE_TEST_SUITE_P(OneByteToOneMebibyte, PingPongSizes, ::testing::Values(1, 64, 4096, 65536, 1 << 20),
                          [](const ::testing::TestParamInfo<size_t>& param) { return std::to_string(param.param) + "B"; });
+
+// A poll's completions reach their own connections, whichever way the dispatcher hands them
+// over: when every one is one connection's (a ping-pong's receive and its previous answer's send),
+// straight to its handler with one lookup for the poll; when they are several connections', each
+// by its QP. The server alone is in this process: one client's round trips give polls of one
+// connection, eight clients' at once give polls of several. A completion handed to the wrong
+// connection echoes bytes from another's buffer, which the clients' verification (-v) catches.
+TEST_F(PingPongBed, APollsCompletionsReachTheirOwnConnectionsWhetherOneConnectionsOrSeveral) {
+  auto pollCounts = [&](uint64_t& withCompletions, uint64_t& ofOneConnection) {
+    const evrdma::ReactorStats stats = reactor_.stats();
+    withCompletions = ofOneConnection = 0;
+    for (const evrdma::DeviceStats& device : stats.devices) {
+      for (int n = 1; n <= evrdma::CompletionStats::kBatch; ++n) withCompletions += device.completions.perPoll[n];
+      ofOneConnection += device.completions.pollsForOneConnection;
+    }
+  };
+  auto runClients = [&](int clients, int roundTrips) {
+    const pid_t child = spawnPingClient({"-n", std::to_string(clients), "-c", std::to_string(roundTrips), "-s", "64", "-v"});
+    ASSERT_GT(child, 0);
+    const int status = serveUntilChildExits(child, 120s);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "pingpong-client -n " << clients << " -v failed (status " << status << ")";
+  };
+  uint64_t polls0 = 0, one0 = 0, polls1 = 0, one1 = 0, polls2 = 0, one2 = 0;
+  pollCounts(polls0, one0);
+  runClients(1, 300);
+  pollCounts(polls1, one1);
+  runClients(8, 300);
+  pollCounts(polls2, one2);
+  ASSERT_TRUE(runUntil([&] { return listener_->agentCount() == 0; }, 20s));
+  EXPECT_EQ(factory_->totalEchoes, 300u * 9);
+  EXPECT_EQ(factory_->agentsFailed, 0u);
+  std::printf("[ figures  ] one client: %llu of %llu polls with completions were one connection's; eight "
+              "clients: %llu of %llu\n",
+              static_cast<unsigned long long>(one1 - one0), static_cast<unsigned long long>(polls1 - polls0),
+              static_cast<unsigned long long>(one2 - one1), static_cast<unsigned long long>(polls2 - polls1));
+  EXPECT_GE(one1 - one0, 300u) << "a lone client's round trips did not take the way without lookups";
+  EXPECT_GT((polls2 - polls1) - (one2 - one1), 0u) << "eight clients at once never shared a poll";
+}
 
 TEST_F(PingPongBed, SixtyFourConcurrentClientsAllFinishVerified) {
   // The clients live in a second process (64 connections from its one thread), as real clients do.

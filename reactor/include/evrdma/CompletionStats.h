@@ -16,6 +16,7 @@ struct CompletionStats {
   uint64_t emptyFirstPolls = 0;      ///< first poll after an event found nothing (the arm race)
   uint64_t completions = 0;
   uint64_t strayCompletions = 0;     ///< for a QP no longer attached (dropped)
+  uint64_t pollsForOneConnection = 0;  ///< polls whose completions were all one connection's (one lookup)
   uint64_t budgetYields = 0;         ///< turns that stopped at the budget
   uint64_t notifyFailures = 0;       ///< ibv_req_notify_cq failed (reported to the CQ's connections)
   uint64_t pollFailures = 0;         ///< ibv_poll_cq returned an error (reported likewise)
