@@ -54,10 +54,9 @@ int FramedSender::sendCopied(const SendOp& op, uint8_t* header) noexcept {
   if (waiting_.empty() && !probeWaiting_ && !keepaliveReplyWaiting_ && !stopped_ && ledger_.canSendMessage()) {
     ++sentStraightOut_;
     ledger_.setWaiting(false);
-    askOutstanding_ = false;
-    creditsBeforeAsk_ = 0;
-    const bool answers = ledger_.answersAsk();
-    setFrameCredits(header, ledger_.spendForMessage(), false, answers);
+    bool answers = false;
+    const uint16_t returned = spendCredit(op.type, answers);
+    setFrameCredits(header, returned, false, answers);
     if (int rc = submit_(op); rc != 0) return rc;
     maybeSendCreditFrame();
     return 0;
@@ -142,17 +141,9 @@ int FramedSender::pump() noexcept {
     const bool needsSlot = next.zeroCopyHeader || !next.control.empty();
     if (needsSlot && freeSlots_.empty()) break;
     SendOp op = next.op;
-    uint16_t returned = 0;
     ledger_.setWaiting(false);  // this one goes
-    const bool answers = next.op.type != OpType::WriteWithImm && ledger_.answersAsk();
-    if (next.spendsCredit) {
-      askOutstanding_ = false;  // the wait is over: the next one asks afresh
-      creditsBeforeAsk_ = 0;
-      if (op.type == OpType::WriteWithImm)
-        ledger_.spendForImmediate();  // no header to carry credits
-      else
-        returned = ledger_.spendForMessage();
-    }
+    bool answers = false;  // what spends no credit carries no header (a write or read)
+    const uint16_t returned = next.spendsCredit ? spendCredit(op.type, answers) : 0;
     uint8_t* header = next.headerAt;
     if (needsSlot) {
       header = takeSlot(op);
@@ -173,6 +164,15 @@ int FramedSender::pump() noexcept {
     if (int rc = submit_(op); rc != 0) return rc;
   }
   maybeSendCreditFrame();
+  return 0;
+}
+
+uint16_t FramedSender::spendCredit(OpType type, bool& answers) noexcept {
+  answers = type != OpType::WriteWithImm && ledger_.answersAsk();
+  askOutstanding_ = false;  // the wait is over: the next one asks afresh
+  creditsBeforeAsk_ = 0;
+  if (type != OpType::WriteWithImm) return ledger_.spendForMessage();
+  ledger_.spendForImmediate();  // no header to carry credits
   return 0;
 }
 

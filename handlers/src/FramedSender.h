@@ -105,6 +105,10 @@ class FramedSender {
   int postProtocolFrame(const std::vector<uint8_t>& frame, SendOp& op) noexcept;
   // The head of the line waits for credits.
   bool waitingForCredits() const noexcept;
+  // A frame that spends a credit goes out (pump's head of the line, or sendCopied's straight out):
+  // spent, and the waiting it ended; returns the credits owed for its header and sets `answers`
+  // if they answer the peer's ask (a write with immediate has no header: 0, false).
+  uint16_t spendCredit(OpType type, bool& answers) noexcept;
   // Takes a free frame slot for `op` (the caller checked there is one); returns its memory.
   uint8_t* takeSlot(SendOp& op) noexcept;
 
