@@ -34,7 +34,7 @@ struct Forwarder : evrdma::ConnectionHandler {
   uint64_t received = 0, forwarded = 0, copied = 0, sendsDone = 0, forwardsDone = 0;
   int lastRefusal = 0;
   std::string error;
-  bool closed = false;
+  bool* closed = nullptr;  // outlives the handler, which goes with its agent once closed
   void onEstablished(Connection& c) noexcept override { connection = &c; }
   void onRecv(Connection& c, const uint8_t* data, size_t length) noexcept override {
     ++received;
@@ -59,7 +59,7 @@ struct Forwarder : evrdma::ConnectionHandler {
   }
   void onError(Connection&, int err, const char* op) noexcept override { error = std::string(op) + ": " + strerror(-err); }
   void onClosed(Connection& c) noexcept override {
-    closed = true;
+    if (closed != nullptr) *closed = true;
     if (connection == &c) connection = nullptr;
   }
 };
@@ -67,9 +67,11 @@ struct Forwarder : evrdma::ConnectionHandler {
 struct ForwarderFactory : evrdma::AgentFactory {
   evrdma::ConnectionOptions options;
   Forwarder* forwarder = nullptr;
+  bool forwarderClosed = false;
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
     auto handler = std::make_unique<Forwarder>();
     forwarder = handler.get();
+    forwarder->closed = &forwarderClosed;
     return evrdma::AcceptDecision::accept(std::move(handler), options);
   }
 };
@@ -211,7 +213,8 @@ TEST_F(SendReceived, AnUnframedEchoForwardsEveryMessageAndClosesWithForwardsInFl
   sender->sendUpTo(kMessages + 2);
   ASSERT_TRUE(runUntil([&] { return forwarder->received == kMessages + 2 || failed(); }, 30s));
   forwarder->connection->close();
-  ASSERT_TRUE(runUntil([&] { return forwarder->closed; }, 30s));
+  // Not forwarder->closed: the handler is freed with its agent, possibly before the check runs.
+  ASSERT_TRUE(runUntil([&] { return factory.forwarderClosed; }, 30s));
 }
 
 TEST_F(SendReceived, WhatCannotBeSentFromItsBufferIsRefusedBeforeAnythingIsPosted) {
