@@ -7,6 +7,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_struct.h>  // a read timeout set on the program's end (straightWayIn)
 #include <event2/util.h>
 
 #include <algorithm>
@@ -252,8 +253,18 @@ void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexc
     return;
   }
   if (!programHoldsItsEnd()) return;  // nobody reads any more
+  if (straightWayIn(length)) {
+    evbuffer* input = bufferevent_get_input(user_);
+    const bool lent = length >= options_.lendFrom && lend(c, input, data, length);
+    if (lent || evbuffer_add(input, data, length) == 0) {
+      if (!lent) bytesCopied_ += length;
+      ++messagesStraightIn_;
+      bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
+      return;
+    }
+  }
   // The pair carries it to the program as it reads.
-  if (length < options_.lendFrom || !lend(c, data, length)) {
+  if (length < options_.lendFrom || !lend(c, bufferevent_get_output(ours_), data, length)) {
     bufferevent_write(ours_, data, length);
     bytesCopied_ += length;
   }
@@ -262,10 +273,10 @@ void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexc
   }
 }
 
-bool ByteStream::lend(Connection& c, const uint8_t* data, size_t length) noexcept {
+bool ByteStream::lend(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept {
   ReceiveLoan* loan = c.core().receiver.lendDelivering();  // null once lendingBuffers are all lent
   if (loan == nullptr) return false;
-  if (evbuffer_add_reference(bufferevent_get_output(ours_), data, length, ReceiveLoan::giveBack, loan) != 0) {
+  if (evbuffer_add_reference(to, data, length, ReceiveLoan::giveBack, loan) != 0) {
     // Not added (libevent calls no cleanup then): given back, and copied by the caller before the
     // connection can take the buffer as a spare again (it does so on this thread, later).
     ReceiveLoan::giveBack(data, length, loan);
@@ -273,6 +284,19 @@ bool ByteStream::lend(Connection& c, const uint8_t* data, size_t length) noexcep
   }
   bytesLent_ += length;
   return true;
+}
+
+bool ByteStream::longWayEmpty() const noexcept {
+  return evbuffer_get_length(bufferevent_get_output(ours_)) == 0 &&
+         evbuffer_get_length(bufferevent_get_input(userPair_)) == 0;
+}
+
+bool ByteStream::straightWayIn(size_t length) const noexcept {
+  if (!handedOut_ || (bufferevent_get_enabled(user_) & EV_READ) == 0 || !longWayEmpty()) return false;
+  if (user_->timeout_read.tv_sec != 0 || user_->timeout_read.tv_usec != 0) return false;
+  size_t low = 0, high = 0;
+  (void)bufferevent_getwatermark(user_, EV_READ, &low, &high);
+  return high == 0 || evbuffer_get_length(bufferevent_get_input(user_)) + length <= high;
 }
 
 void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, void* self) {
@@ -295,16 +319,26 @@ void ByteStream::afterDelivery() noexcept {
 }
 
 bool ByteStream::programHoldsItsEnd() const noexcept {
-  // bufferevent_free on the program's end frees the pair's end under it at once (its own
-  // finalizer, and our onProgramFreed, run later): then our end has no partner any more.
-  return !programGone_ && ours_ != nullptr && userPair_ != nullptr && bufferevent_pair_get_partner(ours_) != nullptr;
+  if (programGone_ || ours_ == nullptr || userPair_ == nullptr || bufferevent_pair_get_partner(ours_) == nullptr)
+    return false;
+  // When the program's end loses its last reference (bufferevent_free, or the deferred callback
+  // that ran when it freed it), libevent unlinks the filter at once: the pair's end under it loses
+  // its callbacks. Its finalizer (our onProgramFreed) runs later, and until then our reference
+  // keeps the pair linked: a trigger on the program's end in between would finalize it twice.
+  bufferevent_data_cb underReadcb = nullptr;
+  bufferevent_getcb(userPair_, &underReadcb, nullptr, nullptr, nullptr);
+  return underReadcb != nullptr;
 }
 
 void ByteStream::tellProgram(short what, int err) noexcept {
   if (!handedOut_ || !programHoldsItsEnd()) return;
-  // The pair's callbacks are deferred: libevent keeps this errno for the program's callback.
+  // Both ends' callbacks are deferred: libevent keeps this errno for the program's callback.
   EVUTIL_SET_SOCKET_ERROR(err);
-  bufferevent_trigger_event(userPair_, what, 0);
+  // With nothing on the long way, to the program's end itself: after bytes that went straight in,
+  // the event joins their pending read callback and runs after it, in the same deferred call (a
+  // program that frees its end and leaves the loop from its read callback leaves no event behind,
+  // as over a socket). Else through the pair, behind what is on its way.
+  bufferevent_trigger_event(longWayEmpty() ? user_ : userPair_, what, 0);
 }
 
 void ByteStream::onDisconnected(Connection&) noexcept {
@@ -412,6 +446,7 @@ StreamStats ByteStream::stats() const noexcept {
   out.bytesLent = bytesLent_;
   out.bytesCopied = bytesCopied_;
   out.buffersLent = connection_ != nullptr ? connection_->core().receiver.lent() : 0;
+  out.messagesStraightIn = messagesStraightIn_;
   return out;
 }
 

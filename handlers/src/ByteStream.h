@@ -1,8 +1,9 @@
 // ByteStream: one RDMA byte stream behind the bufferevent a program holds. The program's end is a
 // filter bufferevent over one end of a bufferevent pair (its free_context tells us when the
 // program frees it); the pair's other end is ours: what the program writes arrives in its input,
-// is cut into messages and sent on a framed connection; what the peer sends goes into its output,
-// and the pair carries it to the program. Message zero bytes long: the peer shut its side down.
+// is cut into messages and sent on a framed connection; what the peer sends goes straight into the
+// program's input while it reads and nothing waits before it, else into our end's output, and the
+// pair carries it to the program. Message zero bytes long: the peer shut its side down.
 #pragma once
 
 #include <event2/bufferevent.h>
@@ -83,7 +84,15 @@ class ByteStream final : public ReactorMember {
   void pump() noexcept;
   // Adds a received message to what goes to the program in its own receive buffer, lent (see
   // ReceiveLoan); false when it cannot be lent now (the caller copies it).
-  bool lend(Connection& c, const uint8_t* data, size_t length) noexcept;
+  bool lend(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept;
+  // Whether a message `length` bytes long may go straight into the program's input, past the pair
+  // and the filter (each hop an evbuffer move, callbacks and a deferred activation): only while
+  // the program reads (its end enabled, below its read high watermark with the message), nothing
+  // received waits on the long way (the bytes keep their order), and no read timeout is set (the
+  // filter restarts it as bytes pass through it; the straight way does not).
+  bool straightWayIn(size_t length) const noexcept;
+  // Nothing received waits in our end's output or in the pair's end under the program.
+  bool longWayEmpty() const noexcept;
   // The peer's bytes reached the program (or the window has room again): receiving resumes, and
   // EOF follows the last byte.
   void afterDelivery() noexcept;
@@ -120,8 +129,9 @@ class ByteStream final : public ReactorMember {
   bool finWanted_ = false;       // shutdownWrite, or the program freed its end
   bool finSent_ = false;
   uint64_t taken_ = 0;           // bytes taken from the program and sent
-  uint64_t finAt_ = 0;
-  uint64_t bytesLent_ = 0, bytesCopied_ = 0;  // received           // with finWanted_: the FIN goes once this many are taken
+  uint64_t finAt_ = 0;           // with finWanted_: the FIN goes once this many are taken
+  uint64_t bytesLent_ = 0, bytesCopied_ = 0;  // received
+  uint64_t messagesStraightIn_ = 0;            // received, that went straight into the program's input
   bool finDone_ = false;         // the FIN's send completed
   bool peerFinished_ = false;    // the peer's FIN arrived
   bool eofTold_ = false;

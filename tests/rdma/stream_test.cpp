@@ -573,6 +573,8 @@ TEST_F(StreamTest, AStalledReaderStallsOnlyItsOwnStreamASecondOneMovesEveryByteM
   auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
     ASSERT_LT(accepted, accepting.size());
     accepting[accepted++]->attach(bev);
+    // Stream A's reader reads nothing from the start (its writer writes once connected).
+    if (accepted == 1) bufferevent_disable(bev, EV_READ);
   });
   ASSERT_EQ(listener->listen(bed.ip, 0), 0);
   // Connects one at a time: the listener hands out the streams in this order.
@@ -595,7 +597,6 @@ TEST_F(StreamTest, AStalledReaderStallsOnlyItsOwnStreamASecondOneMovesEveryByteM
 
   // Stream A: its reader reads nothing, its writer writes 16 MiB, until neither side can move.
   open(stalledWriter, 1);
-  bufferevent_disable(stalledReader.bev, EV_READ);
   evrdma::StreamStats writerStats, readerStats;
   ASSERT_TRUE(runUntil(reactor, [&] {
     return evrdma::Stream::stats(stalledWriter.bev, writerStats) == 0 &&
@@ -634,6 +635,93 @@ TEST_F(StreamTest, AStalledReaderStallsOnlyItsOwnStreamASecondOneMovesEveryByteM
               aloneSeconds, total * 8 / aloneSeconds / 1e6, aloneSeconds / besideSeconds);
   for (Side* side : {&stalledWriter, &stalledReader, &aloneWriter, &aloneReader, &besideWriter, &besideReader})
     bufferevent_free(side->bev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
+// A message received while the program reads goes straight into its input evbuffer, past the pair
+// and the filter underneath; while it does not read, or its input is at its read high watermark,
+// the message takes the long way and waits there within the receive window, and so do the ones
+// after it until none is left there. Every byte arrives in order, and EOF after the last.
+TEST_F(StreamTest, ReceivedMessagesGoStraightIntoAReadingProgramsInputAndTheLongWayWhileItDoesNotRead) {
+  evrdma::Reactor reactor;
+  Side reader(0, 0, 1), writer(1, 0, 2);  // the writer writes by hand, below
+  writer.shutDownWhenSent = false;
+  reader.shutDownWhenSent = false;
+  bufferevent* readerBev = nullptr;
+  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    readerBev = bev;
+    reader.attach(bev);
+  });
+  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
+  ASSERT_NE(bev, nullptr);
+  writer.attach(bev);
+  ASSERT_TRUE(runUntil(reactor, [&] { return writer.connected && readerBev != nullptr; }, 60s));
+  constexpr size_t kMessage = 1000;
+  constexpr uint64_t kCount = 20;
+  uint64_t written = 0;
+  auto writeOne = [&] {  // one message: what is written in one loop turn leaves as one
+    std::vector<uint8_t> chunk(kMessage);
+    for (size_t i = 0; i < kMessage; ++i) chunk[i] = patternByte(written + i, 1);
+    bufferevent_write(bev, chunk.data(), chunk.size());
+    written += kMessage;
+  };
+  evrdma::StreamStats stats;
+  auto straightIn = [&] { return evrdma::Stream::stats(readerBev, stats) == 0 ? stats.messagesStraightIn : ~0ull; };
+
+  // Reading: each message goes straight in.
+  for (uint64_t i = 0; i < kCount; ++i) {
+    writeOne();
+    ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+  }
+  EXPECT_EQ(straightIn(), kCount);
+
+  // Not reading: the long way, where they wait (as one message or more); the program gets none.
+  bufferevent_disable(readerBev, EV_READ);
+  for (uint64_t i = 0; i < kCount; ++i) writeOne();
+  EXPECT_TRUE(runUntil(reactor, [&] {
+    return evrdma::Stream::stats(readerBev, stats) == 0 && stats.heldForProgram == kCount * kMessage;
+  }, 60s)) << "held for the program: " << stats.heldForProgram;
+  EXPECT_EQ(reader.received, kCount * kMessage) << "bytes reached a program that does not read";
+  EXPECT_EQ(stats.messagesStraightIn, kCount);
+  // Reading again: the waiting bytes, then straight in again.
+  bufferevent_enable(readerBev, EV_READ);
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+  writeOne();
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+  EXPECT_EQ(straightIn(), kCount + 1);
+
+  // Reading but not draining, with a read high watermark of two messages: two go straight in, the
+  // rest wait on the long way; the program's input never holds more than its watermark.
+  bufferevent_setcb(readerBev, [](bufferevent*, void*) {}, nullptr, Side::onEvent, &reader);
+  bufferevent_setwatermark(readerBev, EV_READ, 0, 2 * kMessage);
+  evbuffer* readerInput = bufferevent_get_input(readerBev);
+  for (uint64_t i = 1; i <= 5; ++i) {  // one message at a time (writes in one turn would be one)
+    writeOne();
+    ASSERT_TRUE(runUntil(reactor, [&] {
+      return evrdma::Stream::stats(readerBev, stats) == 0 &&
+             evbuffer_get_length(readerInput) + stats.heldForProgram == i * kMessage;
+    }, 60s)) << "message " << i << ": the program's input " << evbuffer_get_length(readerInput) << ", held "
+             << stats.heldForProgram;
+    EXPECT_LE(evbuffer_get_length(readerInput), 2 * kMessage) << "past the program's read high watermark";
+  }
+  EXPECT_EQ(stats.heldForProgram, 3 * kMessage);
+  EXPECT_EQ(evbuffer_get_length(readerInput), 2 * kMessage);
+  EXPECT_EQ(stats.messagesStraightIn, kCount + 3);
+  // Draining: every byte in order.
+  bufferevent_setwatermark(readerBev, EV_READ, 0, 0);
+  reader.attach(readerBev);
+  Side::onRead(readerBev, &reader);
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+  EXPECT_EQ(reader.firstBad, UINT64_MAX) << "a wrong byte at " << reader.firstBad;
+
+  // The writer frees its end: EOF after the last byte.
+  writeOne();
+  bufferevent_free(bev);
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.eofAt != UINT64_MAX; }, 60s));
+  EXPECT_EQ(reader.eofAt, written);
+  EXPECT_EQ(reader.firstBad, UINT64_MAX) << "a wrong byte at " << reader.firstBad;
+  bufferevent_free(readerBev);
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
 }
 

@@ -81,6 +81,9 @@ struct StreamStats {
   uint64_t bytesLent = 0;       ///< bytes received that reached the program in their receive buffer
   uint64_t bytesCopied = 0;     ///< bytes received that were copied on their way to the program
   uint32_t buffersLent = 0;     ///< receive buffers lent to the program now (see lendFrom)
+  /// Messages received that went straight into the program's input evbuffer (it was reading, and
+  /// nothing was waiting before them); the others went through the bufferevent pair underneath.
+  uint64_t messagesStraightIn = 0;
   ConnectionStats connection;   ///< the connection's figures (bytes, messages, credit waits...)
 };
 
