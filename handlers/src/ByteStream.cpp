@@ -253,24 +253,26 @@ void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexc
     return;
   }
   if (!programHoldsItsEnd()) return;  // nobody reads any more
-  if (straightWayIn(length)) {
-    evbuffer* input = bufferevent_get_input(user_);
-    const bool lent = length >= options_.lendFrom && lend(c, input, data, length);
-    if (lent || evbuffer_add(input, data, length) == 0) {
-      if (!lent) bytesCopied_ += length;
-      ++messagesStraightIn_;
-      bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
-      return;
-    }
+  if (straightWayIn(length) && deliverInto(c, bufferevent_get_input(user_), data, length)) {
+    ++messagesStraightIn_;
+    bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
+    return;
   }
-  // The pair carries it to the program as it reads.
-  if (length < options_.lendFrom || !lend(c, bufferevent_get_output(ours_), data, length)) {
-    bufferevent_write(ours_, data, length);
-    bytesCopied_ += length;
+  // The pair carries it to the program as it reads (our end's output callback moves it across).
+  if (!deliverInto(c, bufferevent_get_output(ours_), data, length)) {
+    c.core().fail(-ENOMEM, "evbuffer_add");  // a stream missing bytes must not go on: the program hears ENOMEM
+    return;
   }
   if (!receivingPaused_ && evbuffer_get_length(bufferevent_get_output(ours_)) >= options_.receiveWindow) {
     receivingPaused_ = c.pauseReceiving() == 0;  // the peer's credits stop: it waits
   }
+}
+
+bool ByteStream::deliverInto(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept {
+  if (length >= options_.lendFrom && lend(c, to, data, length)) return true;
+  if (evbuffer_add(to, data, length) != 0) return false;
+  bytesCopied_ += length;
+  return true;
 }
 
 bool ByteStream::lend(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept {

@@ -82,6 +82,9 @@ class ByteStream final : public ReactorMember {
   // What the program wrote goes out as messages, as long as send buffers last; then the FIN if
   // one was asked for.
   void pump() noexcept;
+  // Adds a received message to `to`: lent from lendFrom bytes on while receive buffers may be
+  // lent, else copied (and counted). False only if libevent could not add it.
+  bool deliverInto(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept;
   // Adds a received message to what goes to the program in its own receive buffer, lent (see
   // ReceiveLoan); false when it cannot be lent now (the caller copies it).
   bool lend(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept;

@@ -147,6 +147,47 @@ evrdma::StreamListener::Ptr readingListener(evrdma::Reactor& reactor, buffereven
   }, options);
 }
 
+// Streams between Sides on one Reactor: a listener that hands each accepted end to the next of
+// `readers` (in the order their writers connect; reading disabled for those in `idle`), and
+// writers connected one at a time.
+class SidePairs {
+ public:
+  SidePairs(evrdma::Reactor& reactor, const evrdma::test::TestBed& bed, std::vector<Side*> readers,
+            std::vector<Side*> idle = {}, const evrdma::StreamListenerOptions& options = {})
+      : reactor_(reactor), ip_(bed.ip), readers_(std::move(readers)), idle_(std::move(idle)) {
+    listener_ = evrdma::StreamListener::create(reactor, [this](bufferevent* bev, const sockaddr*, int) {
+      if (accepted_ == readers_.size()) {  // not one of ours
+        bufferevent_free(bev);
+        return;
+      }
+      Side* reader = readers_[accepted_++];
+      reader->attach(bev);
+      if (std::find(idle_.begin(), idle_.end(), reader) != idle_.end()) bufferevent_disable(bev, EV_READ);
+    }, options);
+    listening_ = listener_->listen(ip_, 0) == 0;
+  }
+  SidePairs(const SidePairs&) = delete;  // its listener's callback holds `this`
+  SidePairs& operator=(const SidePairs&) = delete;
+  // Connects `writer` to the next reader; true once both have their ends and the writer heard CONNECTED.
+  bool open(Side& writer) {
+    if (!listening_) return false;
+    const size_t expected = accepted_ + 1;
+    bufferevent* bev = evrdma::Stream::connect(reactor_, ip_, listener_->port());
+    if (bev == nullptr) return false;
+    writer.attach(bev);
+    return runUntil(reactor_, [&] { return writer.connected && accepted_ == expected; }, 60s);
+  }
+  size_t accepted() const { return accepted_; }
+
+ private:
+  evrdma::Reactor& reactor_;
+  std::string ip_;
+  std::vector<Side*> readers_, idle_;
+  size_t accepted_ = 0;
+  bool listening_ = false;
+  evrdma::StreamListener::Ptr listener_;
+};
+
 class StreamTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(evrdma::test::loadTestBed(bed)); }
@@ -511,17 +552,10 @@ TEST_F(StreamTest, ASlowReaderHoldsTheWriterBackInTheWritersOwnOutputBuffer) {
   Side reader(0, 0, 1), writer(1, 0, 2);  // the writer writes by hand, below
   writer.shutDownWhenSent = false;
   reader.shutDownWhenSent = false;
-  bufferevent* readerBev = nullptr;
-  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
-    readerBev = bev;
-    reader.attach(bev);
-    bufferevent_disable(bev, EV_READ);  // reads nothing for now
-  }, options);
-  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
-  bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
-  ASSERT_NE(bev, nullptr);
-  writer.attach(bev);
-  ASSERT_TRUE(runUntil(reactor, [&] { return writer.connected && readerBev != nullptr; }, 60s));
+  SidePairs pairs(reactor, bed, {&reader}, {&reader}, options);  // the reader reads nothing for now
+  ASSERT_TRUE(pairs.open(writer));
+  bufferevent* const bev = writer.bev;
+  bufferevent* const readerBev = reader.bev;
   // All of it written at once: what the reader's side can hold is its receive window, its
   // receive buffers, and the writer's own buffers; the rest must stay in the writer's output.
   std::vector<uint8_t> all(total);
@@ -568,26 +602,13 @@ TEST_F(StreamTest, AStalledReaderStallsOnlyItsOwnStreamASecondOneMovesEveryByteM
   stalledWriter.shutDownWhenSent = false;
   stalledReader.shutDownWhenSent = false;
   Side aloneWriter(1, total, 5), aloneReader(0, 0, 6), besideWriter(1, total, 7), besideReader(0, 0, 8);
-  std::vector<Side*> accepting = {&stalledReader, &besideReader, &aloneReader};  // in the order they connect
-  size_t accepted = 0;
-  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
-    ASSERT_LT(accepted, accepting.size());
-    accepting[accepted++]->attach(bev);
-    // Stream A's reader reads nothing from the start (its writer writes once connected).
-    if (accepted == 1) bufferevent_disable(bev, EV_READ);
-  });
-  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
-  // Connects one at a time: the listener hands out the streams in this order.
-  auto open = [&](Side& writer, size_t acceptedAfter) {
-    bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
-    ASSERT_NE(bev, nullptr);
-    writer.attach(bev);
-    ASSERT_TRUE(runUntil(reactor, [&] { return writer.connected && accepted == acceptedAfter; }, 60s));
-  };
+  // In the order they connect; stream A's reader reads nothing from the start (its writer writes
+  // once connected).
+  SidePairs pairs(reactor, bed, {&stalledReader, &besideReader, &aloneReader}, {&stalledReader});
   // How long `writer` takes to move `total` bytes to `reader` (each checked), EOF included.
   auto transfer = [&](Side& writer, Side& reader) {
     const auto start = std::chrono::steady_clock::now();
-    open(writer, accepted + 1);
+    EXPECT_TRUE(pairs.open(writer));
     const bool done = runUntil(reactor, [&] { return reader.received == total && reader.eofAt != UINT64_MAX; }, 600s);
     EXPECT_TRUE(done) << "received " << reader.received << " of " << total << ", errors " << writer.error << " / "
                       << reader.error;
@@ -596,7 +617,7 @@ TEST_F(StreamTest, AStalledReaderStallsOnlyItsOwnStreamASecondOneMovesEveryByteM
   };
 
   // Stream A: its reader reads nothing, its writer writes 16 MiB, until neither side can move.
-  open(stalledWriter, 1);
+  ASSERT_TRUE(pairs.open(stalledWriter));
   evrdma::StreamStats writerStats, readerStats;
   ASSERT_TRUE(runUntil(reactor, [&] {
     return evrdma::Stream::stats(stalledWriter.bev, writerStats) == 0 &&
@@ -647,16 +668,10 @@ TEST_F(StreamTest, ReceivedMessagesGoStraightIntoAReadingProgramsInputAndTheLong
   Side reader(0, 0, 1), writer(1, 0, 2);  // the writer writes by hand, below
   writer.shutDownWhenSent = false;
   reader.shutDownWhenSent = false;
-  bufferevent* readerBev = nullptr;
-  auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
-    readerBev = bev;
-    reader.attach(bev);
-  });
-  ASSERT_EQ(listener->listen(bed.ip, 0), 0);
-  bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
-  ASSERT_NE(bev, nullptr);
-  writer.attach(bev);
-  ASSERT_TRUE(runUntil(reactor, [&] { return writer.connected && readerBev != nullptr; }, 60s));
+  SidePairs pairs(reactor, bed, {&reader});
+  ASSERT_TRUE(pairs.open(writer));
+  bufferevent* const bev = writer.bev;
+  bufferevent* const readerBev = reader.bev;
   constexpr size_t kMessage = 1000;
   constexpr uint64_t kCount = 20;
   uint64_t written = 0;
@@ -723,6 +738,17 @@ TEST_F(StreamTest, ReceivedMessagesGoStraightIntoAReadingProgramsInputAndTheLong
   EXPECT_EQ(reader.firstBad, UINT64_MAX) << "a wrong byte at " << reader.firstBad;
   bufferevent_free(readerBev);
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
+// "Established 2, Disconnecting 1": the states that hold connections (a failure message says).
+std::string countsByState(const evrdma::ConnectionCounts& counts) {
+  std::string out;
+  for (size_t i = 0; i < evrdma::kConnectionStates; ++i) {
+    if (counts.byState[i] == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += std::string(evrdma::toString(static_cast<evrdma::ConnectionState>(i))) + " " + std::to_string(counts.byState[i]);
+  }
+  return out.empty() ? "none" : out;
 }
 
 // A field of /proc/self/status, in KiB (VmRSS, VmPin).
@@ -883,25 +909,35 @@ TEST_F(StreamTest, AThousandConnectWriteFreeCyclesLeaveFdsPinnedMemoryAndRdmaRes
     bufferevent_enable(bev, EV_READ | EV_WRITE);
   });
   ASSERT_EQ(listener->listen(bed.ip, 0), 0);
+  struct Client {
+    const std::string* payload;
+    short events = 0;  // what the cycle's client heard (a failed cycle says)
+    int error = 0;
+  } client{&payload};
   auto cycle = [&](int i) {
     bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
     ASSERT_NE(bev, nullptr) << "cycle " << i;
+    client.events = 0;
+    client.error = 0;
     bufferevent_setcb(
         bev, nullptr, nullptr,
         [](bufferevent* b, short what, void* arg) {
+          auto* self = static_cast<Client*>(arg);
+          self->events = what;
           if (what & BEV_EVENT_CONNECTED) {
-            const std::string& bytes = *static_cast<const std::string*>(arg);
-            bufferevent_write(b, bytes.data(), bytes.size());
+            bufferevent_write(b, self->payload->data(), self->payload->size());
           } else {
-            std::printf("cycle's stream ended: events 0x%x, %s\n", what, strerror(EVUTIL_SOCKET_ERROR()));
+            self->error = EVUTIL_SOCKET_ERROR();
+            std::printf("cycle's stream ended: events 0x%x, %s\n", what, strerror(self->error));
           }
           bufferevent_free(b);  // what was written goes first, then the FIN
         },
-        const_cast<std::string*>(&payload));
+        &client);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
     ASSERT_TRUE(runUntil(reactor, [&] { return serverEnds == i + 1; }, 60s))
-        << "cycle " << i << ": accepted " << listener->accepted() << ", bytes heard " << heardTotal
-        << ", connections open " << reactor.stats().connections.total();
+        << "cycle " << i << ": the client heard events 0x" << std::hex << client.events << std::dec << " ("
+        << strerror(client.error) << "), accepted " << listener->accepted() << ", server ends " << serverEnds
+        << ", bytes heard " << heardTotal << ", connections by state " << countsByState(reactor.stats().connections);
   };
   cycle(0);
   ASSERT_TRUE(evrdma::test::runUntilNoConnections(reactor));
