@@ -1,7 +1,8 @@
 // ByteStream: one RDMA byte stream behind the bufferevent a program holds. The program's end is a
 // filter bufferevent over one end of a bufferevent pair (its free_context tells us when the
-// program frees it); the pair's other end is ours: what the program writes arrives in its input,
-// is cut into messages and sent on a framed connection; what the peer sends goes straight into the
+// program frees it); the pair's other end is ours: what the program writes is cut into messages and
+// sent on a framed connection, taken straight from the program's output while nothing waits before
+// it, else from our end's input, where the pair brings it; what the peer sends goes straight into the
 // program's input while it reads and nothing waits before it, else into our end's output, and the
 // pair carries it to the program. Message zero bytes long: the peer shut its side down.
 #pragma once
@@ -82,6 +83,13 @@ class ByteStream final : public ReactorMember {
   // What the program wrote goes out as messages, as long as send buffers last; then the FIN if
   // one was asked for.
   void pump() noexcept;
+  // Whether the pump may take what the program wrote straight from its output evbuffer, past the
+  // filter and the pair (each an evbuffer move with its callbacks, and the pair's deferred read
+  // callback): the connection is up, the program's end is enabled for writing with no write
+  // timeout (the filter restarts it as bytes pass), and nothing it wrote before waits on the long
+  // way (the pair's end under it, our end's input).
+  bool straightWayOut() const noexcept;
+  static void onPumpDue(evutil_socket_t, short, void* self);  // pumpDue_'s callback
   // Adds a received message to `to`: lent from lendFrom bytes on while receive buffers may be
   // lent, else copied (and counted). False only if libevent could not add it.
   bool deliverInto(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept;
@@ -123,6 +131,10 @@ class ByteStream final : public ReactorMember {
   Client::Ptr client_;
   ConnectionStats lastStats_;  // the connection's, kept once it is gone
   Handler* handler_ = nullptr;  // while the connection holds it
+  // Made active when the program writes and the straight way out is open: the pump runs once the
+  // program's callback has returned, so a turn's writes leave as one message.
+  event* pumpDue_ = nullptr;
+  bool pumpIsDue_ = false;  // pumpDue_ is active
   std::function<void(ByteStream&, Connection&)> established_;
   bool connected_ = false;       // established, and not closed
   bool handedOut_ = true;        // the program has its end (an accepted stream's only once up)
@@ -135,6 +147,7 @@ class ByteStream final : public ReactorMember {
   uint64_t finAt_ = 0;           // with finWanted_: the FIN goes once this many are taken
   uint64_t bytesLent_ = 0, bytesCopied_ = 0;  // received
   uint64_t messagesStraightIn_ = 0;            // received, that went straight into the program's input
+  uint64_t messagesStraightOut_ = 0;           // sent, taken straight from the program's output
   bool finDone_ = false;         // the FIN's send completed
   bool peerFinished_ = false;    // the peer's FIN arrived
   bool eofTold_ = false;

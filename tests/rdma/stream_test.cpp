@@ -740,6 +740,66 @@ TEST_F(StreamTest, ReceivedMessagesGoStraightIntoAReadingProgramsInputAndTheLong
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
 }
 
+// What a program writes leaves straight from its output evbuffer, once its callback has returned,
+// while it may write: with a write timeout set it goes the long way through the pair (the filter
+// restarts the timeout as bytes pass), and written just before writing is disabled it stays in
+// the program's output (a second stream on the same Reactor moves a message meanwhile). Every byte arrives in order.
+TEST_F(StreamTest, WhatAProgramWritesLeavesStraightFromItsOutputWhileItMayWriteAndTheLongWayWithATimeout) {
+  evrdma::Reactor reactor;
+  Side reader(0, 0, 1), writer(1, 0, 2), markReader(0, 0, 3), markWriter(1, 0, 4);
+  for (Side* side : {&reader, &writer, &markReader, &markWriter}) side->shutDownWhenSent = false;
+  SidePairs pairs(reactor, bed, {&reader, &markReader});
+  ASSERT_TRUE(pairs.open(writer));
+  ASSERT_TRUE(pairs.open(markWriter));
+  constexpr size_t kMessage = 1000;
+  constexpr uint64_t kCount = 10;
+  uint64_t written = 0;
+  auto writeOne = [&] {  // one message: what is written in one loop turn leaves as one
+    std::vector<uint8_t> chunk(kMessage);
+    for (size_t i = 0; i < kMessage; ++i) chunk[i] = patternByte(written + i, 1);
+    bufferevent_write(writer.bev, chunk.data(), chunk.size());
+    written += kMessage;
+  };
+  evrdma::StreamStats stats;
+  auto straightOut = [&] { return evrdma::Stream::stats(writer.bev, stats) == 0 ? stats.messagesStraightOut : ~0ull; };
+  auto sendAll = [&](uint64_t count) {
+    for (uint64_t i = 0; i < count; ++i) {
+      writeOne();
+      ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+    }
+  };
+
+  // Writing: straight out.
+  sendAll(kCount);
+  EXPECT_EQ(straightOut(), kCount);
+  // With a write timeout: the long way.
+  const timeval minute{60, 0};
+  bufferevent_set_timeouts(writer.bev, nullptr, &minute);
+  sendAll(kCount);
+  EXPECT_EQ(straightOut(), kCount) << "taken straight with a write timeout set";
+  bufferevent_set_timeouts(writer.bev, nullptr, nullptr);
+  sendAll(kCount);
+  EXPECT_EQ(straightOut(), 2 * kCount);
+
+  // Written, then writing disabled in the same turn: it stays in the program's output (as over a
+  // socket) while the other stream moves a message.
+  writeOne();
+  bufferevent_disable(writer.bev, EV_WRITE);
+  const uint64_t before = reader.received;
+  const uint8_t mark[16] = {};
+  bufferevent_write(markWriter.bev, mark, sizeof mark);
+  ASSERT_TRUE(runUntil(reactor, [&] { return markReader.received == sizeof mark; }, 60s));
+  EXPECT_EQ(reader.received, before) << "bytes left a program that had disabled writing";
+  EXPECT_EQ(evbuffer_get_length(bufferevent_get_output(writer.bev)), kMessage);
+  // Enabled again, its next write takes them along, in order.
+  bufferevent_enable(writer.bev, EV_WRITE);
+  writeOne();
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+  EXPECT_EQ(reader.firstBad, UINT64_MAX) << "a wrong byte at " << reader.firstBad;
+  for (Side* side : {&reader, &writer, &markReader, &markWriter}) bufferevent_free(side->bev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
 // "Established 2, Disconnecting 1": the states that hold connections (a failure message says).
 std::string countsByState(const evrdma::ConnectionCounts& counts) {
   std::string out;

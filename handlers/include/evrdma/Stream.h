@@ -84,6 +84,9 @@ struct StreamStats {
   /// Messages received that went straight into the program's input evbuffer (it was reading, and
   /// nothing was waiting before them); the others went through the bufferevent pair underneath.
   uint64_t messagesStraightIn = 0;
+  /// Messages sent that were taken straight from the program's output evbuffer (it could write,
+  /// and nothing it wrote before was still on its way down); the others came through the pair.
+  uint64_t messagesStraightOut = 0;
   ConnectionStats connection;   ///< the connection's figures (bytes, messages, credit waits...)
 };
 
