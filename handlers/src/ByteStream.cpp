@@ -7,7 +7,9 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_struct.h>  // the timeouts set on the program's end (the straight ways)
+// The fields of the ends (enabled, watermarks, timeouts, callbacks) are read straight, not through
+// libevent's locking getters: each stream is on one thread, and these checks run on every message.
+#include <event2/bufferevent_struct.h>
 #include <event2/util.h>
 
 #include <algorithm>
@@ -217,7 +219,7 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
 }
 
 bool ByteStream::straightWayOut() const noexcept {
-  if (!connected_ || !programHoldsItsEnd() || (bufferevent_get_enabled(user_) & EV_WRITE) == 0) return false;
+  if (!connected_ || !programHoldsItsEnd() || (user_->enabled & EV_WRITE) == 0) return false;
   if (user_->timeout_write.tv_sec != 0 || user_->timeout_write.tv_usec != 0) return false;
   return evbuffer_get_length(bufferevent_get_input(ours_)) == 0 &&
          evbuffer_get_length(bufferevent_get_output(userPair_)) == 0;
@@ -273,7 +275,7 @@ void ByteStream::pump() noexcept {
     if (tookStraight) {
       // The program's write callback, at its low watermark, as the filter calls it when it passes bytes on.
       bufferevent_trigger(user_, EV_WRITE, 0);
-    } else if (connected_ && !finSent_ && !straightWayOut() && (bufferevent_get_enabled(user_) & EV_WRITE) != 0 &&
+    } else if (connected_ && !finSent_ && !straightWayOut() && (user_->enabled & EV_WRITE) != 0 &&
                evbuffer_get_length(bufferevent_get_output(user_)) > 0) {
       // What the straight way left in the program's output (it closed meanwhile: a write timeout
       // was set) goes the long way.
@@ -281,10 +283,13 @@ void ByteStream::pump() noexcept {
     }
   }
   // Take more from the program only while it can go out: else it waits in the program's output.
-  if (blocked_ || finSent_ || !connected_)
-    bufferevent_disable(ours_, EV_READ);
-  else
-    bufferevent_enable(ours_, EV_READ);
+  const bool takeMore = !blocked_ && !finSent_ && connected_;
+  if (takeMore != ((ours_->enabled & EV_READ) != 0)) {
+    if (takeMore)
+      bufferevent_enable(ours_, EV_READ);
+    else
+      bufferevent_disable(ours_, EV_READ);
+  }
 }
 
 void ByteStream::onProgramWrote(bufferevent*, void* self) { static_cast<ByteStream*>(self)->pump(); }
@@ -347,10 +352,9 @@ bool ByteStream::longWayEmpty() const noexcept {
 }
 
 bool ByteStream::straightWayIn(size_t length) const noexcept {
-  if (!handedOut_ || (bufferevent_get_enabled(user_) & EV_READ) == 0 || !longWayEmpty()) return false;
+  if (!handedOut_ || (user_->enabled & EV_READ) == 0 || !longWayEmpty()) return false;
   if (user_->timeout_read.tv_sec != 0 || user_->timeout_read.tv_usec != 0) return false;
-  size_t low = 0, high = 0;
-  (void)bufferevent_getwatermark(user_, EV_READ, &low, &high);
+  const size_t high = user_->wm_read.high;
   return high == 0 || evbuffer_get_length(bufferevent_get_input(user_)) + length <= high;
 }
 
@@ -374,15 +378,13 @@ void ByteStream::afterDelivery() noexcept {
 }
 
 bool ByteStream::programHoldsItsEnd() const noexcept {
-  if (programGone_ || ours_ == nullptr || userPair_ == nullptr || bufferevent_pair_get_partner(ours_) == nullptr)
-    return false;
+  // While userPair_ is set we hold a reference on it (heldPair_): the pair stays linked.
+  if (programGone_ || userPair_ == nullptr) return false;
   // When the program's end loses its last reference (bufferevent_free, or the deferred callback
   // that ran when it freed it), libevent unlinks the filter at once: the pair's end under it loses
   // its callbacks. Its finalizer (our onProgramFreed) runs later, and until then our reference
   // keeps the pair linked: a trigger on the program's end in between would finalize it twice.
-  bufferevent_data_cb underReadcb = nullptr;
-  bufferevent_getcb(userPair_, &underReadcb, nullptr, nullptr, nullptr);
-  return underReadcb != nullptr;
+  return userPair_->readcb != nullptr;
 }
 
 void ByteStream::tellProgram(short what, int err) noexcept {
