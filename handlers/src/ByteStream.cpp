@@ -29,6 +29,11 @@ constexpr uint64_t kFinTag = 1;
 // What the pair's end under the program's bufferevent holds of what the program wrote, past
 // which the program's own output evbuffer keeps the rest (as a socket's does).
 constexpr size_t kHeldUnderProgram = 16 << 10;
+// The most a program's output may hold for the pump to take it straight from there. Bulk writes
+// go the long way: taken from the program's output, their evbuffer chains fill and free in a
+// pattern that made glibc's heap fault in fresh pages for most of the bytes (17 000 minor faults
+// against 5 500 for 64 MiB in 64 KiB writes, 14 % more CPU per GB); moved down the pair, they do not.
+constexpr size_t kStraightOutMost = 16 << 10;
 
 void takeFrom(void* input, uint8_t* to, size_t length) {
   (void)evbuffer_remove(static_cast<evbuffer*>(input), to, length);
@@ -205,9 +210,10 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
   // write callback waits, as a connecting socket's do.
   if (!stream->connected_) return BEV_NEED_MORE;
   // Already due this turn: the pump looks again at what it may take (a program's many small
-  // writes in one turn pay for the checks once).
-  if (mode == BEV_NORMAL && stream->pumpIsDue_) return BEV_NEED_MORE;
-  if (mode == BEV_NORMAL && stream->straightWayOut()) {
+  // writes in one turn pay for the checks once), unless the turn's writes have become bulk: then
+  // down the long way at once, as writes come (what waits before them goes along, in order).
+  if (mode == BEV_NORMAL && stream->pumpIsDue_ && evbuffer_get_length(from) <= kStraightOutMost) return BEV_NEED_MORE;
+  if (mode == BEV_NORMAL && !stream->pumpIsDue_ && stream->straightWayOut()) {
     // It stays in the program's output: the pump takes it from there once the program's callback
     // has returned (a turn's writes leave as one message).
     stream->pumpIsDue_ = true;
@@ -222,7 +228,8 @@ bool ByteStream::straightWayOut() const noexcept {
   if (!connected_ || !programHoldsItsEnd() || (user_->enabled & EV_WRITE) == 0) return false;
   if (user_->timeout_write.tv_sec != 0 || user_->timeout_write.tv_usec != 0) return false;
   return evbuffer_get_length(bufferevent_get_input(ours_)) == 0 &&
-         evbuffer_get_length(bufferevent_get_output(userPair_)) == 0;
+         evbuffer_get_length(bufferevent_get_output(userPair_)) == 0 &&
+         evbuffer_get_length(bufferevent_get_output(user_)) <= kStraightOutMost;
 }
 
 void ByteStream::onPumpDue(evutil_socket_t, short, void* self) {

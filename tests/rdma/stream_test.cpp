@@ -742,9 +742,10 @@ TEST_F(StreamTest, ReceivedMessagesGoStraightIntoAReadingProgramsInputAndTheLong
 
 // What a program writes leaves straight from its output evbuffer, once its callback has returned,
 // while it may write: with a write timeout set it goes the long way through the pair (the filter
-// restarts the timeout as bytes pass), and written just before writing is disabled it stays in
-// the program's output (a second stream on the same Reactor moves a message meanwhile). Every byte arrives in order.
-TEST_F(StreamTest, WhatAProgramWritesLeavesStraightFromItsOutputWhileItMayWriteAndTheLongWayWithATimeout) {
+// restarts the timeout as bytes pass), and so does a bulk write; written just before writing is
+// disabled it stays in the program's output (a second stream on the same Reactor moves a message
+// meanwhile). Every byte arrives in order.
+TEST_F(StreamTest, WhatAProgramWritesLeavesStraightFromItsOutputWhileItMayWriteAndTheLongWayWithATimeoutOrInBulk) {
   evrdma::Reactor reactor;
   Side reader(0, 0, 1), writer(1, 0, 2), markReader(0, 0, 3), markWriter(1, 0, 4);
   for (Side* side : {&reader, &writer, &markReader, &markWriter}) side->shutDownWhenSent = false;
@@ -780,6 +781,16 @@ TEST_F(StreamTest, WhatAProgramWritesLeavesStraightFromItsOutputWhileItMayWriteA
   bufferevent_set_timeouts(writer.bev, nullptr, nullptr);
   sendAll(kCount);
   EXPECT_EQ(straightOut(), 2 * kCount);
+  // A bulk write (past 16 KiB in the program's output): the long way.
+  const uint64_t bulkFrom = written;
+  std::vector<uint8_t> bulk(64 << 10);
+  for (size_t i = 0; i < bulk.size(); ++i) bulk[i] = patternByte(bulkFrom + i, 1);
+  bufferevent_write(writer.bev, bulk.data(), bulk.size());
+  written += bulk.size();
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+  EXPECT_EQ(straightOut(), 2 * kCount) << "a bulk write was taken straight";
+  sendAll(1);  // and the next small one straight again
+  EXPECT_EQ(straightOut(), 2 * kCount + 1);
 
   // Written, then writing disabled in the same turn: it stays in the program's output (as over a
   // socket) while the other stream moves a message.
