@@ -64,17 +64,20 @@ struct Side {
     if (!writing || bev == nullptr) return;
     std::uniform_int_distribution<size_t> size(1, 200000);
     evbuffer* output = bufferevent_get_output(bev);
-    while (sent < toSend && evbuffer_get_length(output) < (1u << 20)) {
-      const size_t length = std::min<uint64_t>(size(random), toSend - sent);
-      chunk.resize(length);
-      for (size_t i = 0; i < length; ++i) chunk[i] = patternByte(sent + i, me);
-      bufferevent_write(bev, chunk.data(), length);
-      sent += length;
-    }
+    while (sent < toSend && evbuffer_get_length(output) < (1u << 20))
+      writePattern(std::min<uint64_t>(size(random), toSend - sent));
     if (sent == toSend && shutDownWhenSent && !shutDown) {
       shutDown = true;
       shutdownResult = evrdma::Stream::shutdownWrite(bev);
     }
+  }
+  // Writes the next `length` bytes of its pattern in one write (what one loop turn writes leaves
+  // as one message).
+  void writePattern(size_t length) {
+    chunk.resize(length);
+    for (size_t i = 0; i < length; ++i) chunk[i] = patternByte(sent + i, me);
+    bufferevent_write(bev, chunk.data(), length);
+    sent += length;
   }
   static void onRead(bufferevent* b, void* self) {
     auto* side = static_cast<Side*>(self);
@@ -674,20 +677,14 @@ TEST_F(StreamTest, ReceivedMessagesGoStraightIntoAReadingProgramsInputAndTheLong
   bufferevent* const readerBev = reader.bev;
   constexpr size_t kMessage = 1000;
   constexpr uint64_t kCount = 20;
-  uint64_t written = 0;
-  auto writeOne = [&] {  // one message: what is written in one loop turn leaves as one
-    std::vector<uint8_t> chunk(kMessage);
-    for (size_t i = 0; i < kMessage; ++i) chunk[i] = patternByte(written + i, 1);
-    bufferevent_write(bev, chunk.data(), chunk.size());
-    written += kMessage;
-  };
+  auto writeOne = [&] { writer.writePattern(kMessage); };  // one message
   evrdma::StreamStats stats;
   auto straightIn = [&] { return evrdma::Stream::stats(readerBev, stats) == 0 ? stats.messagesStraightIn : ~0ull; };
 
   // Reading: each message goes straight in.
   for (uint64_t i = 0; i < kCount; ++i) {
     writeOne();
-    ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+    ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == writer.sent; }, 60s)) << reader.received;
   }
   EXPECT_EQ(straightIn(), kCount);
 
@@ -701,9 +698,9 @@ TEST_F(StreamTest, ReceivedMessagesGoStraightIntoAReadingProgramsInputAndTheLong
   EXPECT_EQ(stats.messagesStraightIn, kCount);
   // Reading again: the waiting bytes, then straight in again.
   bufferevent_enable(readerBev, EV_READ);
-  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == writer.sent; }, 60s)) << reader.received;
   writeOne();
-  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == writer.sent; }, 60s)) << reader.received;
   EXPECT_EQ(straightIn(), kCount + 1);
 
   // Reading but not draining, with a read high watermark of two messages: two go straight in, the
@@ -727,14 +724,14 @@ TEST_F(StreamTest, ReceivedMessagesGoStraightIntoAReadingProgramsInputAndTheLong
   bufferevent_setwatermark(readerBev, EV_READ, 0, 0);
   reader.attach(readerBev);
   Side::onRead(readerBev, &reader);
-  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == writer.sent; }, 60s)) << reader.received;
   EXPECT_EQ(reader.firstBad, UINT64_MAX) << "a wrong byte at " << reader.firstBad;
 
   // The writer frees its end: EOF after the last byte.
   writeOne();
   bufferevent_free(bev);
   ASSERT_TRUE(runUntil(reactor, [&] { return reader.eofAt != UINT64_MAX; }, 60s));
-  EXPECT_EQ(reader.eofAt, written);
+  EXPECT_EQ(reader.eofAt, writer.sent);
   EXPECT_EQ(reader.firstBad, UINT64_MAX) << "a wrong byte at " << reader.firstBad;
   bufferevent_free(readerBev);
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
@@ -754,19 +751,13 @@ TEST_F(StreamTest, WhatAProgramWritesLeavesStraightFromItsOutputWhileItMayWriteA
   ASSERT_TRUE(pairs.open(markWriter));
   constexpr size_t kMessage = 1000;
   constexpr uint64_t kCount = 10;
-  uint64_t written = 0;
-  auto writeOne = [&] {  // one message: what is written in one loop turn leaves as one
-    std::vector<uint8_t> chunk(kMessage);
-    for (size_t i = 0; i < kMessage; ++i) chunk[i] = patternByte(written + i, 1);
-    bufferevent_write(writer.bev, chunk.data(), chunk.size());
-    written += kMessage;
-  };
+  auto writeOne = [&] { writer.writePattern(kMessage); };  // one message
   evrdma::StreamStats stats;
   auto straightOut = [&] { return evrdma::Stream::stats(writer.bev, stats) == 0 ? stats.messagesStraightOut : ~0ull; };
   auto sendAll = [&](uint64_t count) {
     for (uint64_t i = 0; i < count; ++i) {
       writeOne();
-      ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+      ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == writer.sent; }, 60s)) << reader.received;
     }
   };
 
@@ -782,12 +773,8 @@ TEST_F(StreamTest, WhatAProgramWritesLeavesStraightFromItsOutputWhileItMayWriteA
   sendAll(kCount);
   EXPECT_EQ(straightOut(), 2 * kCount);
   // A bulk write (past 16 KiB in the program's output): the long way.
-  const uint64_t bulkFrom = written;
-  std::vector<uint8_t> bulk(64 << 10);
-  for (size_t i = 0; i < bulk.size(); ++i) bulk[i] = patternByte(bulkFrom + i, 1);
-  bufferevent_write(writer.bev, bulk.data(), bulk.size());
-  written += bulk.size();
-  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+  writer.writePattern(64 << 10);
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == writer.sent; }, 60s)) << reader.received;
   EXPECT_EQ(straightOut(), 2 * kCount) << "a bulk write was taken straight";
   sendAll(1);  // and the next small one straight again
   EXPECT_EQ(straightOut(), 2 * kCount + 1);
@@ -805,7 +792,7 @@ TEST_F(StreamTest, WhatAProgramWritesLeavesStraightFromItsOutputWhileItMayWriteA
   // Enabled again, its next write takes them along, in order.
   bufferevent_enable(writer.bev, EV_WRITE);
   writeOne();
-  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == written; }, 60s)) << reader.received;
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == writer.sent; }, 60s)) << reader.received;
   EXPECT_EQ(reader.firstBad, UINT64_MAX) << "a wrong byte at " << reader.firstBad;
   for (Side* side : {&reader, &writer, &markReader, &markWriter}) bufferevent_free(side->bev);
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
