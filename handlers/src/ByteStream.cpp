@@ -284,8 +284,8 @@ void ByteStream::pump() noexcept {
       bufferevent_trigger(user_, EV_WRITE, 0);
     } else if (connected_ && !finSent_ && !straightWayOut() && (user_->enabled & EV_WRITE) != 0 &&
                evbuffer_get_length(bufferevent_get_output(user_)) > 0) {
-      // What the straight way left in the program's output (it closed meanwhile: a write timeout
-      // was set) goes the long way.
+      // What the straight way left in the program's output, now closed to it (a write timeout was
+      // set meanwhile, or the turn's writes grew past kStraightOutMost), goes the long way.
       (void)bufferevent_flush(user_, EV_WRITE, BEV_NORMAL);
     }
   }

@@ -86,8 +86,9 @@ class ByteStream final : public ReactorMember {
   // Whether the pump may take what the program wrote straight from its output evbuffer, past the
   // filter and the pair (each an evbuffer move with its callbacks, and the pair's deferred read
   // callback): the connection is up, the program's end is enabled for writing with no write
-  // timeout (the filter restarts it as bytes pass), and nothing it wrote before waits on the long
-  // way (the pair's end under it, our end's input).
+  // timeout (the filter restarts it as bytes pass), nothing it wrote before waits on the long way
+  // (the pair's end under it, our end's input), and its output holds no more than
+  // kStraightOutMost (bulk goes down the pair: see ByteStream.cpp).
   bool straightWayOut() const noexcept;
   static void onPumpDue(evutil_socket_t, short, void* self);  // pumpDue_'s callback
   // Adds a received message to `to`: lent from lendFrom bytes on while receive buffers may be
