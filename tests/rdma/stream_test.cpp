@@ -915,22 +915,40 @@ TEST_F(StreamTest, AThousandStreamsOpenAtOnceOnOneReactorAreEachServedThenAllClo
       << serverEndsFreed << " of " << streams << " server ends freed";
 }
 
+// This process's lines of `rdma res show <what>`. A read can miss lines while other processes'
+// resources come and go (another test's, at ctest -j2): the kernel dumps them in parts and resumes
+// each part by position, so an entry removed before ours shifts ours past the resume point; and
+// the tool fails, printing nothing, when its dump is interrupted. So read until two successful
+// reads in a row agree. Empty, with the failure said, if they never do.
+std::string resourceLinesOfThisProcess(const std::string& what) {
+  const std::string pid = " pid " + std::to_string(getpid()) + " ";
+  std::string previous;
+  bool havePrevious = false;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string lines;
+    FILE* out = popen(("rdma res show " + what + " 2>/dev/null").c_str(), "r");
+    if (out == nullptr) break;
+    char line[1024];
+    while (std::fgets(line, sizeof line, out) != nullptr)
+      if (std::strstr(line, pid.c_str()) != nullptr) lines += line;
+    if (pclose(out) != 0) continue;
+    if (havePrevious && lines == previous) return lines;
+    previous = std::move(lines);
+    havePrevious = true;
+  }
+  ADD_FAILURE() << "`rdma res show " << what << "` gave no two equal readings in 100";
+  return {};
+}
+
 // What this process holds: open fds, pinned memory (VmPin, KiB), and per kind of RDMA resource
-// the device's count of those that are this process's (`rdma res show <kind>`).
+// the device's count of those that are this process's.
 std::string heldByThisProcess() {
   std::string held = "fds " + std::to_string(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
                                                             std::filesystem::directory_iterator{}));
   held += ", pinned " + std::to_string(statusKiB("VmPin")) + " KiB";
-  const std::string pid = " pid " + std::to_string(getpid()) + " ";
   for (const char* kind : {"pd", "cq", "qp", "mr", "cm_id"}) {
-    int count = 0;
-    if (FILE* out = popen(("rdma res show " + std::string(kind) + " 2>/dev/null").c_str(), "r")) {
-      char line[1024];
-      while (std::fgets(line, sizeof line, out) != nullptr)
-        if (std::strstr(line, pid.c_str()) != nullptr) ++count;
-      pclose(out);
-    }
-    held += std::string(", ") + kind + " " + std::to_string(count);
+    const std::string lines = resourceLinesOfThisProcess(kind);
+    held += std::string(", ") + kind + " " + std::to_string(std::count(lines.begin(), lines.end(), '\n'));
   }
   return held;
 }
@@ -999,7 +1017,8 @@ TEST_F(StreamTest, AThousandConnectWriteFreeCyclesLeaveFdsPinnedMemoryAndRdmaRes
   };
   cycle(0);
   ASSERT_TRUE(evrdma::test::runUntilNoConnections(reactor));
-  const std::string idle = heldByThisProcess();
+  const std::string idle = heldByThisProcess(), idleRegions = resourceLinesOfThisProcess("mr -d");
+  const uint64_t idleRegistered = reactor.registeredMemory();
   for (int i = 1; i <= cycles; ++i) {
     cycle(i);
     if (::testing::Test::HasFatalFailure()) return;
@@ -1009,7 +1028,9 @@ TEST_F(StreamTest, AThousandConnectWriteFreeCyclesLeaveFdsPinnedMemoryAndRdmaRes
   // The kernel frees a QP's resources as its process lets go of them: wait for them, with a bound.
   std::string after;
   runUntil(reactor, [&] { return (after = heldByThisProcess()) == idle; }, 30s);
-  EXPECT_EQ(after, idle) << "after " << cycles << " cycles";
+  EXPECT_EQ(after, idle) << "after " << cycles << " cycles; this process's regions then:\n"
+                        << idleRegions << "and now:\n" << resourceLinesOfThisProcess("mr -d") << "registered by evrdma: " << idleRegistered
+                        << " B then, " << reactor.registeredMemory() << " B now";
   std::printf("idle after the first cycle: %s\nidle after %d more:        %s\n", idle.c_str(), cycles, after.c_str());
 }
 
