@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/listener.h>
@@ -26,7 +27,14 @@ Spread spreadOf(std::vector<double> us) {
   return s;
 }
 
-StatsServer::StatsServer(event_base* base, std::function<std::string()> body) : base_(base), body_(std::move(body)) {}
+StatsServer::StatsServer(event_base* base, std::function<std::string()> body, int priority)
+    : base_(base), priority_(priority), body_(std::move(body)) {}
+
+bufferevent* StatsServer::makeConnection(event_base* base, void* arg) {
+  bufferevent* bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+  if (bev != nullptr) (void)bufferevent_priority_set(bev, static_cast<StatsServer*>(arg)->priority_);
+  return bev;
+}
 
 StatsServer::~StatsServer() {
   if (http_ != nullptr) evhttp_free(http_);
@@ -36,6 +44,7 @@ int StatsServer::start() {
   http_ = evhttp_new(base_);
   if (http_ == nullptr) return -ENOMEM;
   evhttp_set_gencb(http_, &StatsServer::onRequest, this);
+  if (priority_ >= 0) evhttp_set_bevcb(http_, &StatsServer::makeConnection, this);
   evhttp_bound_socket* bound = evhttp_bind_socket_with_handle(http_, "127.0.0.1", 0);
   if (bound == nullptr) return -EADDRNOTAVAIL;
   sockaddr_in address{};
@@ -59,9 +68,17 @@ void StatsServer::onRequest(evhttp_request* request, void* arg) {
   ++self->served_;
 }
 
-StatsProbe::StatsProbe(evrdma::Reactor& reactor, uint16_t port, std::chrono::milliseconds period)
+StatsProbe::StatsProbe(evrdma::Reactor& reactor, uint16_t port, std::chrono::milliseconds period, int priority)
     : timer_(reactor, [this] { ask(); }), period_(period) {
-  connection_ = evhttp_connection_base_new(reactor.base(), nullptr, "127.0.0.1", port);
+  if (priority < 0) {
+    connection_ = evhttp_connection_base_new(reactor.base(), nullptr, "127.0.0.1", port);
+    return;
+  }
+  bufferevent* bev = bufferevent_socket_new(reactor.base(), -1, BEV_OPT_CLOSE_ON_FREE);
+  if (bev == nullptr) return;
+  (void)bufferevent_priority_set(bev, priority);
+  connection_ = evhttp_connection_base_bufferevent_new(reactor.base(), nullptr, bev, "127.0.0.1", port);
+  if (connection_ == nullptr) bufferevent_free(bev);
 }
 
 StatsProbe::~StatsProbe() {
@@ -104,19 +121,34 @@ void StatsProbe::onDone(evhttp_request* request, void* arg) {
   if (self->onResponse) self->onResponse(body);
 }
 
-TickProbe::TickProbe(evrdma::Reactor& reactor, std::chrono::milliseconds period)
-    : timer_(reactor, [this] {
-        auto now = Clock::now();
-        lateness_.push_back(std::max(0.0, std::chrono::duration<double, std::micro>(now - next_).count()));
-        next_ += period_;
-        if (next_ < now) next_ = now + period_;  // as libevent reschedules a late periodic timer
-        if (onTick) onTick(lateness_.size());
-      }),
-      period_(period) {}
+TickProbe::TickProbe(evrdma::Reactor& reactor, std::chrono::milliseconds period, int priority) : period_(period) {
+  timer_ = event_new(reactor.base(), -1, EV_PERSIST, &TickProbe::onTick_, this);
+  if (timer_ != nullptr && priority >= 0) (void)event_priority_set(timer_, priority);
+}
+
+TickProbe::~TickProbe() {
+  if (timer_ != nullptr) event_free(timer_);
+}
+
+void TickProbe::onTick_(int, short, void* arg) {
+  auto* self = static_cast<TickProbe*>(arg);
+  auto now = Clock::now();
+  self->lateness_.push_back(std::max(0.0, std::chrono::duration<double, std::micro>(now - self->next_).count()));
+  self->next_ += self->period_;
+  if (self->next_ < now) self->next_ = now + self->period_;  // as libevent reschedules a late periodic timer
+  if (self->onTick) self->onTick(self->lateness_.size());
+}
 
 void TickProbe::start() {
+  if (timer_ == nullptr) return;
   next_ = Clock::now() + period_;
-  timer_.startPeriodic(period_);
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(period_).count();
+  const timeval every{static_cast<time_t>(us / 1000000), static_cast<suseconds_t>(us % 1000000)};
+  (void)event_add(timer_, &every);
+}
+
+void TickProbe::stop() {
+  if (timer_ != nullptr) event_del(timer_);
 }
 
 }  // namespace hostapp

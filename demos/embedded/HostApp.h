@@ -14,6 +14,8 @@
 #include "evrdma/Reactor.h"
 #include "evrdma/Watch.h"
 
+struct bufferevent;
+struct event;
 struct evhttp;
 struct evhttp_connection;
 struct evhttp_request;
@@ -32,7 +34,9 @@ Spread spreadOf(std::vector<double> microseconds);
 // GET /stats answered with whatever `body()` says; everything else 404.
 class StatsServer {
  public:
-  StatsServer(event_base* base, std::function<std::string()> body);
+  // `priority`: the libevent priority of its connections' events (-1: the base's default; the
+  // application gave its base priorities with event_base_priority_init).
+  StatsServer(event_base* base, std::function<std::string()> body, int priority = -1);
   ~StatsServer();
   // Binds 127.0.0.1 on a free port. Returns 0 or -errno.
   int start();
@@ -41,7 +45,9 @@ class StatsServer {
 
  private:
   static void onRequest(evhttp_request* request, void* self);
+  static bufferevent* makeConnection(event_base* base, void* self);
   event_base* base_;
+  int priority_;
   evhttp* http_ = nullptr;
   std::function<std::string()> body_;
   uint16_t port_ = 0;
@@ -51,7 +57,8 @@ class StatsServer {
 // Asks GET /stats every `period` (one request at a time) and records each response time.
 class StatsProbe {
  public:
-  StatsProbe(evrdma::Reactor& reactor, uint16_t port, std::chrono::milliseconds period);
+  // `priority`: the libevent priority of its connection's events (-1: the base's default).
+  StatsProbe(evrdma::Reactor& reactor, uint16_t port, std::chrono::milliseconds period, int priority = -1);
   ~StatsProbe();
   void start();
   // No more requests; the answer to one still on its way is neither recorded nor reported.
@@ -73,18 +80,23 @@ class StatsProbe {
   uint64_t failures_ = 0;
 };
 
-// A periodic timer that records how late each tick fires against its schedule.
+// A periodic timer that records how late each tick fires against its schedule: a plain libevent
+// timer, as the application's own would be, at libevent priority `priority` (-1: the default).
 class TickProbe {
  public:
-  TickProbe(evrdma::Reactor& reactor, std::chrono::milliseconds period);
+  TickProbe(evrdma::Reactor& reactor, std::chrono::milliseconds period, int priority = -1);
+  ~TickProbe();
+  TickProbe(const TickProbe&) = delete;
+  TickProbe& operator=(const TickProbe&) = delete;
   void start();
-  void stop() { timer_.cancel(); }
+  void stop();
   const std::vector<double>& latenessMicros() const { return lateness_; }
   size_t ticks() const { return lateness_.size(); }
   std::function<void(size_t tick)> onTick;
 
  private:
-  evrdma::Timer timer_;
+  static void onTick_(int, short, void* self);
+  event* timer_ = nullptr;
   std::chrono::milliseconds period_;
   Clock::time_point next_;
   std::vector<double> lateness_;

@@ -40,6 +40,9 @@ void usage(FILE* out, const char* prog) {
                "  -s BYTES  message size (default 64)\n"
                "  -d SECS   seconds per phase (default 3)\n"
                "  -B USEC   the Reactor's turn budget (Reactor::setTurnBudget; default 500, 0: 256 completions)\n"
+               "  -A        the application's events first: the base gets two libevent priorities\n"
+               "            (event_base_priority_init), the timer and the HTTP connections 0, evrdma's\n"
+               "            events and the flood's the default, 1\n"
                "  -h        this help\n",
                prog);
 }
@@ -61,16 +64,17 @@ double cpuSeconds() {
 }
 
 // Runs the probes for `seconds` on `reactor` once `ready()` says so.
+// `priority`: the libevent priority of the application's events (-1: the default).
 Phase measure(evrdma::Reactor& reactor, unsigned long long seconds, const std::function<bool()>& ready,
-              const std::function<uint64_t()>& roundTrips) {
-  hostapp::StatsServer http(reactor.base(), [&] { return std::to_string(roundTrips()); });
+              const std::function<uint64_t()>& roundTrips, int priority) {
+  hostapp::StatsServer http(reactor.base(), [&] { return std::to_string(roundTrips()); }, priority);
   Phase phase;
   if (int rc = http.start(); rc != 0) {
     std::fprintf(stderr, "evrdma-loop-latency: HTTP server: %s\n", std::strerror(-rc));
     return phase;
   }
-  hostapp::StatsProbe probe(reactor, http.port(), std::chrono::milliseconds(20));
-  hostapp::TickProbe ticks(reactor, std::chrono::milliseconds(10));
+  hostapp::StatsProbe probe(reactor, http.port(), std::chrono::milliseconds(20), priority);
+  hostapp::TickProbe ticks(reactor, std::chrono::milliseconds(10), priority);
   uint64_t startRoundTrips = 0;
   double startCpu = 0;
   hostapp::Clock::time_point started;
@@ -119,8 +123,9 @@ int main(int argc, char** argv) {
   std::string address;
   unsigned long long clients = 4, size = 64, seconds = 3;
   unsigned long long turnBudget = static_cast<unsigned long long>(evrdma::Reactor::kDefaultTurnBudget.count());
+  bool applicationFirst = false;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:n:s:d:B:h", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:n:s:d:B:Ah", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -128,6 +133,7 @@ int main(int argc, char** argv) {
       case 's': ok = pingpong::parseNumber(optarg, 1u << 20, size) && size > 0; break;
       case 'd': ok = pingpong::parseNumber(optarg, 3600, seconds) && seconds > 0; break;
       case 'B': ok = pingpong::parseNumber(optarg, 1000000, turnBudget); break;
+      case 'A': applicationFirst = true; break;
       case 'h': usage(stdout, argv[0]); return 0;
       default: usage(stderr, argv[0]); return 2;
     }
@@ -141,11 +147,18 @@ int main(int argc, char** argv) {
 
   event_base* base = event_base_new();  // the application's own loop
   if (base == nullptr) return 1;
+  // Before any event is made: events made afterwards take the middle priority (1 of 0-1).
+  if (applicationFirst && event_base_priority_init(base, 2) != 0) {
+    std::fprintf(stderr, "evrdma-loop-latency: event_base_priority_init failed\n");
+    event_base_free(base);
+    return 1;
+  }
+  const int priority = applicationFirst ? 0 : -1;
   int status = 0;
   {
     evrdma::Reactor reactor(base);
     reactor.setTurnBudget(std::chrono::microseconds(turnBudget));
-    Phase quiet = measure(reactor, seconds, [] { return true; }, [] { return uint64_t{0}; });
+    Phase quiet = measure(reactor, seconds, [] { return true; }, [] { return uint64_t{0}; }, priority);
 
     pingpong::EchoFactory factory(pingsr::Limits{}, pingpong::Trace::Off, 0);
     auto listener = evrdma::Listener::create(reactor, factory);
@@ -175,7 +188,7 @@ int main(int argc, char** argv) {
       for (auto* p : pingers) sum += p->result().roundTrips;
       return sum;
     };
-    Phase flooded = status != 0 ? Phase{} : measure(reactor, seconds, [&] { return roundTrips() >= 1000; }, roundTrips);
+    Phase flooded = status != 0 ? Phase{} : measure(reactor, seconds, [&] { return roundTrips() >= 1000; }, roundTrips, priority);
     if (const evrdma::CompletionStats* cq = flood.empty() ? nullptr : flood.front()->completionStats())
       flooded.budgetYields = cq->budgetYields;
     for (auto* p : pingers)
@@ -196,7 +209,7 @@ int main(int argc, char** argv) {
         status = 1;
       } else {
         tcp = measure(reactor, seconds, [&] { return tcpFlood.roundTrips() >= 1000 || !tcpFlood.error().empty(); },
-                      [&] { return tcpFlood.roundTrips(); });
+                      [&] { return tcpFlood.roundTrips(); }, priority);
       }
       if (!tcpFlood.error().empty()) {
         std::fprintf(stderr, "evrdma-loop-latency: %s\n", tcpFlood.error().c_str());
@@ -214,8 +227,10 @@ int main(int argc, char** argv) {
     print("tcp", tcp);
     printRatios("rdma", flooded, quiet);
     printRatios("tcp", tcp, quiet);
-    std::printf("completion budget yields during the RDMA flood: %llu (turn budget %llu us)\n",
-                static_cast<unsigned long long>(flooded.budgetYields), turnBudget);
+    std::printf("completion budget yields during the RDMA flood: %llu (turn budget %llu us); the application's "
+                "events %s\n",
+                static_cast<unsigned long long>(flooded.budgetYields), turnBudget,
+                applicationFirst ? "first (libevent priority 0 of 0-1)" : "at the same libevent priority as evrdma's");
   }
   event_base_free(base);
   return status;

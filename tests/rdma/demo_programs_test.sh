@@ -42,6 +42,10 @@ status=${PIPESTATUS[0]}
 check "evrdma-loop-latency measures quiet, an RDMA flood and a TCP flood and prints each flood's ratio" \
     $([ "$status" = 0 ] && grep -q "^quiet" "$log" && grep -q "^rdma" "$log" && grep -q "^tcp" "$log" &&
       grep -q "^ratio flood/quiet, rdma" "$log" && grep -q "^ratio flood/quiet, tcp" "$log"; echo $?)
+"$build/demos/evrdma-loop-latency" -a "$address" -d 1 -A | tee "$log"
+status=${PIPESTATUS[0]}
+check "evrdma-loop-latency -A gives the application's events libevent priority 0 and measures all three phases" \
+    $([ "$status" = 0 ] && grep -q "^tcp" "$log" && grep -q "the application's events first" "$log"; echo $?)
 "$build/demos/evrdma-loop-latency" >/dev/null 2>"$log"
 status=$?
 check "evrdma-loop-latency without -a says what is missing: $(cat "$log")" $([ "$status" = 2 ] && grep -q "required" "$log"; echo $?)
