@@ -17,7 +17,7 @@ static int port_parse(const char *text, unsigned *port) {
 int address_parse(const char *host, const char *port, struct sockaddr_storage *out, int *socklen) {
   unsigned number = 0;
   memset(out, 0, sizeof *out);
-  if (port_parse(port, &number) != 0) return -1;
+  if (port_parse(port, &number) != 0) return ADDRESS_BAD_PORT;
   struct sockaddr_in *in = (struct sockaddr_in *)out;
   struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
   if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
@@ -32,7 +32,12 @@ int address_parse(const char *host, const char *port, struct sockaddr_storage *o
     *socklen = sizeof *in6;
     return 0;
   }
-  return -1;
+  return ADDRESS_BAD_HOST;
+}
+
+const char *address_error(int parsed) {
+  return parsed == ADDRESS_BAD_PORT ? "the port is not a number from 0 to 65535"
+                                    : "the address is not a numeric IPv4 or IPv6 address";
 }
 
 unsigned address_port(const struct sockaddr *address) {

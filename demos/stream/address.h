@@ -5,8 +5,12 @@
 
 #include <sys/socket.h>
 
-/* Fills `out` from a numeric host and a port ("0": any free one); 0, or -1 if either is not. */
+enum { ADDRESS_BAD_HOST = -1, ADDRESS_BAD_PORT = -2 };
+/* Fills `out` from a numeric host and a port ("0": any free one); 0, ADDRESS_BAD_HOST or
+ * ADDRESS_BAD_PORT. */
 int address_parse(const char *host, const char *port, struct sockaddr_storage *out, int *socklen);
+/* What a failed address_parse() found wrong, in words. */
+const char *address_error(int parsed);
 /* The port of an IPv4 or IPv6 address. */
 unsigned address_port(const struct sockaddr *address);
 

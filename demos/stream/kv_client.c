@@ -173,8 +173,9 @@ int main(int argc, char **argv) {
     return usage(argv[0], stderr, 2);
   struct sockaddr_storage address;
   int length = 0;
-  if (address_parse(host, port, &address, &length) != 0) {
-    fprintf(stderr, "kv-client: connect to %s port %s: not a numeric IPv4 or IPv6 address and port\n", host, port);
+  const int parsed = address_parse(host, port, &address, &length);
+  if (parsed != 0) {
+    fprintf(stderr, "kv-client: connect to %s port %s: %s\n", host, port, address_error(parsed));
     return 1;
   }
 

@@ -272,9 +272,16 @@ int main(int argc, char **argv) {
 
   struct sockaddr_storage tcp_address, rdma_address;
   int tcp_length = 0, rdma_length = 0;
-  if ((tcp_port != NULL && address_parse(host, tcp_port, &tcp_address, &tcp_length) != 0) ||
-      (rdma_port != NULL && address_parse(host, rdma_port, &rdma_address, &rdma_length) != 0)) {
-    fprintf(stderr, "kv-server: listen on %s: not a numeric IPv4 or IPv6 address and port\n", host);
+  int parsed = 0;
+  const char *transport = "tcp", *port = tcp_port;
+  if (tcp_port != NULL) parsed = address_parse(host, tcp_port, &tcp_address, &tcp_length);
+  if (parsed == 0 && rdma_port != NULL) {
+    transport = "rdma";
+    port = rdma_port;
+    parsed = address_parse(host, rdma_port, &rdma_address, &rdma_length);
+  }
+  if (parsed != 0) {
+    fprintf(stderr, "kv-server: listen on %s %s port %s: %s\n", host, transport, port, address_error(parsed));
     return 1;
   }
 

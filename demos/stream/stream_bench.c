@@ -440,8 +440,9 @@ int main(int argc, char **argv) {
   if (size < 0) size = mode == 1 ? 64 : 64 << 10;
   struct sockaddr_storage address;
   int length = 0;
-  if (address_parse(host, port, &address, &length) != 0) {
-    fprintf(stderr, "stream-bench: %s port %s: not a numeric IPv4 or IPv6 address and port\n", host, port);
+  const int parsed = address_parse(host, port, &address, &length);
+  if (parsed != 0) {
+    fprintf(stderr, "stream-bench: %s port %s: %s\n", host, port, address_error(parsed));
     return 1;
   }
   signal(SIGPIPE, SIG_IGN);

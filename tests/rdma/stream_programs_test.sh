@@ -52,7 +52,16 @@ check "a second kv-server on the taken rdma port names it: $(cat "$said")" \
     $([ $status = 1 ] && grep -q "rdma port $rdma: Address already in use" "$said"; echo $?)
 "$demos/kv-server" 300.1.2.3 >"$said" 2>&1
 status=$?
-check "kv-server names a bad address: $(cat "$said")" $([ $status = 1 ] && grep -q "listen on 300.1.2.3" "$said"; echo $?)
+check "kv-server names a bad address: $(cat "$said")" \
+    $([ $status = 1 ] && grep -q "listen on 300.1.2.3 .*: the address is not a numeric" "$said"; echo $?)
+"$demos/kv-server" "$address" --rdma 70000 >"$said" 2>&1
+status=$?
+check "kv-server names a bad port: $(cat "$said")" \
+    $([ $status = 1 ] && grep -q "rdma port 70000: the port is not a number from 0 to 65535" "$said"; echo $?)
+"$demos/kv-client" --rdma "$address" 7x >"$said" 2>&1 </dev/null
+status=$?
+check "kv-client names a bad port: $(cat "$said")" \
+    $([ $status = 1 ] && grep -q "port 7x: the port is not a number" "$said"; echo $?)
 kill -INT "$kv"
 wait "$kv"
 check "kv-server ends on SIGINT with exit 0" $?
