@@ -56,14 +56,19 @@ int main(int argc, char** argv) {
                  argv[0]);
     return argc < 2 ? 2 : 0;
   }
-  const uint16_t port = argc > 2 ? static_cast<uint16_t>(std::atoi(argv[2])) : 0;
+  char* end = nullptr;
+  const unsigned long port = argc > 2 ? std::strtoul(argv[2], &end, 10) : 0;  // 0: any free port
+  if (argc > 2 && (*end != '\0' || port > 65535)) {
+    std::fprintf(stderr, "%s: '%s' is not a port (0 to 65535)\n", argv[0], argv[2]);
+    return 2;
+  }
   event_base* base = event_base_new();  // the application's own loop
   int status = 0;
   {
     evrdma::Reactor reactor(base);  // borrows the base: evrdma never frees it
     EchoFactory factory;
     evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory);
-    if (int rc = listener->listen(argv[1], port); rc != 0) {
+    if (int rc = listener->listen(argv[1], static_cast<uint16_t>(port)); rc != 0) {
       std::fprintf(stderr, "listen on %s: %s\n", argv[1], std::strerror(-rc));  // e.g. port in use
       status = 1;
     } else {

@@ -32,6 +32,12 @@ int main(int argc, char** argv) {
     std::fprintf(argc < 2 ? stderr : stdout, "usage: %s SERVER_ADDRESS [PORT]  (a pingpong-server)\n", argv[0]);
     return argc < 2 ? 2 : 0;
   }
+  char* end = nullptr;
+  const unsigned long port = argc > 2 ? std::strtoul(argv[2], &end, 10) : 12321;  // pingpong-server's default
+  if (argc > 2 && (*end != '\0' || port > 65535)) {
+    std::fprintf(stderr, "%s: '%s' is not a port (0 to 65535)\n", argv[0], argv[2]);
+    return 2;
+  }
   event_base* base = event_base_new();  // the application's own loop
   int status = 1;
   {
@@ -41,8 +47,7 @@ int main(int argc, char** argv) {
     auto hello = std::make_unique<Hello>(base);
     Hello* handler = hello.get();
     auto client = evrdma::Client::create(reactor, std::move(hello), options);
-    uint16_t port = argc > 2 ? static_cast<uint16_t>(std::atoi(argv[2])) : 12321;  // pingpong-server's default port
-    if (int rc = client->connect(argv[1], port, evrdma::pingSrConnectData(1, 5)); rc != 0) {
+    if (int rc = client->connect(argv[1], static_cast<uint16_t>(port), evrdma::pingSrConnectData(1, 5)); rc != 0) {
       std::fprintf(stderr, "connect: %s\n", std::strerror(-rc));  // no callback will fire
     } else {
       event_base_dispatch(base);  // its sockets, timers and signals, and RDMA, on one thread

@@ -42,5 +42,11 @@ done
 status=$?
 check "echo_server names a bad address and exits 1: $(cat "$said")" \
     $([ "$status" = 1 ] && grep -q "listen on nonsense" "$said"; echo $?)
+for program in hello_embedded echo_server; do
+    "$build/demos/$program" "$address" 70000 >"$said" 2>&1
+    status=$?
+    check "$program refuses port 70000 (it would have wrapped to 4464) and exits 2: $(cat "$said")" \
+        $([ "$status" = 2 ] && grep -q "'70000' is not a port" "$said"; echo $?)
+done
 echo "$failures failed"
 [ "$failures" = 0 ]
