@@ -122,7 +122,7 @@ void StatsProbe::onDone(evhttp_request* request, void* arg) {
 }
 
 TickProbe::TickProbe(evrdma::Reactor& reactor, std::chrono::milliseconds period, int priority) : period_(period) {
-  timer_ = event_new(reactor.base(), -1, EV_PERSIST, &TickProbe::onTick_, this);
+  timer_ = event_new(reactor.base(), -1, EV_PERSIST, &TickProbe::onTimer, this);
   if (timer_ != nullptr && priority >= 0) (void)event_priority_set(timer_, priority);
 }
 
@@ -130,7 +130,7 @@ TickProbe::~TickProbe() {
   if (timer_ != nullptr) event_free(timer_);
 }
 
-void TickProbe::onTick_(int, short, void* arg) {
+void TickProbe::onTimer(int, short, void* arg) {
   auto* self = static_cast<TickProbe*>(arg);
   auto now = Clock::now();
   self->lateness_.push_back(std::max(0.0, std::chrono::duration<double, std::micro>(now - self->next_).count()));

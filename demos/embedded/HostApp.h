@@ -95,7 +95,7 @@ class TickProbe {
   std::function<void(size_t tick)> onTick;
 
  private:
-  static void onTick_(int, short, void* self);
+  static void onTimer(int, short, void* self);
   event* timer_ = nullptr;
   std::chrono::milliseconds period_;
   Clock::time_point next_;

@@ -917,9 +917,9 @@ TEST_F(StreamTest, AThousandStreamsOpenAtOnceOnOneReactorAreEachServedThenAllClo
 
 // This process's lines of `rdma res show <what>`. A read can miss lines while other processes'
 // resources come and go (another test's, at ctest -j2): the kernel dumps them in parts and resumes
-// each part by position, so an entry removed before ours shifts ours past the resume point; and
-// the tool fails, printing nothing, when its dump is interrupted. So read until two successful
-// reads in a row agree. Empty, with the failure said, if they never do.
+// each part by position, so an entry removed before ours shifts ours past the resume point (the
+// tool still exits 0). So read until two successful reads in a row agree; a failed one is no
+// reading. Empty, with the failure said, if they never do.
 std::string resourceLinesOfThisProcess(const std::string& what) {
   const std::string pid = " pid " + std::to_string(getpid()) + " ";
   std::string previous;
