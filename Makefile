@@ -80,7 +80,8 @@ bench: build
 	gnuplot -e "dir='$(BENCH_OUT)'" demos/bench/plot.gp && echo "bench: pictures in $(BENCH_OUT)/latency.svg, bandwidth.svg, rate.svg, streams.svg"
 
 # The library's own work per message: callgrind's instructions per round trip of pingpong -P
-# against raw-pingpong's, client and server, at 64 B (demos/bench/instructions.sh; valgrind).
+# against raw-pingpong's, client and server, at 64 B; then stream-bench's client over TCP and
+# over RDMA, with libevent's share (demos/bench/instructions.sh; valgrind).
 instructions: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 1800 -- demos/bench/instructions.sh 64 3
 

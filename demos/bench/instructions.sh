@@ -7,8 +7,11 @@
 # RUNS such pairs. Run it under tools/rdma-run (make instructions); needs valgrind (make deps).
 #   instructions.sh [size in bytes (64)] [runs (3)]
 # SERVER_ARGS adds options to pingpong-server (e.g. -C: echoes copied, for comparison).
+# Then the same for the byte stream: stream-bench's 64 B ping-pong client, the same libevent
+# program over TCP bufferevents and over evrdma's, with the instructions libevent itself ran:
+# what any program that holds a real bufferevent pays per message, whatever carries the bytes.
 set -u
-case ${1:-} in -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${BUILD_DIR:-build}
 size=${1:-64} runs=${2:-3} n1=2000 n2=6000
 a=${EVRDMA_RDMA_IP:?run this under tools/rdma-run}
@@ -20,19 +23,22 @@ grind=(valgrind --tool=callgrind --dump-instr=no --compress-strings=no)
 total() {  # the instructions a callgrind file counted
     sed -n 's/^summary: \([0-9]*\).*/\1/p;s/^totals: \([0-9]*\).*/\1/p' "$1" | head -n 1
 }
-# One side under callgrind, the other native; $1: pingpong or raw, $2: client or server, $3: round trips.
+in_libevent() {  # the instructions a callgrind file counted in libevent's own code
+    callgrind_annotate --threshold=100 "$1" |
+        awk '/libevent_core/ && $1 ~ /^[0-9,]+$/ { gsub(",", "", $1); n += $1 } END { printf "%d\n", n }'
+}
+# One side under callgrind, the other native; $1: pingpong, raw, stream-tcp or stream-rdma, $2:
+# client or server, $3: round trips. Prints the instructions, and libevent's with `libevent` as $4.
 measure() {
     local kind=$1 side=$2 n=$3 out="$log/cg.$1.$2.$3"
-    local server client
-    if [ "$kind" = pingpong ]; then
-        server=("$build/demos/pingpong-server" -a "$a" -p 0 -e 1 -P 100 ${SERVER_ARGS:-})
-        client=("$build/demos/pingpong-client" -a "$a" -c "$n" -s "$size" -P 100 -R 0)
-    else
-        server=("$build/demos/raw-pingpong" -S -a "$a" -p 0)
-        client=("$build/demos/raw-pingpong" -a "$a" -c "$n" -s "$size")
-    fi
+    local server client prefix=()
+    case $kind in
+        pingpong) server=("$build/demos/pingpong-server" -a "$a" -p 0 -e 1 -P 100 ${SERVER_ARGS:-}) ;;
+        raw) server=("$build/demos/raw-pingpong" -S -a "$a" -p 0) ;;
+        stream-*) server=("$build/demos/stream-bench" --server "--${kind#stream-}" "$a" 0) ;;
+    esac
     if [ "$side" = server ]; then server=("${grind[@]}" --callgrind-out-file="$out" "${server[@]}"); fi
-    if [ "$side" = client ]; then client=("${grind[@]}" --callgrind-out-file="$out" "${client[@]}"); fi
+    if [ "$side" = client ]; then prefix=("${grind[@]}" --callgrind-out-file="$out"); fi
     "${server[@]}" >"$log/server" 2>&1 &
     local pid=$! port="" _
     for _ in $(seq 1200); do  # valgrind starts slowly under emulation: up to 60 s
@@ -41,9 +47,19 @@ measure() {
         sleep 0.05
     done
     [ -n "$port" ] || { echo "instructions.sh: $kind server did not listen" >&2; cat "$log/server" >&2; return 1; }
-    "${client[@]}" -p "$port" >"$log/client" 2>&1 || { echo "instructions.sh: $kind client failed" >&2; cat "$log/client" >&2; return 1; }
-    wait "$pid" || { echo "instructions.sh: $kind server failed" >&2; cat "$log/server" >&2; return 1; }
-    total "$out"
+    case $kind in
+        pingpong) client=("$build/demos/pingpong-client" -a "$a" -p "$port" -c "$n" -s "$size" -P 100 -R 0) ;;
+        raw) client=("$build/demos/raw-pingpong" -a "$a" -p "$port" -c "$n" -s "$size") ;;
+        stream-*) client=("$build/demos/stream-bench" "--${kind#stream-}" "$a" "$port" --latency --size "$size" --count "$n") ;;
+    esac
+    "${prefix[@]}" "${client[@]}" >"$log/client" 2>&1 || { echo "instructions.sh: $kind client failed" >&2; cat "$log/client" >&2; return 1; }
+    if [ "${kind#stream-}" != "$kind" ]; then
+        kill -INT "$pid"  # stream-bench's server serves runs until SIGINT
+        wait "$pid"
+    else
+        wait "$pid" || { echo "instructions.sh: $kind server failed" >&2; cat "$log/server" >&2; return 1; }
+    fi
+    if [ "${4:-}" = libevent ]; then echo "$(total "$out") $(in_libevent "$out")"; else total "$out"; fi
 }
 per_trip() {  # median over runs of (I(n2) - I(n1)) / (n2 - n1)
     local kind=$1 side=$2 r i1 i2 values=()
@@ -53,10 +69,27 @@ per_trip() {  # median over runs of (I(n2) - I(n1)) / (n2 - n1)
     done
     printf '%s\n' "${values[@]}" | sort -n | sed -n "$(((runs + 1) / 2))p"
 }
+per_trip_in_libevent() {  # as per_trip, the client's, printing "all libevent" (the run whose all is the median)
+    local kind=$1 r a1 l1 a2 l2 values=()
+    for ((r = 0; r < runs; r++)); do
+        read -r a1 l1 < <(measure "$kind" client $n1 libevent) && read -r a2 l2 < <(measure "$kind" client $n2 libevent) &&
+            [ -n "$a1" ] && [ -n "$a2" ] || return 1
+        values+=("$(((a2 - a1) / (n2 - n1))) $(((l2 - l1) / (n2 - n1)))")
+    done
+    printf '%s\n' "${values[@]}" | sort -n | sed -n "$(((runs + 1) / 2))p"
+}
 
 echo "instructions per round trip (callgrind), $size B, pingpong -P 100 against raw-pingpong; median of $runs"
 printf '  %-8s %10s %10s %7s\n' side pingpong raw ratio
 for side in client server; do
     p=$(per_trip pingpong $side) && r=$(per_trip raw $side) || exit 1
     printf '  %-8s %10s %10s %7s\n' "$side" "$p" "$r" "$(awk -v p="$p" -v r="$r" 'BEGIN { printf "%.2f", p / r }')"
+done
+
+echo "the byte stream: stream-bench's ping-pong client ($size B), instructions per round trip, all and libevent's"
+printf '  %-22s %10s %10s\n' carried-by all libevent
+for kind in stream-tcp stream-rdma; do
+    f=$(per_trip_in_libevent $kind) || exit 1
+    read -r all ev <<<"$f"
+    printf '  %-22s %10s %10s\n' "$([ $kind = stream-tcp ] && echo "TCP bufferevents" || echo "evrdma's bufferevents")" "$all" "$ev"
 done
