@@ -39,10 +39,13 @@ rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$server/status"; }
         if "$build/demos/echo-client" -a "$address" -p "$rdma_port" -n 200 -s 1024 >"$log/good.out" 2>&1; then
             runs=$((runs + 1))
         else
-            failed=$((failed + 1)) && cp "$log/good.out" "$log/good.failed"
+            status=$? failed=$((failed + 1))
+            { echo "echo-client exit status $status"; cat "$log/good.out"; } >"$log/good.failed"
         fi
     done
-    echo "$runs $failed" >"$log/good"
+    # Written aside and renamed: the waiting reader sees the whole count or no file (the file a
+    # redirect creates is empty until the echo, and a read then saw "0 runs, 1 failed").
+    echo "$runs $failed" >"$log/good.partial" && mv "$log/good.partial" "$log/good"
 ) &
 
 # On iWARP a send completes once TCP took it: paced, so that the server's loop, never the flood's
@@ -123,10 +126,10 @@ check "the server named why it closed the region asker" $?
 
 touch "$log/stop"
 for _ in $(seq 600); do [ -e "$log/good" ] && break; sleep 0.1; done
-read -r runs failed <"$log/good" 2>/dev/null || { runs=0 failed=1; }
+read -r runs failed <"$log/good" 2>/dev/null || { runs=0 failed="? (no count written)"; }
 [ "$runs" -ge 1 ] && [ "$failed" = 0 ]
 check "the well-behaved client alongside: $runs runs, $failed failed" $?
-[ -e "$log/good.failed" ] && head -n 3 "$log/good.failed"
+[ -e "$log/good.failed" ] && head -n 4 "$log/good.failed"
 kill -INT "$server"
 for _ in $(seq 300); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
 ! kill -0 "$server" 2>/dev/null
