@@ -7,8 +7,9 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/bufferevent.h>
-// The fields of the ends (enabled, watermarks, timeouts, callbacks) are read straight, not through
-// libevent's locking getters: each stream is on one thread, and these checks run on every message.
+// The fields of the ends (buffers, enabled, watermarks, timeouts, callbacks) are read straight, not
+// through libevent's getters (a call into the library each): each stream is on one thread, and
+// these checks run on every message.
 #include <event2/bufferevent_struct.h>
 #include <event2/util.h>
 
@@ -34,6 +35,9 @@ constexpr size_t kHeldUnderProgram = 16 << 10;
 // pattern that made glibc's heap fault in fresh pages for most of the bytes (17 000 minor faults
 // against 5 500 for 64 MiB in 64 KiB writes, 14 % more CPU per GB); moved down the pair, they do not.
 constexpr size_t kStraightOutMost = 16 << 10;
+
+evbuffer* inputOf(const bufferevent* end) { return end->input; }
+evbuffer* outputOf(const bufferevent* end) { return end->output; }
 
 void takeFrom(void* input, uint8_t* to, size_t length) {
   (void)evbuffer_remove(static_cast<evbuffer*>(input), to, length);
@@ -145,8 +149,8 @@ ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, i
   bufferevent_setwatermark(pair[0], EV_WRITE, 0, kHeldUnderProgram);
   bufferevent_setwatermark(stream->ours_, EV_READ, 0, std::max<size_t>(options.sendWindow, 1));
   bufferevent_setcb(stream->ours_, onProgramWrote, nullptr, nullptr, stream);
-  evbuffer_add_cb(bufferevent_get_output(stream->ours_), onDeliveredChanged, stream);
-  evbuffer_add_cb(bufferevent_get_input(pair[0]), onDeliveredChanged, stream);
+  evbuffer_add_cb(outputOf(stream->ours_), onDeliveredChanged, stream);
+  evbuffer_add_cb(inputOf(pair[0]), onDeliveredChanged, stream);
   // Reading what the program wrote waits until the connection is up (see pump).
   bufferevent_enable(stream->ours_, EV_WRITE);
   reactor.core().join(stream);
@@ -199,7 +203,7 @@ void ByteStream::onEstablished(Connection& c) noexcept {
   // What the program wrote while connecting waited in its output evbuffer: the pump took it
   // straight, or it comes down now. (Triggered with nothing left, the pair's end under the
   // program was left unfreed, under ASan, by kv-client, which frees its end after its loop.)
-  if (programHoldsItsEnd() && evbuffer_get_length(bufferevent_get_output(user_)) > 0)
+  if (programHoldsItsEnd() && evbuffer_get_length(outputOf(user_)) > 0)
     bufferevent_trigger(userPair_, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
 }
 
@@ -227,9 +231,9 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
 bool ByteStream::straightWayOut() const noexcept {
   if (!connected_ || !programHoldsItsEnd() || (user_->enabled & EV_WRITE) == 0) return false;
   if (user_->timeout_write.tv_sec != 0 || user_->timeout_write.tv_usec != 0) return false;
-  return evbuffer_get_length(bufferevent_get_input(ours_)) == 0 &&
-         evbuffer_get_length(bufferevent_get_output(userPair_)) == 0 &&
-         evbuffer_get_length(bufferevent_get_output(user_)) <= kStraightOutMost;
+  return evbuffer_get_length(inputOf(ours_)) == 0 &&
+         evbuffer_get_length(outputOf(userPair_)) == 0 &&
+         evbuffer_get_length(outputOf(user_)) <= kStraightOutMost;
 }
 
 void ByteStream::onPumpDue(evutil_socket_t, short, void* self) {
@@ -241,16 +245,22 @@ void ByteStream::onPumpDue(evutil_socket_t, short, void* self) {
 void ByteStream::pump() noexcept {
   if (!connected_ || connection_ == nullptr || finSent_) return;
   Connection& c = *connection_;
-  evbuffer* const longWay = bufferevent_get_input(ours_);
+  evbuffer* const longWay = inputOf(ours_);
   const size_t most = std::min<size_t>(c.maxMessageSize(), c.peerMaxMessageSize());
   ConnectionSender& sender = c.core().sender;
   bool tookStraight = false;
+  // Once open, the straight way stays open through the pump: the program writes nothing meanwhile,
+  // and with its output the only bytes waiting, nothing comes down the long way either.
+  bool straight = false;
+  evbuffer* input = longWay;
   blocked_ = false;
   c.beginBatch();  // a turn's messages go to the device together
   while (true) {
     // What came the long way goes first; then, with nothing left there, the program's output.
-    evbuffer* input = longWay;
-    if (evbuffer_get_length(longWay) == 0 && straightWayOut()) input = bufferevent_get_output(user_);
+    if (!straight && straightWayOut()) {
+      straight = true;
+      input = outputOf(user_);
+    }
     const size_t available = evbuffer_get_length(input);
     size_t length = std::min(available, most);
     if (finWanted_) {
@@ -272,7 +282,7 @@ void ByteStream::pump() noexcept {
       finSent_ = true;
       break;
     }
-    if (input != longWay) {
+    if (straight) {
       tookStraight = true;
       ++messagesStraightOut_;
     }
@@ -283,7 +293,7 @@ void ByteStream::pump() noexcept {
       // The program's write callback, at its low watermark, as the filter calls it when it passes bytes on.
       bufferevent_trigger(user_, EV_WRITE, 0);
     } else if (connected_ && !finSent_ && !straightWayOut() && (user_->enabled & EV_WRITE) != 0 &&
-               evbuffer_get_length(bufferevent_get_output(user_)) > 0) {
+               evbuffer_get_length(outputOf(user_)) > 0) {
       // What the straight way left in the program's output, now closed to it (a write timeout was
       // set meanwhile, or the turn's writes grew past kStraightOutMost), goes the long way.
       (void)bufferevent_flush(user_, EV_WRITE, BEV_NORMAL);
@@ -318,17 +328,17 @@ void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexc
     return;
   }
   if (!programHoldsItsEnd()) return;  // nobody reads any more
-  if (straightWayIn(length) && deliverInto(c, bufferevent_get_input(user_), data, length)) {
+  if (straightWayIn(length) && deliverInto(c, inputOf(user_), data, length)) {
     ++messagesStraightIn_;
     bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
     return;
   }
   // The pair carries it to the program as it reads (our end's output callback moves it across).
-  if (!deliverInto(c, bufferevent_get_output(ours_), data, length)) {
+  if (!deliverInto(c, outputOf(ours_), data, length)) {
     c.core().fail(-ENOMEM, "evbuffer_add");  // a stream missing bytes must not go on: the program hears ENOMEM
     return;
   }
-  if (!receivingPaused_ && evbuffer_get_length(bufferevent_get_output(ours_)) >= options_.receiveWindow) {
+  if (!receivingPaused_ && evbuffer_get_length(outputOf(ours_)) >= options_.receiveWindow) {
     receivingPaused_ = c.pauseReceiving() == 0;  // the peer's credits stop: it waits
   }
 }
@@ -354,15 +364,15 @@ bool ByteStream::lend(Connection& c, evbuffer* to, const uint8_t* data, size_t l
 }
 
 bool ByteStream::longWayEmpty() const noexcept {
-  return evbuffer_get_length(bufferevent_get_output(ours_)) == 0 &&
-         evbuffer_get_length(bufferevent_get_input(userPair_)) == 0;
+  return evbuffer_get_length(outputOf(ours_)) == 0 &&
+         evbuffer_get_length(inputOf(userPair_)) == 0;
 }
 
 bool ByteStream::straightWayIn(size_t length) const noexcept {
   if (!handedOut_ || (user_->enabled & EV_READ) == 0 || !longWayEmpty()) return false;
   if (user_->timeout_read.tv_sec != 0 || user_->timeout_read.tv_usec != 0) return false;
   const size_t high = user_->wm_read.high;
-  return high == 0 || evbuffer_get_length(bufferevent_get_input(user_)) + length <= high;
+  return high == 0 || evbuffer_get_length(inputOf(user_)) + length <= high;
 }
 
 void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, void* self) {
@@ -371,14 +381,14 @@ void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, voi
 
 void ByteStream::afterDelivery() noexcept {
   if (!programHoldsItsEnd()) return;
-  const size_t held = evbuffer_get_length(bufferevent_get_output(ours_));
+  const size_t held = evbuffer_get_length(outputOf(ours_));
   if (receivingPaused_ && held <= options_.receiveWindow / 2 && connection_ != nullptr) {
     receivingPaused_ = false;
     (void)connection_->resumeReceiving();
   }
   // EOF after the last byte: once none is left on its way to the program's input (what reached
   // the pair's end under it has been handed on: its read callback runs before this event's).
-  if (peerFinished_ && !eofTold_ && held == 0 && evbuffer_get_length(bufferevent_get_input(userPair_)) == 0) {
+  if (peerFinished_ && !eofTold_ && held == 0 && evbuffer_get_length(inputOf(userPair_)) == 0) {
     eofTold_ = true;
     tellProgram(BEV_EVENT_EOF | BEV_EVENT_READING, 0);
   }
@@ -457,12 +467,12 @@ void ByteStream::keepWhatTheProgramWrote() noexcept {
   // took already. The pair froze the ends of these buffers that only it adds to or takes from;
   // it is unlinked now, so we do it.
   if (ours_ != nullptr && !connectionGone_) {
-    evbuffer* to = bufferevent_get_input(ours_);
-    evbuffer* underOutput = bufferevent_get_output(under);
+    evbuffer* to = inputOf(ours_);
+    evbuffer* underOutput = outputOf(under);
     evbuffer_unfreeze(to, 0);
     evbuffer_unfreeze(underOutput, 1);
     evbuffer_add_buffer(to, underOutput);
-    if (user_ != nullptr) evbuffer_add_buffer(to, bufferevent_get_output(user_));
+    if (user_ != nullptr) evbuffer_add_buffer(to, outputOf(user_));
     evbuffer_freeze(underOutput, 1);
     evbuffer_freeze(to, 0);
   }
@@ -477,7 +487,7 @@ void ByteStream::closeWhenSent() noexcept {
   }
   if (!finWanted_) {
     finWanted_ = true;
-    finAt_ = taken_ + evbuffer_get_length(bufferevent_get_input(ours_));
+    finAt_ = taken_ + evbuffer_get_length(inputOf(ours_));
   }
   if (finDone_) {
     connection_->close();
@@ -493,8 +503,8 @@ int ByteStream::shutdownWrite() noexcept {
   // Every byte the program wrote so far goes first, wherever it waits: its output evbuffer, the
   // pair's end under it, our end's input. (A flush would not do: libevent's pair moves no more
   // than our end's read watermark.)
-  finAt_ = taken_ + evbuffer_get_length(bufferevent_get_input(ours_)) +
-           evbuffer_get_length(bufferevent_get_output(userPair_)) + evbuffer_get_length(bufferevent_get_output(user_));
+  finAt_ = taken_ + evbuffer_get_length(inputOf(ours_)) +
+           evbuffer_get_length(outputOf(userPair_)) + evbuffer_get_length(outputOf(user_));
   pump();
   return 0;
 }
@@ -504,8 +514,8 @@ StreamStats ByteStream::stats() const noexcept {
   out.connected = connected_;
   out.waitingForPeer = blocked_;
   out.receivingPaused = receivingPaused_;
-  out.heldForProgram = ours_ != nullptr ? evbuffer_get_length(bufferevent_get_output(ours_)) : 0;
-  if (programHoldsItsEnd()) out.heldForProgram += evbuffer_get_length(bufferevent_get_input(userPair_));
+  out.heldForProgram = ours_ != nullptr ? evbuffer_get_length(outputOf(ours_)) : 0;
+  if (programHoldsItsEnd()) out.heldForProgram += evbuffer_get_length(inputOf(userPair_));
   out.connection = connection_ != nullptr ? connection_->stats() : lastStats_;
   out.bytesLent = bytesLent_;
   out.bytesCopied = bytesCopied_;

@@ -59,7 +59,9 @@ int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) n
   if (data[0] != Frame::kVersion) return bad("unknown frame version");
   const uint8_t type = data[1] & ~(Frame::kAskBit | Frame::kAnswerBit);
   if (type > static_cast<uint8_t>(FrameType::KeepaliveReply)) return bad("unknown frame type");
-  Frame f;
+  // Parsed in place (each message's path: no whole Frame built and copied); on failure `out` is
+  // left part-written, and callers drop it.
+  Frame& f = out;
   f.type = static_cast<FrameType>(type);
   f.asksForCredits = (data[1] & Frame::kAskBit) != 0;
   f.answersAsk = (data[1] & Frame::kAnswerBit) != 0;
@@ -102,7 +104,6 @@ int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) n
     case FrameType::KeepaliveReply:
       break;
   }
-  out = f;
   return 0;
 }
 

@@ -57,8 +57,10 @@ struct Frame {
   uint64_t maxMessageSize = 0;  // Hello: at least 1
 };
 
-// Parses `size` received bytes. 0, or -EPROTO with `why` saying what is wrong (short header,
-// unknown version or type, a length that disagrees with the bytes received or with the type).
+// Parses `size` received bytes into `out`: its header fields and the decoded payload of its type
+// (the other types' fields are left as they were). 0, or -EPROTO with `why` saying what is wrong
+// (short header, unknown version or type, a length that disagrees with the bytes received or with
+// the type), `out` then part-written.
 int parseFrame(const uint8_t* data, size_t size, Frame& out, const char*& why) noexcept;
 
 // Writes a header at `out` (kHeaderSize bytes), for a payload written after it.
