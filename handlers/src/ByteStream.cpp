@@ -254,7 +254,10 @@ void ByteStream::pump() noexcept {
   bool straight = false;
   evbuffer* input = longWay;
   blocked_ = false;
-  c.beginBatch();  // a turn's messages go to the device together
+  // A turn's messages go to the device together, in one post; a lone message (the common case of
+  // a program's small writes) is posted at once, without the batch's queueing.
+  bool batched = false;
+  bool sentOne = false;
   while (true) {
     // What came the long way goes first; then, with nothing left there, the program's output.
     if (!straight && straightWayOut()) {
@@ -271,6 +274,10 @@ void ByteStream::pump() noexcept {
     } else if (available == 0) {
       break;
     }
+    if (!batched && (sentOne || available > length || finWanted_)) {
+      c.beginBatch();
+      batched = true;
+    }
     const int rc = sender.fillAndSend(length, takeFrom, input, length == 0 ? kFinTag : kDataTag);
     if (rc == -ENOBUFS) {
       blocked_ = true;  // every send buffer is in use: onWritable comes once one is free
@@ -282,12 +289,13 @@ void ByteStream::pump() noexcept {
       finSent_ = true;
       break;
     }
+    sentOne = true;
     if (straight) {
       tookStraight = true;
       ++messagesStraightOut_;
     }
   }
-  (void)c.endBatch();
+  if (batched) (void)c.endBatch();
   if (programHoldsItsEnd()) {
     if (tookStraight) {
       // The program's write callback, at its low watermark, as the filter calls it when it passes bytes on.
