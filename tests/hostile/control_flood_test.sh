@@ -32,21 +32,8 @@ metric() {  # metric <name>: its value in /metrics (bash's own TCP: no HTTP clie
 }
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$server/status"; }
 
-# The well-behaved client alongside, run after run until told to stop.
-(
-    runs=0 failed=0
-    while [ ! -e "$log/stop" ]; do
-        if "$build/demos/echo-client" -a "$address" -p "$rdma_port" -n 200 -s 1024 >"$log/good.out" 2>&1; then
-            runs=$((runs + 1))
-        else
-            status=$? failed=$((failed + 1))
-            { echo "echo-client exit status $status"; cat "$log/good.out"; } >"$log/good.failed"
-        fi
-    done
-    # Written aside and renamed: the waiting reader sees the whole count or no file (the file a
-    # redirect creates is empty until the echo, and a read then saw "0 runs, 1 failed").
-    echo "$runs $failed" >"$log/good.partial" && mv "$log/good.partial" "$log/good"
-) &
+# The well-behaved client, a run after another until check_alongside stops it.
+run_alongside echo "$build/demos/echo-client" -a "$address" -p "$rdma_port" -n 200 -s 1024 &
 
 # On iWARP a send completes once TCP took it: paced, so that the server's loop, never the flood's
 # pace, is what its receives wait for (a server behind by all its receives loses the connection
@@ -124,12 +111,7 @@ for _ in $(seq 100); do grep -q "without returning the credits" "$log/server.err
 grep -q "without returning the credits" "$log/server.err"
 check "the server named why it closed the region asker" $?
 
-touch "$log/stop"
-for _ in $(seq 600); do [ -e "$log/good" ] && break; sleep 0.1; done
-read -r runs failed <"$log/good" 2>/dev/null || { runs=0 failed="? (no count written)"; }
-[ "$runs" -ge 1 ] && [ "$failed" = 0 ]
-check "the well-behaved client alongside: $runs runs, $failed failed" $?
-[ -e "$log/good.failed" ] && head -n 4 "$log/good.failed"
+check_alongside echo
 kill -INT "$server"
 for _ in $(seq 300); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
 ! kill -0 "$server" 2>/dev/null

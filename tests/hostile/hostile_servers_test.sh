@@ -19,23 +19,9 @@ start pingpong pingpong-server -x -M 256
 start blast blast-server -x
 [ -n "$port_pingpong" ] && [ -n "$port_blast" ] || { echo "FAILED: the servers did not start"; cat "$log"/*; exit 1; }
 
-# The well-behaved clients: a run after another until told to stop; each run's status is kept.
-good() {  # good <name> <command...>
-    local name=$1 runs=0 failed=0; shift
-    while [ ! -e "$log/stop" ]; do
-        if "$@" >"$log/good-$name.out" 2>&1; then
-            runs=$((runs + 1))
-        else
-            local status=$?
-            failed=$((failed + 1))
-            { echo "$name exit status $status"; cat "$log/good-$name.out"; } >"$log/good-$name.failed"
-        fi
-    done
-    # Written aside and renamed: the waiting reader sees the whole count or no file.
-    echo "$runs $failed" >"$log/good-$name.partial" && mv "$log/good-$name.partial" "$log/good-$name"
-}
-good pingpong "$build/demos/pingpong-client" -a "$address" -p "$port_pingpong" -c 300 -s 4096 -v &
-good blast "$build/demos/blast-client" -a "$address" -p "$port_blast" -m send -b 8 -s 4096 -c 1000 -v &
+# The well-behaved clients, a run after another until check_alongside stops them.
+run_alongside pingpong "$build/demos/pingpong-client" -a "$address" -p "$port_pingpong" -c 300 -s 4096 -v &
+run_alongside blast "$build/demos/blast-client" -a "$address" -p "$port_blast" -m send -b 8 -s 4096 -c 1000 -v &
 
 attack() {  # attack <port> <name> <what is expected: a regular expression of the outcome>
     local port=$1 name=$2 expected=$3 outcome status
@@ -60,14 +46,7 @@ attack "$port_blast" blast-data-before-hello '^closed by the server'
 attack "$port_blast" blast-region-flood '^closed by the server'
 attack "$port_blast" blast-credit-flood '^(closed by the server|still connected)'
 
-touch "$log/stop"
-for _ in $(seq 600); do [ -e "$log/good-pingpong" ] && [ -e "$log/good-blast" ] && break; sleep 0.1; done
-for name in pingpong blast; do
-    read -r runs failed <"$log/good-$name" 2>/dev/null || { runs=0 failed="? (no count written)"; }
-    [ "$runs" -ge 1 ] && [ "$failed" = 0 ]
-    check "the well-behaved $name client alongside: $runs runs, $failed failed" $?
-    [ -e "$log/good-$name.failed" ] && head -n 4 "$log/good-$name.failed"
-done
+check_alongside pingpong blast
 kill -INT "$pid_pingpong" "$pid_blast" 2>/dev/null
 for _ in $(seq 300); do [ -z "$(jobs -rp)" ] && break; sleep 0.1; done
 [ -z "$(jobs -rp)" ]
