@@ -61,20 +61,12 @@ measure() {
     fi
     if [ "${4:-}" = libevent ]; then echo "$(total "$out") $(in_libevent "$out")"; else total "$out"; fi
 }
-per_trip() {  # median over runs of (I(n2) - I(n1)) / (n2 - n1)
-    local kind=$1 side=$2 r i1 i2 values=()
+per_trip() {  # median over runs of (I(n2) - I(n1)) / (n2 - n1); with `libevent` as $3, "all libevent" (the run whose all is the median)
+    local kind=$1 side=$2 r a1 l1 a2 l2 values=()
     for ((r = 0; r < runs; r++)); do
-        i1=$(measure "$kind" "$side" $n1) && i2=$(measure "$kind" "$side" $n2) || return 1
-        values+=($(((i2 - i1) / (n2 - n1))))
-    done
-    printf '%s\n' "${values[@]}" | sort -n | sed -n "$(((runs + 1) / 2))p"
-}
-per_trip_in_libevent() {  # as per_trip, the client's, printing "all libevent" (the run whose all is the median)
-    local kind=$1 r a1 l1 a2 l2 values=()
-    for ((r = 0; r < runs; r++)); do
-        read -r a1 l1 < <(measure "$kind" client $n1 libevent) && read -r a2 l2 < <(measure "$kind" client $n2 libevent) &&
+        read -r a1 l1 < <(measure "$kind" "$side" $n1 ${3:-}) && read -r a2 l2 < <(measure "$kind" "$side" $n2 ${3:-}) &&
             [ -n "$a1" ] && [ -n "$a2" ] || return 1
-        values+=("$(((a2 - a1) / (n2 - n1))) $(((l2 - l1) / (n2 - n1)))")
+        values+=("$(((a2 - a1) / (n2 - n1)))${3:+ $(((l2 - l1) / (n2 - n1)))}")
     done
     printf '%s\n' "${values[@]}" | sort -n | sed -n "$(((runs + 1) / 2))p"
 }
@@ -89,7 +81,7 @@ done
 echo "the byte stream: stream-bench's ping-pong client ($size B), instructions per round trip, all and libevent's"
 printf '  %-22s %10s %10s\n' carried-by all libevent
 for kind in stream-tcp stream-rdma; do
-    f=$(per_trip_in_libevent $kind) || exit 1
+    f=$(per_trip $kind client libevent) || exit 1
     read -r all ev <<<"$f"
     printf '  %-22s %10s %10s\n' "$([ $kind = stream-tcp ] && echo "TCP bufferevents" || echo "evrdma's bufferevents")" "$all" "$ev"
 done
