@@ -317,6 +317,12 @@ void ConnectionCore::onPollEnd() noexcept {
   (void)sender.endBatch();  // a failed post fails the connection
 }
 
+void ConnectionCore::onPoll(const ibv_wc* wcs, int n, int receives) noexcept {
+  onPollBegin(receives);
+  for (int i = 0; i < n; ++i) onCompletion(wcs[i]);
+  onPollEnd();
+}
+
 bool ConnectionCore::connectionState(ConnectionState& state) const noexcept {
   state = state_;
   return true;

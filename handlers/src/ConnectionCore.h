@@ -139,12 +139,13 @@ class ConnectionCore : public CmEventHandler,
  private:
   // CmEventHandler, CompletionHandler, ReactorMember, RegionExchange::Events.
   void onCmEvent(const CmEvent& event) noexcept override;
-  void onCompletion(const ibv_wc& wc) noexcept override;
+  void onCompletion(const ibv_wc& wc) noexcept final;
   void onAsyncError(ibv_event_type type) noexcept override;
   void onCompletionQueueError(int err, const char* op) noexcept override;
   void onDeviceRemoved() noexcept override { teardown.onDeviceRemoved(); }
-  void onPollBegin(int receives) noexcept override;
-  void onPollEnd() noexcept override;
+  void onPollBegin(int receives) noexcept final;
+  void onPollEnd() noexcept final;
+  void onPoll(const ibv_wc* wcs, int n, int receives) noexcept final;
   void onReactorGone() noexcept override { teardown.onReactorGone(); }  // may free the connection
   bool connectionState(ConnectionState& state) const noexcept override;
   void onGranted(uint64_t tag, const RemoteRegion& region) noexcept override;

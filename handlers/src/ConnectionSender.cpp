@@ -35,20 +35,17 @@ SendQueueStats ConnectionSender::queueStats() const noexcept {
   return out;
 }
 
-namespace {
-void copyFrom(void* data, uint8_t* to, size_t length) { std::memcpy(to, data, length); }
-}  // namespace
-
 int ConnectionSender::copyAndSend(const void* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept {
   if (data == nullptr && length > 0 && c_.sendable()) return -EINVAL;
-  return copyIn(length, copyFrom, const_cast<void*>(data), hasImm, imm, tag);
+  return copyIn(length, [data, length](uint8_t* to) { std::memcpy(to, data, length); }, hasImm, imm, tag);
 }
 
 int ConnectionSender::fillAndSend(size_t length, Fill fill, void* context, uint64_t tag) noexcept {
-  return copyIn(length, fill, context, false, 0, tag);
+  return copyIn(length, [fill, context, length](uint8_t* to) { fill(context, to, length); }, false, 0, tag);
 }
 
-int ConnectionSender::copyIn(size_t length, Fill fill, void* context, bool hasImm, uint32_t imm, uint64_t tag) noexcept {
+template <typename Filler>
+int ConnectionSender::copyIn(size_t length, Filler&& fill, bool hasImm, uint32_t imm, uint64_t tag) noexcept {
   if (!c_.sendable()) return -ENOTCONN;
   const ConnectionOptions& options = c_.options_;
   if (length > options.maxMessageSize) return -EMSGSIZE;
@@ -61,7 +58,7 @@ int ConnectionSender::copyIn(size_t length, Fill fill, void* context, bool hasIm
     return -ENOBUFS;
   }
   uint8_t* buffer = buffers.data(static_cast<uint32_t>(slot));
-  if (length > 0) fill(context, buffer + (options.framed ? Frame::kHeaderSize : 0), length);
+  if (length > 0) fill(buffer + (options.framed ? Frame::kHeaderSize : 0));
   SendOp op;
   op.tag = tag;
   op.sge.lkey = buffers.lkey();

@@ -56,7 +56,10 @@ class ConnectionSender {
   SendQueueStats queueStats() const noexcept;
 
  private:
-  int copyIn(size_t length, Fill fill, void* context, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
+  // `fill(to)` writes the message's bytes; a template, so postSend's memcpy is inlined, not a call
+  // through a pointer per message.
+  template <typename Filler>
+  int copyIn(size_t length, Filler&& fill, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
   // A message of `length` bytes in `buffer` (after room for the frame header, framed: written
   // here) sent from there; `op` says whose buffer it is (lkey, slot), its tag and immediate.
   int sendMessageIn(SendOp& op, uint8_t* buffer, size_t length) noexcept;

@@ -26,15 +26,6 @@ int SendBuffers::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_p
   return 0;
 }
 
-int SendBuffers::acquire() noexcept {
-  if (free_.empty()) return -ENOBUFS;
-  const uint32_t index = free_.back();
-  free_.pop_back();
-  return static_cast<int>(index);
-}
-
-void SendBuffers::release(uint32_t index) noexcept { free_.push_back(index); }
-
 size_t QueuePair::bufferSize(const ConnectionOptions& options) noexcept {
   if (!options.framed) return options.maxMessageSize;
   return Frame::kHeaderSize + std::max<size_t>(options.maxMessageSize, Frame::kLargestControlPayload);

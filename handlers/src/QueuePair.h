@@ -8,6 +8,7 @@
 // small buffers come from.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -36,8 +37,15 @@ class SendBuffers {
   int allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, uint32_t count, size_t size,
                PreparedMappings* prepared) noexcept;
   explicit operator bool() const noexcept { return static_cast<bool>(memory_); }
-  int acquire() noexcept;  // an index, or -ENOBUFS
-  void release(uint32_t index) noexcept;
+  // An index, or -ENOBUFS. Once per message each: inline.
+  int acquire() noexcept {
+    if (free_.empty()) return -ENOBUFS;
+    const uint32_t index = free_.back();
+    free_.pop_back();
+    return static_cast<int>(index);
+  }
+  // `free_` was reserved for every buffer (allocate): never grows here.
+  void release(uint32_t index) noexcept { free_.push_back(index); }
   uint8_t* data(uint32_t index) const noexcept { return memory_.data() + size_t{index} * size_; }
   uint32_t lkey() const noexcept { return memory_.lkey(); }
   uint32_t available() const noexcept { return static_cast<uint32_t>(free_.size()); }

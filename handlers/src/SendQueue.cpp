@@ -144,10 +144,4 @@ int SendQueue::pumpBacklog() noexcept {
   return 0;
 }
 
-bool SendQueue::holds(uint32_t sequence) const noexcept {
-  for (size_t i = 0; i < inFlightCount_; ++i)
-    if (inFlight_[(inFlightHead_ + i) % inFlight_.size()].sequence == sequence) return true;
-  return false;
-}
-
 }  // namespace evrdma

@@ -101,7 +101,14 @@ class SendQueue {
   // Posts what waits in the backlog and fits.
   int pump() noexcept { return backlog_.empty() ? 0 : pumpBacklog(); }
   int pumpBacklog() noexcept;
-  bool holds(uint32_t sequence) const noexcept;  // the request with `sequence` is in flight
+  // The request with `sequence` is in flight. Those in flight hold rising sequence numbers in the
+  // ring's order (a failed post may leave a gap, never posted, so never completed): a range check.
+  bool holds(uint32_t sequence) const noexcept {
+    if (inFlightCount_ == 0) return false;
+    const uint32_t oldest = inFlight_[inFlightHead_].sequence;
+    const uint32_t newest = inFlight_[(inFlightHead_ + inFlightCount_ - 1) % inFlight_.size()].sequence;
+    return sequence - oldest <= newest - oldest;  // unsigned: sequence numbers wrap
+  }
   // Fills `wr` (and its two `sges`) for `op`; `last` ends the post's list.
   void prepare(SendOp& op, ibv_send_wr& wr, ibv_sge* sges, bool last, size_t inFlightAfter) noexcept;
   int post(ibv_send_wr* first) noexcept;

@@ -323,9 +323,7 @@ bool CompletionDispatcher::handOverAllToOne(const ibv_wc* wcs, int n) noexcept {
   // Its handler is destroyed only on a later turn (connections defer it), whatever its callbacks do.
   CompletionHandler* handler = one->handler_;
   ++stats_.pollsForOneConnection;
-  handler->onPollBegin(pollReceives_);
-  for (int i = 0; i < n; ++i) handler->onCompletion(wcs[i]);
-  handler->onPollEnd();
+  handler->onPoll(wcs, n, pollReceives_);
   return true;
 }
 

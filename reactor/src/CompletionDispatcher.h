@@ -65,6 +65,10 @@ class CompletionHandler {
   // a poll there is little to batch, and its answer may be awaited.
   virtual void onPollBegin(int receives) noexcept { (void)receives; }
   virtual void onPollEnd() noexcept {}
+  // All `n` completions of a poll are this handler's: the same three steps in one call (one
+  // virtual call per poll on the ping-pong shape's short way, where a handler can make its own
+  // calls direct).
+  virtual void onPoll(const ibv_wc* wcs, int n, int receives) noexcept = 0;
 
  protected:
   ~CompletionHandler() = default;
