@@ -148,6 +148,10 @@ void ConnectionReceiver::keep(uint32_t slot) noexcept {
 void ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
   const uint32_t slot = wrid::index(wc.wr_id);
   c_.queuePair_->onReceiveCompleted();
+  if (wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && deliversAtOnce()) {
+    deliverPlain(slot, wc);
+    return;
+  }
   if (!c_.peerReached_ && wc.status != IBV_WC_WR_FLUSH_ERR) c_.notePeerReached();  // a flush is our QP's error, not the peer
   if (wc.status != IBV_WC_SUCCESS) {
     keep(slot);
@@ -186,6 +190,30 @@ void ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
     c_.framedSender_->pump();  // credits may have come back; a keepalive reply may wait
     c_.sender.notifyWritableIfDrained();
   }
+  c_.teardown.maybeFinish();
+}
+
+bool ConnectionReceiver::deliversAtOnce() const noexcept {
+  return !c_.options_.framed && c_.options_.autoPostRecv && !paused_ && heldMessages_.empty() && lendFrom_ == 0 &&
+         c_.peerReached_ && c_.sendable();
+}
+
+// What onCompletion, onMessage, deliverOrHold and deliver do for such a message, without asking
+// again what deliversAtOnce() answered: the ping-pong shape's short way.
+void ConnectionReceiver::deliverPlain(uint32_t slot, const ibv_wc& wc) noexcept {
+  ++receivesSeen_;
+  ++c_.stats_.messagesReceived;
+  c_.stats_.bytesReceived += wc.byte_len;
+  const uint8_t* payload = c_.queuePair_->receiveBuffer(slot);
+  EVRDMA_MARK_DEFINED(payload, wc.byte_len);
+  sendableSlot_ = slot;
+  sendableLength_ = wc.byte_len;
+  if ((wc.wc_flags & IBV_WC_WITH_IMM) != 0)
+    c_.handler_->onRecvWithImm(c_.facade(), ntohl(wc.imm_data), payload, wc.byte_len);
+  else
+    c_.handler_->onRecv(c_.facade(), payload, wc.byte_len);
+  sendableSlot_ = -1;
+  postAgain(slot);
   c_.teardown.maybeFinish();
 }
 

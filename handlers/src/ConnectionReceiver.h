@@ -68,6 +68,10 @@ class ConnectionReceiver {
   // Delivered now, or held (paused, earlier ones held, or no spare buffer to lend it from).
   // `parsed`: its frame (framed), or null.
   void deliverOrHold(const HeldMessage& message, const Frame* parsed) noexcept;
+  // A plain message (no frame, autoPostRecv, not paused, nothing held, nothing lent, established)
+  // goes straight to onRecv and its receive is posted again: deliverPlain.
+  bool deliversAtOnce() const noexcept;
+  void deliverPlain(uint32_t slot, const ibv_wc& wc) noexcept;
   // With lending: this message would be lent, and no spare buffer is free for it.
   bool findsNoSpare(const HeldMessage& message) noexcept;
   // Hands one message to the handler, then posts its receive again or keeps it for postRecv().

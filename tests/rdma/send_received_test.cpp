@@ -229,6 +229,40 @@ TEST_F(SendReceived, WhatCannotBeSentFromItsBufferIsRefusedBeforeAnythingIsPoste
   EXPECT_EQ(forwarder->connection->sendReceived(), -EINVAL) << "after onRecv returned";
 }
 
+// A plain message on an unframed connection takes the short way to onRecv (deliverPlain); a
+// paused reader must leave it: what arrives is held, in order, until it resumes.
+TEST_F(SendReceived, AnUnframedReaderPausedHoldsEveryEchoUntilItResumesThenGetsThemInOrder) {
+  evrdma::ConnectionOptions options = messagesOf(false);
+  options.recvDepth = 8;
+  options.sendDepth = 8;
+  connect(options, 4);
+  // Round trips first: the echoes take the short way from here on.
+  constexpr uint32_t kBefore = 4;
+  for (uint32_t i = 1; i <= kBefore; ++i) {
+    sender->sendUpTo(i);
+    ASSERT_TRUE(runUntil([&] { return sender->echoes == i || failed(); }, 30s)) << i;
+  }
+  ASSERT_EQ(sender->connection->pauseReceiving(), 0);
+  constexpr uint32_t kHeld = 6;  // fewer than recvDepth: unframed, the peer has no credits to wait for
+  sender->sendUpTo(kBefore + kHeld);
+  ASSERT_TRUE(runUntil([&] { return sender->connection->receivesHeld() == kHeld || failed(); }, 30s))
+      << "held " << sender->connection->receivesHeld() << " of " << kHeld << ", delivered while paused "
+      << sender->echoes - kBefore << ": " << sender->error << " / " << forwarder->error;
+  EXPECT_EQ(sender->echoes, kBefore) << "an echo reached onRecv while receiving was paused";
+  ASSERT_EQ(sender->connection->resumeReceiving(), 0);
+  ASSERT_TRUE(runUntil([&] { return sender->echoes == kBefore + kHeld || failed(); }, 30s)) << sender->echoes;
+  EXPECT_EQ(sender->badEchoes, 0u) << "the held echoes came out of order";
+  // Resumed, round trips go on one at a time, the short way again.
+  for (uint32_t i = 1; i <= 20; ++i) {
+    sender->sendUpTo(kBefore + kHeld + i);
+    ASSERT_TRUE(runUntil([&] { return sender->echoes == kBefore + kHeld + i || failed(); }, 30s)) << i;
+  }
+  EXPECT_EQ(sender->badEchoes, 0u);
+  EXPECT_EQ(sender->connection->receivesHeld(), 0u);
+  EXPECT_EQ(sender->error, "");
+  EXPECT_EQ(forwarder->error, "");
+}
+
 TEST_F(SendReceived, AConnectionOnASharedReceiveQueueRefusesIt) {
   evrdma::ConnectionOptions options = messagesOf(true);
   options.sharedReceiveQueue = true;
