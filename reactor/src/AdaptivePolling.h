@@ -38,6 +38,10 @@ class AdaptivePolling {
   // How many polls one loop turn makes before it goes back through libevent, and every how many
   // turns without a completion the clock is read (see spin()).
   static constexpr int kPollBurst = 32;
+  // A turn's polls go on past completions until it has handed out this many (a poll's worth):
+  // a ping-pong then finds its next message, or its send's completion, without a pass through
+  // libevent (a system call) for each.
+  static constexpr int kTurnCompletions = CompletionStats::kBatch;
   static constexpr uint32_t kTurnsPerClockRead = 8;
 
   AdaptivePolling(Reactor& reactor, CompletionStats& stats, Source& source)
