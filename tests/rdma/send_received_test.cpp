@@ -138,6 +138,14 @@ class SendReceived : public PingPongBed {
     PingPongBed::TearDown();
   }
   bool failed() const { return !sender->error.empty() || !forwarder->error.empty(); }
+  // Round trips one at a time: each message after the previous one's echo came back, up to `last`.
+  void oneAtATimeUpTo(uint32_t last) {
+    for (uint32_t i = sender->sent + 1; i <= last; ++i) {
+      sender->sendUpTo(i);
+      ASSERT_TRUE(runUntil([&] { return sender->echoes == i || failed(); }, 30s))
+          << "echo " << i << ": " << sender->error << " / " << forwarder->error;
+    }
+  }
 
   ForwarderFactory factory;
   Pair pair;
@@ -176,10 +184,7 @@ TEST_F(SendReceived, AForwardedBufferIsReusedOnlyAfterItsSendCompletesAndItsRece
   // Round trips one at a time: each buffer came back as a spare when its send completed, so
   // every echo is a forward now.
   constexpr uint32_t kRoundTrips = 50;
-  for (uint32_t i = 1; i <= kRoundTrips; ++i) {
-    sender->sendUpTo(kHeldBack + i);
-    ASSERT_TRUE(runUntil([&] { return sender->echoes == kHeldBack + i || failed(); }, 30s)) << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(oneAtATimeUpTo(kHeldBack + kRoundTrips));
   EXPECT_EQ(sender->badEchoes, 0u);
   EXPECT_EQ(forwarder->forwarded, forwardedHeldBack + kRoundTrips) << "the spares came back once their sends completed";
   EXPECT_EQ(forwarder->copied, copiedHeldBack);
@@ -238,10 +243,7 @@ TEST_F(SendReceived, AnUnframedReaderPausedHoldsEveryEchoUntilItResumesThenGetsT
   connect(options, 4);
   // Round trips first: the echoes take the short way from here on.
   constexpr uint32_t kBefore = 4;
-  for (uint32_t i = 1; i <= kBefore; ++i) {
-    sender->sendUpTo(i);
-    ASSERT_TRUE(runUntil([&] { return sender->echoes == i || failed(); }, 30s)) << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(oneAtATimeUpTo(kBefore));
   ASSERT_EQ(sender->connection->pauseReceiving(), 0);
   constexpr uint32_t kHeld = 6;  // fewer than recvDepth: unframed, the peer has no credits to wait for
   sender->sendUpTo(kBefore + kHeld);
@@ -253,10 +255,7 @@ TEST_F(SendReceived, AnUnframedReaderPausedHoldsEveryEchoUntilItResumesThenGetsT
   ASSERT_TRUE(runUntil([&] { return sender->echoes == kBefore + kHeld || failed(); }, 30s)) << sender->echoes;
   EXPECT_EQ(sender->badEchoes, 0u) << "the held echoes came out of order";
   // Resumed, round trips go on one at a time, the short way again.
-  for (uint32_t i = 1; i <= 20; ++i) {
-    sender->sendUpTo(kBefore + kHeld + i);
-    ASSERT_TRUE(runUntil([&] { return sender->echoes == kBefore + kHeld + i || failed(); }, 30s)) << i;
-  }
+  ASSERT_NO_FATAL_FAILURE(oneAtATimeUpTo(kBefore + kHeld + 20));
   EXPECT_EQ(sender->badEchoes, 0u);
   EXPECT_EQ(sender->connection->receivesHeld(), 0u);
   EXPECT_EQ(sender->error, "");
