@@ -193,6 +193,15 @@ void ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
   c_.teardown.maybeFinish();
 }
 
+void ConnectionReceiver::handOut(const uint8_t* payload, size_t length, bool hasImm, uint32_t imm) noexcept {
+  ++c_.stats_.messagesReceived;
+  c_.stats_.bytesReceived += length;
+  if (hasImm)
+    c_.handler_->onRecvWithImm(c_.facade(), imm, payload, length);
+  else
+    c_.handler_->onRecv(c_.facade(), payload, length);
+}
+
 bool ConnectionReceiver::deliversAtOnce() const noexcept {
   return !c_.options_.framed && c_.options_.autoPostRecv && !paused_ && heldMessages_.empty() && lendFrom_ == 0 &&
          c_.peerReached_ && c_.sendable();
@@ -202,16 +211,12 @@ bool ConnectionReceiver::deliversAtOnce() const noexcept {
 // again what deliversAtOnce() answered: the ping-pong shape's short way.
 void ConnectionReceiver::deliverPlain(uint32_t slot, const ibv_wc& wc) noexcept {
   ++receivesSeen_;
-  ++c_.stats_.messagesReceived;
-  c_.stats_.bytesReceived += wc.byte_len;
   const uint8_t* payload = c_.queuePair_->receiveBuffer(slot);
   EVRDMA_MARK_DEFINED(payload, wc.byte_len);
   sendableSlot_ = slot;
   sendableLength_ = wc.byte_len;
-  if ((wc.wc_flags & IBV_WC_WITH_IMM) != 0)
-    c_.handler_->onRecvWithImm(c_.facade(), ntohl(wc.imm_data), payload, wc.byte_len);
-  else
-    c_.handler_->onRecv(c_.facade(), payload, wc.byte_len);
+  const bool hasImm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+  handOut(payload, wc.byte_len, hasImm, hasImm ? ntohl(wc.imm_data) : 0);
   sendableSlot_ = -1;
   postAgain(slot);
   c_.teardown.maybeFinish();
@@ -302,8 +307,6 @@ void ConnectionReceiver::deliver(const HeldMessage& message, const Frame* parsed
     payload = frame.payload;
     length = frame.payloadLength;
   }
-  ++c_.stats_.messagesReceived;
-  c_.stats_.bytesReceived += length;
   const bool applicationPosts = !c_.options_.autoPostRecv;
   if (applicationPosts) {
     deliveringSlot_ = message.slot;
@@ -315,10 +318,7 @@ void ConnectionReceiver::deliver(const HeldMessage& message, const Frame* parsed
     sendableSlot_ = message.slot;
     sendableLength_ = length;
   }
-  if (message.hasImm)
-    c_.handler_->onRecvWithImm(c_.facade(), message.imm, payload, length);
-  else
-    c_.handler_->onRecv(c_.facade(), payload, length);
+  handOut(payload, length, message.hasImm, message.imm);
   deliveringSlot_ = -1;
   sendableSlot_ = -1;
   lendableSlot_ = -1;  // lent or not, the receive is posted again (a lent one with a spare buffer)

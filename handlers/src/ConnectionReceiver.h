@@ -72,6 +72,8 @@ class ConnectionReceiver {
   // goes straight to onRecv and its receive is posted again: deliverPlain.
   bool deliversAtOnce() const noexcept;
   void deliverPlain(uint32_t slot, const ibv_wc& wc) noexcept;
+  // Counts a message and hands it to onRecv / onRecvWithImm (deliver and deliverPlain).
+  void handOut(const uint8_t* payload, size_t length, bool hasImm, uint32_t imm) noexcept;
   // With lending: this message would be lent, and no spare buffer is free for it.
   bool findsNoSpare(const HeldMessage& message) noexcept;
   // Hands one message to the handler, then posts its receive again or keeps it for postRecv().
