@@ -8,6 +8,15 @@ build=$(cd "$1" && pwd)
 bin=$build/consumers/bin
 [ -x "$bin/consumer-pkg-config" ] || { echo "installed_consumers_test: $bin is empty: run the install test first (ctest -L install)" >&2; exit 1; }
 : "${EVRDMA_RDMA_IP:?run under tools/rdma-run}"
+# The packages this test installs in the guest (below) are removed again at its end; a run cut
+# short may have left them, and a libevrdma.so in the system's path would make the no-rpath
+# consumer start (a second run of the label in one guest boot: make test-repeat).
+remove_packages() {
+    if [ "${EVRDMA_TESTBED:-}" = vm ] && dpkg -s libevrdma >/dev/null 2>&1; then
+        dpkg -r libevrdma-dev libevrdma >/dev/null
+    fi
+}
+remove_packages
 for consumer in consumer-find-package consumer-find-package-static consumer-pkg-config consumer-add-subdirectory; do
     echo "--- $consumer"
     timeout 60 "$bin/$consumer" "$EVRDMA_RDMA_IP" 200
@@ -40,6 +49,11 @@ if [ "${EVRDMA_TESTBED:-}" = vm ]; then
     [ "$(pkg-config --modversion evrdma)" = "$(dpkg-deb -f "$build"/consumers/packages/libevrdma_*.deb Version)" ] ||
         { echo "installed_consumers_test: pkg-config does not find the installed evrdma" >&2; exit 1; }
     timeout 60 "$bin/consumer-deb" "$EVRDMA_RDMA_IP" 200  # finds libevrdma.so.* where the package put it
+    installed=$(dpkg -L libevrdma | grep 'libevrdma\.so')
+    remove_packages
+    for f in $installed; do
+        [ ! -e "$f" ] || { echo "installed_consumers_test: $f is still there after dpkg -r" >&2; exit 1; }
+    done
 else
     LD_LIBRARY_PATH=$build/consumers/deb-root/usr/lib timeout 60 "$bin/consumer-deb" "$EVRDMA_RDMA_IP" 200
 fi
