@@ -5,6 +5,7 @@
 // refused before anything is posted.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -260,6 +261,66 @@ TEST_F(SendReceived, AnUnframedReaderPausedHoldsEveryEchoUntilItResumesThenGetsT
   EXPECT_EQ(sender->connection->receivesHeld(), 0u);
   EXPECT_EQ(sender->error, "");
   EXPECT_EQ(forwarder->error, "");
+}
+
+// Two unframed pairs on one Reactor share its CQ: a poll may hold completions of both (each then
+// goes its own connection's way) or of one (handed over in one call). Pausing one reader must hold
+// its echoes only: the other's round trips go on, one at a time, meanwhile.
+TEST_F(SendReceived, OfTwoUnframedReadersOnOneCqThePausedOneHoldsItsEchoesWhileTheOtherKeepsItsRoundTrips) {
+  evrdma::ConnectionOptions options = messagesOf(false);
+  options.recvDepth = 8;
+  options.sendDepth = 8;
+  connect(options, 4);
+  Sender* const paused = sender;
+  Forwarder* const pausedEcho = forwarder;
+  auto handler = std::make_unique<Sender>();
+  Sender* const flowing = handler.get();
+  evrdma::ClientOptions clientOptions;
+  static_cast<evrdma::ConnectionOptions&>(clientOptions) = factory.options;
+  auto second = evrdma::Client::create(reactor_, std::move(handler), clientOptions);
+  ASSERT_EQ(second->connect(bed_.ip, pair.listener->port()), 0);
+  ASSERT_TRUE(runUntil([&] {
+    return (flowing->connection != nullptr && factory.forwarder != pausedEcho && factory.forwarder->connection != nullptr) ||
+           !flowing->error.empty();
+  }, 30s)) << flowing->error;
+  Forwarder* const flowingEcho = factory.forwarder;
+  const std::vector<evrdma::DeviceStats> devices = reactor_.stats().devices;
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].completions.sharedCqsCreated, 1u) << "the four connections must share one CQ";
+  // Both pairs take the short way first.
+  ASSERT_NO_FATAL_FAILURE(oneAtATimeUpTo(4));
+  for (uint32_t i = 1; i <= 4; ++i) {
+    flowing->sendUpTo(i);
+    ASSERT_TRUE(runUntil([&] { return flowing->echoes == i || !flowing->error.empty(); }, 30s));
+  }
+  ASSERT_EQ(paused->connection->pauseReceiving(), 0);
+  constexpr uint32_t kHeld = 6;  // fewer than recvDepth: unframed, the peer has no credits to wait for
+  paused->sendUpTo(4 + kHeld);
+  // While its echoes come and are held, the other pair's round trips go on.
+  constexpr uint32_t kFlowing = 40;
+  for (uint32_t i = 5; i <= kFlowing; ++i) {
+    flowing->sendUpTo(i);
+    ASSERT_TRUE(runUntil([&] { return flowing->echoes == i || !flowing->error.empty(); }, 30s))
+        << "round trip " << i << " of the flowing pair: " << flowing->error << " / " << flowingEcho->error;
+  }
+  ASSERT_TRUE(runUntil([&] { return paused->connection->receivesHeld() == kHeld || paused->echoes > 4 || failed(); }, 30s))
+      << "held " << paused->connection->receivesHeld() << " of " << kHeld;
+  ASSERT_EQ(paused->echoes, 4u) << "an echo reached the paused reader's onRecv";
+  EXPECT_EQ(flowing->connection->receivesHeld(), 0u) << "the flowing reader held something";
+  ASSERT_EQ(paused->connection->resumeReceiving(), 0);
+  ASSERT_TRUE(runUntil([&] { return paused->echoes == 4 + kHeld || failed(); }, 30s)) << paused->echoes;
+  ASSERT_NO_FATAL_FAILURE(oneAtATimeUpTo(4 + kHeld + 10));
+  EXPECT_EQ(paused->badEchoes, 0u) << "the held echoes came out of order";
+  EXPECT_EQ(flowing->badEchoes, 0u);
+  EXPECT_EQ(paused->error + pausedEcho->error + flowing->error + flowingEcho->error, "");
+  const evrdma::CompletionStats completions = reactor_.stats().devices[0].completions;
+  uint64_t pollsWithSome = 0;
+  for (size_t n = 1; n < completions.perPoll.size(); ++n) pollsWithSome += completions.perPoll[n];
+  std::printf("[ figures  ] polls with completions %llu, of them for one connection %llu\n",
+              static_cast<unsigned long long>(pollsWithSome),
+              static_cast<unsigned long long>(completions.pollsForOneConnection));
+  EXPECT_GT(pollsWithSome, completions.pollsForOneConnection) << "no poll held two connections' completions";
+  second.reset();
 }
 
 TEST_F(SendReceived, AConnectionOnASharedReceiveQueueRefusesIt) {
