@@ -139,12 +139,14 @@ class SendReceived : public PingPongBed {
     PingPongBed::TearDown();
   }
   bool failed() const { return !sender->error.empty() || !forwarder->error.empty(); }
-  // Round trips one at a time: each message after the previous one's echo came back, up to `last`.
-  void oneAtATimeUpTo(uint32_t last) {
-    for (uint32_t i = sender->sent + 1; i <= last; ++i) {
-      sender->sendUpTo(i);
-      ASSERT_TRUE(runUntil([&] { return sender->echoes == i || failed(); }, 30s))
-          << "echo " << i << ": " << sender->error << " / " << forwarder->error;
+  // Round trips one at a time: each message after the previous one's echo came back, up to `last`
+  // (of `who`, the fixture's sender unless another is named).
+  void oneAtATimeUpTo(uint32_t last) { oneAtATimeUpTo(*sender, last); }
+  void oneAtATimeUpTo(Sender& who, uint32_t last) {
+    for (uint32_t i = who.sent + 1; i <= last; ++i) {
+      who.sendUpTo(i);
+      ASSERT_TRUE(runUntil([&] { return who.echoes == i || !who.error.empty() || failed(); }, 30s))
+          << "echo " << i << ": " << who.error << " / " << sender->error << " / " << forwarder->error;
     }
   }
 
@@ -288,28 +290,23 @@ TEST_F(SendReceived, OfTwoUnframedReadersOnOneCqThePausedOneHoldsItsEchoesWhileT
   ASSERT_EQ(devices.size(), 1u);
   EXPECT_EQ(devices[0].completions.sharedCqsCreated, 1u) << "the four connections must share one CQ";
   // Both pairs take the short way first.
-  ASSERT_NO_FATAL_FAILURE(oneAtATimeUpTo(4));
-  for (uint32_t i = 1; i <= 4; ++i) {
-    flowing->sendUpTo(i);
-    ASSERT_TRUE(runUntil([&] { return flowing->echoes == i || !flowing->error.empty(); }, 30s));
-  }
+  constexpr uint32_t kBefore = 4;
+  ASSERT_NO_FATAL_FAILURE(oneAtATimeUpTo(kBefore));
+  ASSERT_NO_FATAL_FAILURE(oneAtATimeUpTo(*flowing, kBefore));
   ASSERT_EQ(paused->connection->pauseReceiving(), 0);
   constexpr uint32_t kHeld = 6;  // fewer than recvDepth: unframed, the peer has no credits to wait for
-  paused->sendUpTo(4 + kHeld);
+  paused->sendUpTo(kBefore + kHeld);
   // While its echoes come and are held, the other pair's round trips go on.
   constexpr uint32_t kFlowing = 40;
-  for (uint32_t i = 5; i <= kFlowing; ++i) {
-    flowing->sendUpTo(i);
-    ASSERT_TRUE(runUntil([&] { return flowing->echoes == i || !flowing->error.empty(); }, 30s))
-        << "round trip " << i << " of the flowing pair: " << flowing->error << " / " << flowingEcho->error;
-  }
-  ASSERT_TRUE(runUntil([&] { return paused->connection->receivesHeld() == kHeld || paused->echoes > 4 || failed(); }, 30s))
-      << "held " << paused->connection->receivesHeld() << " of " << kHeld;
-  ASSERT_EQ(paused->echoes, 4u) << "an echo reached the paused reader's onRecv";
+  ASSERT_NO_FATAL_FAILURE(oneAtATimeUpTo(*flowing, kFlowing)) << "the flowing pair: " << flowingEcho->error;
+  ASSERT_TRUE(runUntil([&] {
+    return paused->connection->receivesHeld() == kHeld || paused->echoes > kBefore || failed();
+  }, 30s)) << "held " << paused->connection->receivesHeld() << " of " << kHeld;
+  ASSERT_EQ(paused->echoes, kBefore) << "an echo reached the paused reader's onRecv";
   EXPECT_EQ(flowing->connection->receivesHeld(), 0u) << "the flowing reader held something";
   ASSERT_EQ(paused->connection->resumeReceiving(), 0);
-  ASSERT_TRUE(runUntil([&] { return paused->echoes == 4 + kHeld || failed(); }, 30s)) << paused->echoes;
-  ASSERT_NO_FATAL_FAILURE(oneAtATimeUpTo(4 + kHeld + 10));
+  ASSERT_TRUE(runUntil([&] { return paused->echoes == kBefore + kHeld || failed(); }, 30s)) << paused->echoes;
+  ASSERT_NO_FATAL_FAILURE(oneAtATimeUpTo(kBefore + kHeld + 10));
   EXPECT_EQ(paused->badEchoes, 0u) << "the held echoes came out of order";
   EXPECT_EQ(flowing->badEchoes, 0u);
   EXPECT_EQ(paused->error + pausedEcho->error + flowing->error + flowingEcho->error, "");
