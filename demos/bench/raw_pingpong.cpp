@@ -46,7 +46,7 @@ void usage(FILE* out, const char* prog) {
                "  -p PORT     port (default 7475)\n"
                "  -S          be the server: echo every message of one client, then exit\n"
                "  -c COUNT    round trips (client, default 5000)\n"
-               "  -s SIZE     message size in bytes, 8 to 1048576 (client, default 64)\n"
+               "  -s SIZE     message size in bytes, 1 to 1048576 (client, default 64)\n"
                "  -h, --help  this text\n"
                "The client prints the average and median round trip, as pingpong-client -x does.\n",
                prog);
@@ -256,7 +256,9 @@ int runClient(const sockaddr* address, uint64_t count, size_t size) {
     uint32_t inFlight = 0;
     for (uint64_t sent = 1; sent <= count; ++sent) {
       uint8_t* out = ep.buffer(kDepth + sent % kDepth);  // not read by a send still in flight
-      std::memcpy(out, &sent, sizeof sent);  // each echo is checked for its number
+      // Each echo is checked for its number, or for as many of its bytes as a shorter message holds.
+      const size_t numbered = std::min(size, sizeof sent);
+      std::memcpy(out, &sent, numbered);
       ep.postSend(out, static_cast<uint32_t>(size));
       ++inFlight;
       // As pingpong-client: the clock is read after the post, while the peer works on the echo.
@@ -273,9 +275,10 @@ int runClient(const sockaddr* address, uint64_t count, size_t size) {
             --inFlight;
             continue;
           }
-          uint64_t number = 0;
-          std::memcpy(&number, ep.buffer(wcs[i].wr_id), sizeof number);
-          if (wcs[i].byte_len != size || number != sent)
+          uint64_t number = 0, expected = 0;
+          std::memcpy(&number, ep.buffer(wcs[i].wr_id), numbered);
+          std::memcpy(&expected, &sent, numbered);
+          if (wcs[i].byte_len != size || number != expected)
             fail("echo " + std::to_string(sent) + " came back wrong (" + std::to_string(wcs[i].byte_len) + " bytes)");
           ep.postRecv(wcs[i].wr_id);
           echoed = true;
@@ -320,7 +323,7 @@ int main(int argc, char** argv) {
         good = pingpong::optionsAreGood(prog, pingpong::parseNumber(optarg, 100000000, count) && count > 0, opt, optarg);
         break;
       case 's':
-        good = pingpong::optionsAreGood(prog, pingpong::parseNumber(optarg, 1 << 20, size) && size >= 8, opt, optarg);
+        good = pingpong::optionsAreGood(prog, pingpong::parseNumber(optarg, 1 << 20, size) && size >= 1, opt, optarg);
         break;
       case 'h': usage(stdout, prog); return 0;
       default: good = false;
