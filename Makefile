@@ -67,16 +67,16 @@ demo: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -- demos/pingpong/demo.sh 16 500 4096
 
 # evrdma against perftest, measured in the same test-bed run, each figure the median of 3 runs
-# taken in turn (demos/bench/bench.py): round-trip latency from 1 B to 1 MiB (pingpong vs
+# (5 for latency up to 4 KiB) taken in turn (demos/bench/bench.py): round-trip latency from 1 B to 1 MiB (pingpong vs
 # ib_send_lat, event mode and adaptive polling), one-way throughput per mode (blast vs ib_send_bw
 # -e / ib_write_bw / ib_read_bw -e), message rate at 8 B-4 KiB unbatched and in lists of 16, the
 # CPU of an idle open connection, byte streams (stream-bench vs rstream: throughput with 64 B-64 KiB
 # writes, CPU per GB, 64 B ping-pong; TCP as a reference), then how an application's own timer and HTTP server fare on the
-# loop while RDMA floods it (evrdma-loop-latency). CSV files, summary.txt and SVG pictures
-# (gnuplot, from make deps) go to BENCH_OUT.
+# loop while RDMA floods it (evrdma-loop-latency). CSV files, summary.txt, loop-latency.txt and SVG
+# pictures (gnuplot, from make deps) go to BENCH_OUT.
 BENCH_OUT ?= $(BUILD_DIR)/bench
 bench: build
-	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3000 -- sh -c '/usr/bin/python3 demos/bench/bench.py --out "$(BENCH_OUT)" && echo && $(BUILD_DIR)/demos/evrdma-loop-latency -a "$$EVRDMA_RDMA_IP" -d 3'
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3000 -- sh -c '/usr/bin/python3 demos/bench/bench.py --out "$(BENCH_OUT)" && echo && $(BUILD_DIR)/demos/evrdma-loop-latency -a "$$EVRDMA_RDMA_IP" -d 3 >"$(BENCH_OUT)/loop-latency.txt" && cat "$(BENCH_OUT)/loop-latency.txt"'
 	gnuplot -e "dir='$(BENCH_OUT)'" demos/bench/plot.gp && echo "bench: pictures in $(BENCH_OUT)/latency.svg, bandwidth.svg, rate.svg, streams.svg"
 
 # The library's own work per message: callgrind's instructions per round trip of pingpong -P
