@@ -1,7 +1,8 @@
 // ByteStream: the program's bufferevent over a framed connection: the pair and filter made for
 // it, what the program wrote cut into messages (one copy, into the send buffer), what the peer
-// sent handed to the program within the receive window, the FIN both ways, the events, and the
-// end once both the program's bufferevent and the connection are gone.
+// sent handed to the program within the receive window, the FIN both ways and the events. How a
+// stream ends (the program's free, the half-close, the Reactor lingering or going) is in
+// ByteStreamEnd.cpp.
 #include "ByteStream.h"
 
 #include <event2/buffer.h>
@@ -18,6 +19,7 @@
 #include <new>
 
 #include "ConnectionCore.h"
+#include "LingeringHandler.h"
 #include "ReceiveLoan.h"
 #include "ReactorCore.h"
 #include "evrdma/Reactor.h"
@@ -45,7 +47,7 @@ void takeFrom(void* input, uint8_t* to, size_t length) {
 
 }  // namespace
 
-class ByteStream::Handler final : public ConnectionHandler {
+class ByteStream::Handler final : public LingeringHandler {
  public:
   explicit Handler(ByteStream& stream) : stream_(&stream) {}
   explicit Handler(std::function<ByteStream*(Connection&)> make) : stream_(nullptr), make_(std::move(make)) {}
@@ -229,7 +231,7 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
 }
 
 bool ByteStream::straightWayOut() const noexcept {
-  if (!connected_ || !programHoldsItsEnd() || (user_->enabled & EV_WRITE) == 0) return false;
+  if (!connected_ || !programReachable() || (user_->enabled & EV_WRITE) == 0) return false;
   if (user_->timeout_write.tv_sec != 0 || user_->timeout_write.tv_usec != 0) return false;
   return evbuffer_get_length(inputOf(ours_)) == 0 &&
          evbuffer_get_length(outputOf(userPair_)) == 0 &&
@@ -296,7 +298,7 @@ void ByteStream::pump() noexcept {
     }
   }
   if (batched) (void)c.endBatch();
-  if (programHoldsItsEnd()) {
+  if (programReachable()) {
     if (tookStraight) {
       // The program's write callback, at its low watermark, as the filter calls it when it passes bytes on.
       bufferevent_trigger(user_, EV_WRITE, 0);
@@ -326,7 +328,7 @@ void ByteStream::onWritable(Connection&) noexcept {
 void ByteStream::onSendDone(Connection& c, uint64_t tag) noexcept {
   if (tag != kFinTag) return;
   finDone_ = true;
-  if (programGone_) c.close();  // everything the program wrote went out, and the FIN after it
+  if (closeOnceFinDone_) c.close();  // everything the program wrote went out, and the FIN after it
 }
 
 void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexcept {
@@ -335,7 +337,7 @@ void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexc
     afterDelivery();
     return;
   }
-  if (!programHoldsItsEnd()) return;  // nobody reads any more
+  if (!programReachable()) return;  // nobody reads any more
   if (straightWayIn(length) && deliverInto(c, inputOf(user_), data, length)) {
     ++messagesStraightIn_;
     bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
@@ -388,7 +390,7 @@ void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, voi
 }
 
 void ByteStream::afterDelivery() noexcept {
-  if (!programHoldsItsEnd()) return;
+  if (!programReachable()) return;
   const size_t held = evbuffer_get_length(outputOf(ours_));
   if (receivingPaused_ && held <= options_.receiveWindow / 2 && connection_ != nullptr) {
     receivingPaused_ = false;
@@ -402,6 +404,8 @@ void ByteStream::afterDelivery() noexcept {
   }
 }
 
+bool ByteStream::programReachable() const noexcept { return !reactorLingers_ && programHoldsItsEnd(); }
+
 bool ByteStream::programHoldsItsEnd() const noexcept {
   // While userPair_ is set we hold a reference on it (heldPair_): the pair stays linked.
   if (programGone_ || userPair_ == nullptr) return false;
@@ -413,7 +417,7 @@ bool ByteStream::programHoldsItsEnd() const noexcept {
 }
 
 void ByteStream::tellProgram(short what, int err) noexcept {
-  if (!handedOut_ || !programHoldsItsEnd()) return;
+  if (!handedOut_ || !programReachable()) return;
   // Both ends' callbacks are deferred: libevent keeps this errno for the program's callback.
   EVUTIL_SET_SOCKET_ERROR(err);
   // With nothing on the long way, to the program's end itself: after bytes that went straight in,
@@ -436,87 +440,6 @@ void ByteStream::onError(Connection&, int err, const char*) noexcept {
   tellProgram(BEV_EVENT_ERROR, -err);
 }
 
-void ByteStream::onClosed(Connection& c) noexcept {
-  lastStats_ = c.stats();
-  connectionEnded();
-}
-
-void ByteStream::connectionEnded() noexcept {
-  connection_ = nullptr;
-  connected_ = false;
-  connectionGone_ = true;
-  if (!handedOut_ && user_ != nullptr) {
-    // An accepted stream whose connection never came up: its end was never the program's.
-    bufferevent* end = user_;
-    user_ = nullptr;
-    userPair_ = nullptr;
-    bufferevent_free(end);  // onProgramFreed follows, from the loop
-    return;
-  }
-  maybeEnd();
-}
-
-void ByteStream::onProgramFreed(void* self) {
-  auto* stream = static_cast<ByteStream*>(self);
-  stream->programGone_ = true;
-  stream->keepWhatTheProgramWrote();
-  stream->user_ = nullptr;
-  stream->userPair_ = nullptr;  // freed with the program's end
-  stream->closeWhenSent();
-  stream->maybeEnd();
-}
-
-void ByteStream::keepWhatTheProgramWrote() noexcept {
-  if (heldPair_ == nullptr) return;
-  bufferevent* under = heldPair_;
-  heldPair_ = nullptr;
-  // The program's end is being finalized (this runs from its destructor, its buffers still
-  // there) and pair[0] lives on by our reference: what waited in either goes after what our end
-  // took already. The pair froze the ends of these buffers that only it adds to or takes from;
-  // it is unlinked now, so we do it.
-  if (ours_ != nullptr && !connectionGone_) {
-    evbuffer* to = inputOf(ours_);
-    evbuffer* underOutput = outputOf(under);
-    evbuffer_unfreeze(to, 0);
-    evbuffer_unfreeze(underOutput, 1);
-    evbuffer_add_buffer(to, underOutput);
-    if (user_ != nullptr) evbuffer_add_buffer(to, outputOf(user_));
-    evbuffer_freeze(underOutput, 1);
-    evbuffer_freeze(to, 0);
-  }
-  bufferevent_setcb(under, nullptr, nullptr, nullptr, nullptr);  // its callbacks were the filter's
-  bufferevent_decref(under);
-}
-
-void ByteStream::closeWhenSent() noexcept {
-  if (connection_ == nullptr) {
-    if (client_ && !connectionGone_) client_->close();  // still connecting
-    return;
-  }
-  if (!finWanted_) {
-    finWanted_ = true;
-    finAt_ = taken_ + evbuffer_get_length(inputOf(ours_));
-  }
-  if (finDone_) {
-    connection_->close();
-    return;
-  }
-  pump();  // what the program wrote before, then the FIN; closed once the FIN's send completes
-}
-
-int ByteStream::shutdownWrite() noexcept {
-  if (finWanted_) return -EALREADY;
-  if (connectionGone_ || !programHoldsItsEnd()) return -ENOTCONN;
-  finWanted_ = true;
-  // Every byte the program wrote so far goes first, wherever it waits: its output evbuffer, the
-  // pair's end under it, our end's input. (A flush would not do: libevent's pair moves no more
-  // than our end's read watermark.)
-  finAt_ = taken_ + evbuffer_get_length(inputOf(ours_)) +
-           evbuffer_get_length(outputOf(userPair_)) + evbuffer_get_length(outputOf(user_));
-  pump();
-  return 0;
-}
-
 StreamStats ByteStream::stats() const noexcept {
   StreamStats out;
   out.connected = connected_;
@@ -531,29 +454,6 @@ StreamStats ByteStream::stats() const noexcept {
   out.messagesStraightIn = messagesStraightIn_;
   out.messagesStraightOut = messagesStraightOut_;
   return out;
-}
-
-void ByteStream::maybeEnd() noexcept {
-  if (!programGone_ || !connectionGone_ || ending_) return;
-  ending_ = true;
-  if (reactorGone_) {
-    delete this;
-    return;
-  }
-  reactor_.defer([this] { delete this; });
-}
-
-void ByteStream::onReactorGone() noexcept {
-  // The connection is a closed shell now and says nothing more; the program still holds its end.
-  reactorGone_ = true;
-  if (pumpDue_ != nullptr) event_free(pumpDue_);  // before the base it is on
-  pumpDue_ = nullptr;
-  connected_ = false;
-  connection_ = nullptr;
-  connectionGone_ = true;
-  tellProgram(BEV_EVENT_ERROR, ESHUTDOWN);
-  // A delete scheduled with defer() was dropped with the Reactor's deferred closures.
-  if (programGone_) delete this;
 }
 
 }  // namespace evrdma::detail

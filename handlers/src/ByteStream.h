@@ -72,6 +72,10 @@ class ByteStream final : public ReactorMember {
   void onError(Connection& c, int err, const char* op) noexcept;
   void onClosed(Connection& c) noexcept;
   void onReactorGone() noexcept override;
+  // The Reactor lingers: what the program wrote goes out, then the FIN and the disconnect, also
+  // when it freed its end since the loop last ran, or still holds it (Reactor::setLinger).
+  void beforeLinger() noexcept override;
+  bool lingering() const noexcept override;
 
   // libevent's news.
   static void onProgramWrote(bufferevent* ours, void* self);  // our end's read callback
@@ -110,6 +114,8 @@ class ByteStream final : public ReactorMember {
   void afterDelivery() noexcept;
   // The program has not freed its end (false from the moment it calls bufferevent_free).
   bool programHoldsItsEnd() const noexcept;
+  // It holds its end and may be told (its bytes, events): not while the Reactor lingers.
+  bool programReachable() const noexcept;
   // Tells the program `what` (BEV_EVENT_*), with `err` as EVUTIL_SOCKET_ERROR().
   void tellProgram(short what, int err) noexcept;
   // The program is gone: what it wrote before goes out, the FIN, then the connection closes.
@@ -119,6 +125,12 @@ class ByteStream final : public ReactorMember {
   void connectionEnded() noexcept;
   // The program freed its end: what it wrote that has not reached our end yet is taken over.
   void keepWhatTheProgramWrote() noexcept;
+  // The program let go of its end: what it wrote is ours to send (keepWhatTheProgramWrote).
+  void letGo() noexcept;
+  // What waits in `under`'s output (the pair's end under the program's) and in `program`'s (its
+  // end, if given) goes after what our end's input holds: the pair froze the ends of these buffers
+  // that only it adds to or takes from, so they are unfrozen for the move.
+  void moveWrittenToOurEnd(bufferevent* under, bufferevent* program) noexcept;
   // Frees the stream once the program's end and the connection are both gone.
   void maybeEnd() noexcept;
 
@@ -139,7 +151,9 @@ class ByteStream final : public ReactorMember {
   std::function<void(ByteStream&, Connection&)> established_;
   bool connected_ = false;       // established, and not closed
   bool handedOut_ = true;        // the program has its end (an accepted stream's only once up)
-  bool programGone_ = false;     // the program freed its end
+  bool programGone_ = false;     // the program freed its end (what it wrote is ours to send)
+  bool endFinalized_ = false;    // libevent finalized the program's end (onProgramFreed ran)
+  bool closeOnceFinDone_ = false;  // the connection closes once the FIN's send completed
   bool connectionGone_ = false;  // onClosed came (or there never was a connection)
   bool blocked_ = false;         // no send buffer free: the pump waits for onWritable
   bool finWanted_ = false;       // shutdownWrite, or the program freed its end
@@ -154,6 +168,7 @@ class ByteStream final : public ReactorMember {
   bool eofTold_ = false;
   bool receivingPaused_ = false;
   bool reactorGone_ = false;
+  bool reactorLingers_ = false;  // ~Reactor lingers (beforeLinger): nothing reaches the program
   bool ending_ = false;          // the delete is scheduled
 };
 

@@ -81,6 +81,10 @@ evrdma_base* evrdma_base_new(event_base* base) {
 
 void evrdma_base_free(evrdma_base* rbase) { delete rbase; }
 
+void evrdma_base_set_linger(evrdma_base* rbase, unsigned msec) {
+  if (rbase != nullptr) rbase->reactor.setLinger(std::chrono::milliseconds(msec));
+}
+
 void evrdma_base_set_polling_window(evrdma_base* rbase, unsigned usec) {
   if (rbase != nullptr) rbase->reactor.setPollingWindow(std::chrono::microseconds(usec));
 }

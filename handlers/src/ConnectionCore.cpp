@@ -14,6 +14,7 @@
 #include "FramedSender.h"
 #include "Liveness.h"
 #include "LendingPool.h"
+#include "LingeringHandler.h"
 #include "QueuePair.h"
 #include "ReactorCore.h"
 #include "ReactorMember.h"
@@ -321,6 +322,12 @@ void ConnectionCore::onPoll(const ibv_wc* wcs, int n, int receives) noexcept {
   onPollBegin(receives);
   for (int i = 0; i < n; ++i) onCompletion(wcs[i]);
   onPollEnd();
+}
+
+void ConnectionCore::beforeLinger() noexcept {
+  if (dynamic_cast<detail::LingeringHandler*>(handler_.get()) != nullptr || silenced_) return;
+  silenced_ = std::move(handler_);
+  handler_ = std::make_unique<ConnectionHandler>();
 }
 
 bool ConnectionCore::connectionState(ConnectionState& state) const noexcept {

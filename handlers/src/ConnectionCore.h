@@ -109,6 +109,7 @@ class ConnectionCore : public CmEventHandler,
 
   Reactor& reactor_;
   std::unique_ptr<ConnectionHandler> handler_;
+  std::unique_ptr<ConnectionHandler> silenced_;  // the application's, while the Reactor lingers
   ConnectionOptions options_;
   std::string peerAddress_ = "?";
   const bool isClient_;
@@ -147,6 +148,9 @@ class ConnectionCore : public CmEventHandler,
   void onPollEnd() noexcept final;
   void onPoll(const ibv_wc* wcs, int n, int receives) noexcept final;
   void onReactorGone() noexcept override { teardown.onReactorGone(); }  // may free the connection
+  // The Reactor lingers: an application's handler is swapped for a silent one (kept alive in
+  // silenced_); a stream's (LingeringHandler) goes on.
+  void beforeLinger() noexcept override;
   bool connectionState(ConnectionState& state) const noexcept override;
   void onGranted(uint64_t tag, const RemoteRegion& region) noexcept override;
   void onRefused(uint64_t tag, int err) noexcept override;

@@ -41,6 +41,8 @@ class ConnectionTeardown {
   Phase phase() const noexcept { return phase_; }
   bool closing() const noexcept { return phase_ != Phase::None; }
   bool finished() const noexcept { return phase_ >= Phase::Finished; }
+  // Disconnected, with every posted request back (or given up on): nothing more comes or goes.
+  bool doneWithPeer() const noexcept { return phase_ >= Phase::FinishScheduled; }
   bool orphaned() const noexcept { return phase_ == Phase::Orphaned; }
   bool failed() const noexcept { return failed_; }
   // The -errno the connection failed with (what onError said), 0 while it has not failed.

@@ -150,6 +150,11 @@ void ListenerCore::onCmEvent(const CmEvent& event) noexcept {
 
 void ListenerCore::onConnectRequest(const CmEvent& event) noexcept {
   ++stats_.requests;
+  if (reactor_.core().lingering()) {  // ~Reactor: streams finish sending, nothing new starts
+    ++stats_.rejectedClosing;
+    home_->reject(event.id, "the server is shutting down");
+    return;
+  }
   // (Admitted requests that wait for memory do not hold it back: it may fit where they do not.)
   if (waiting_->empty() && home_->mayAnswer()) {
     home_->countAnswer();

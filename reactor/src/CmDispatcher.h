@@ -42,6 +42,10 @@ class CmDispatcher {
   uint64_t budgetYields() const noexcept { return budgetYields_; }
   // Events are waiting in the channel for a later turn (the last drain stopped at the budget).
   bool backlogged() const noexcept { return resume_.scheduled(); }
+  // For the Reactor's linger (ReactorCore::lingerStreams), which serves the channel without the loop:
+  // its fd, and one drain of what it holds.
+  int fd() const noexcept { return channel_ ? channel_->fd : -1; }
+  void serveNow() noexcept { drain(); }
 
  private:
   static void onReadable(int, short, void* self) noexcept;

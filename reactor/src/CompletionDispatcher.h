@@ -178,6 +178,10 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   // The CQs, then the channel (Device::releaseVerbs, once no connection is attached).
   void releaseVerbs() noexcept;
   bool delivering() const noexcept { return delivering_; }
+  // For the Reactor's linger (ReactorCore::lingerStreams), which serves the CQs without the loop: the
+  // channel's fd, and one pass as on readiness (it polls every CQ first).
+  int channelFd() const noexcept { return channel_ ? channel_->fd : -1; }
+  void serveNow() noexcept { run(); }
   const CompletionStats& stats() const noexcept { return stats_; }
   size_t sharedCqCount() const noexcept { return cqs_.size(); }
 

@@ -60,6 +60,12 @@ class Device final : private detail::AsyncInbox, private CompletionDispatcher::O
   // (-ENODEV once the device is being removed).
   std::unique_ptr<CompletionDispatcher::Attachment> attach(uint32_t entries, CompletionHandler* handler, int& error);
   const CompletionStats& stats() const noexcept { return stats_; }
+  // For the Reactor's linger: the completion channel's fd (-1 once removed), and one pass over
+  // the CQs.
+  int completionFd() const noexcept { return !removed_ && completions_ ? completions_->channelFd() : -1; }
+  void serveCompletionsNow() noexcept {
+    if (!removed_ && completions_) completions_->serveNow();
+  }
 
   // The device is going away: see the top of this file.
   void markRemoved() noexcept;

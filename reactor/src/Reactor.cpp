@@ -43,6 +43,10 @@ void Reactor::setTurnBudget(std::chrono::microseconds budget) noexcept {
   core_->setTurnBudget(std::max(budget, std::chrono::microseconds(0)));
 }
 std::chrono::microseconds Reactor::turnBudget() const noexcept { return core_->turnBudget(); }
+void Reactor::setLinger(std::chrono::milliseconds linger) noexcept {
+  core_->setLinger(std::max(linger, std::chrono::milliseconds(0)));
+}
+std::chrono::milliseconds Reactor::linger() const noexcept { return core_->linger(); }
 
 void Reactor::setMemoryBudget(uint64_t bytes) noexcept { core_->memoryAccount().setBudget(bytes); }
 uint64_t Reactor::memoryBudget() const noexcept { return core_->memoryAccount().budget(); }

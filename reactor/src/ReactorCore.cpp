@@ -6,8 +6,12 @@
 #include <event2/event.h>
 #include <rdma/rdma_cma.h>
 
+#include <poll.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <utility>
+#include <vector>
 
 #include "AsyncEventRouter.h"
 #include "CmDispatcher.h"
@@ -42,7 +46,40 @@ void ReactorCore::makeDeferEvents() noexcept {
   }
 }
 
+void ReactorCore::lingerStreams() noexcept {
+  if (linger_.count() == 0 || members_.empty()) return;
+  lingering_ = true;
+  // Copied: a member may free another meanwhile (then it has left the set).
+  const std::vector<detail::ReactorMember*> all(members_.begin(), members_.end());
+  for (detail::ReactorMember* member : all)
+    if (members_.count(member) != 0) member->beforeLinger();
+  const auto deadline = std::chrono::steady_clock::now() + linger_;
+  std::vector<pollfd> fds;
+  while (anyMemberLingers()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    fds.clear();
+    if (cm_ && cm_->fd() >= 0) fds.push_back(pollfd{cm_->fd(), POLLIN, 0});
+    for (const auto& [context, device] : devices_)
+      if (device->completionFd() >= 0) fds.push_back(pollfd{device->completionFd(), POLLIN, 0});
+    if (fds.empty()) break;
+    // Bounded at 10 ms: the CQs are polled each round whatever the fds say (a pass may have left
+    // work for a later turn, which no event announces).
+    (void)::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left.count(), 10)));
+    if (cm_) cm_->serveNow();
+    for (const auto& [context, device] : devices_) device->serveCompletionsNow();
+  }
+  lingering_ = false;
+}
+
+bool ReactorCore::anyMemberLingers() const noexcept {
+  for (const detail::ReactorMember* member : members_)
+    if (member->lingering()) return true;
+  return false;
+}
+
 void ReactorCore::shutDown() noexcept {
+  lingerStreams();
   dying_ = true;
   if (mailbox_) mailbox_->discard();
   deferred_.clear();  // destroyed unrun: nothing of the application's is called from here

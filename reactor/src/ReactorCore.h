@@ -48,6 +48,8 @@ class ReactorCore {
   // ~Reactor's first step, while everything is still reachable: each member lets go, then the
   // devices and the CM channel go. Nothing of the application's is called.
   void shutDown() noexcept;
+  // True while ~Reactor lingers (see Reactor::setLinger): nothing of the application's is called.
+  bool lingering() const noexcept { return lingering_; }
 
   void defer(std::function<void()> fn);
   // Runs a connection's last step of teardown (destroying its QP and id, onClosed) on a later
@@ -64,6 +66,8 @@ class ReactorCore {
   std::chrono::microseconds pollingStretch() const noexcept { return pollingStretch_; }
   void setTurnBudget(std::chrono::microseconds budget) noexcept { turnBudget_ = budget; }
   std::chrono::microseconds turnBudget() const noexcept { return turnBudget_; }
+  void setLinger(std::chrono::milliseconds linger) noexcept { linger_ = linger; }
+  std::chrono::milliseconds linger() const noexcept { return linger_; }
 
   // The CM event channel of this reactor, made on first use. Null, with `error` = -errno, when the
   // machine has no RDMA CM (e.g. no rdma_ucm module).
@@ -89,6 +93,10 @@ class ReactorCore {
   detail::ConnectGate& connectGate() noexcept { return *connectGate_; }
 
  private:
+  // Streams still sending get up to linger_ to finish, with only the CM and completion channels
+  // served (a poll(2) of their fds, no event loop): see Reactor::setLinger.
+  void lingerStreams() noexcept;
+  bool anyMemberLingers() const noexcept;
   void makeDeferEvents() noexcept;
   static void onDeferEvent(int, short, void* self) noexcept;
   void runDeferred() noexcept;
@@ -100,6 +108,7 @@ class ReactorCore {
   std::shared_ptr<MemoryAccount> memory_;  // shared with the application's MemoryCharges
   std::unique_ptr<detail::ConnectGate> connectGate_;
   bool dying_ = false;
+  bool lingering_ = false;
   event* deferEvent_ = nullptr;
   // Closures deferred by deferred closures run on a later turn, after the backend poll and the
   // timers: a chain of them can never starve the loop.
@@ -111,6 +120,7 @@ class ReactorCore {
   std::chrono::microseconds pollingWindow_{0};
   std::chrono::microseconds pollingStretch_{0};
   std::chrono::microseconds turnBudget_{Reactor::kDefaultTurnBudget};
+  std::chrono::milliseconds linger_{Reactor::kDefaultLinger};
   std::vector<std::function<void()>> deferred_;
   std::unordered_set<detail::ReactorMember*> members_;
   // What each device's completion channel counted, kept for the Reactor's lifetime (also after a

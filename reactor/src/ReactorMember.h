@@ -15,6 +15,12 @@ class ReactorMember {
   virtual void onReactorGone() noexcept = 0;
   // A connection's state, for Reactor::stats(); false for what is not a connection.
   virtual bool connectionState(ConnectionState& /*state*/) const noexcept { return false; }
+  // The Reactor is about to linger (Reactor::setLinger): only evrdma's channels are served from
+  // now on, then onReactorGone comes. A byte stream takes over what its program wrote and starts
+  // its FIN; whatever would call the application stops doing so.
+  virtual void beforeLinger() noexcept {}
+  // Still has work to finish before the Reactor may go (a stream sending, or disconnecting).
+  virtual bool lingering() const noexcept { return false; }
 
  protected:
   ~ReactorMember() = default;

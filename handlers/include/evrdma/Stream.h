@@ -17,7 +17,8 @@
 /// high watermark it does not drain) stops the writer: its receive window fills, the writer's
 /// credits run out, and what the writer's program writes stays in its own output evbuffer, whose
 /// write watermark and write callback behave as over TCP. Freeing the bufferevent sends what was
-/// written before, then closes (the peer reads it all, then EOF).
+/// written before, then closes (the peer reads it all, then EOF); also when the Reactor is
+/// destroyed right after, which waits for that up to Reactor::linger() (see Reactor::setLinger).
 #pragma once
 
 #include <sys/socket.h>

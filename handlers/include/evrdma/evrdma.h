@@ -31,8 +31,16 @@ struct evrdma_listener;
 
 /** NULL with errno set (ENOMEM, or what libevent refused). */
 struct evrdma_base *evrdma_base_new(struct event_base *base);
-/** Free the streams and listeners first; those left are closed without a word. */
+/** Frees evrdma's part of the base. Streams still sending (freed by the program, or still held)
+ * first send what was written, then their FIN, and disconnect, so that the peer reads every byte,
+ * then EOF: the call returns once they are done, or after the linger time
+ * (evrdma_base_set_linger), whichever comes first. Meanwhile only evrdma's own channels are served:
+ * none of the program's callbacks runs. Then listeners and streams left are closed without a word
+ * (a stream the program still holds reports BEV_EVENT_ERROR with ESHUTDOWN if its loop runs again). */
 void evrdma_base_free(struct evrdma_base *rbase);
+/** How long evrdma_base_free may wait for streams still sending: `msec` milliseconds (default
+ * 5000). 0: none, the streams are reset at once and the peer hears ECONNRESET (as SO_LINGER 0). */
+void evrdma_base_set_linger(struct evrdma_base *rbase, unsigned msec);
 /** Adaptive polling (Reactor::setPollingWindow): after a completion, the base's completion queues
  * are polled on every loop turn for `usec` microseconds before the loop sleeps again, which saves
  * the wake-up a short round trip would otherwise wait for. Each such turn goes through the

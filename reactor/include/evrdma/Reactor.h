@@ -79,7 +79,8 @@ struct ReactorStats {
   size_t connectsWaiting = 0;
 };
 
-/// Lifetimes. Destroying the Reactor is final and silent: every Client, Listener (with its
+/// Lifetimes. Destroying the Reactor is final and silent (byte streams still sending first get up
+/// to linger() to finish: see setLinger): every Client, Listener (with its
 /// Agents), Timer and watch still on it is closed at once, its RDMA resources released, and no
 /// callback fires (no onError, no onClosed); closures still deferred are destroyed without
 /// running. What the application still holds (a Client::Ptr, a Listener::Ptr, a Timer) stays a
@@ -158,6 +159,19 @@ class Reactor {
   static constexpr std::chrono::microseconds kDefaultTurnBudget{500};
   void setTurnBudget(std::chrono::microseconds budget) noexcept;
   std::chrono::microseconds turnBudget() const noexcept;
+
+  /// How long destroying the Reactor may wait for the byte streams still sending (SO_LINGER's
+  /// time): a stream the program freed (or still holds) whose bytes have not all gone out sends
+  /// them, then its FIN, and disconnects, so the peer reads every byte, then EOF; the destructor
+  /// returns once every such stream is done, or after `linger`, whichever comes first. Meanwhile
+  /// only evrdma's own channels are served (a poll(2) of the CM and completion channels): no
+  /// callback of the application's runs, and nothing else on the event_base does. 0: no wait,
+  /// the streams are reset (the peer hears ECONNRESET), as SO_LINGER 0 does. Streams still
+  /// connecting are dropped, as a connecting socket's close drops what was written. Messages
+  /// (Connection) do not linger: their close contract is close() and onClosed.
+  static constexpr std::chrono::milliseconds kDefaultLinger{5000};
+  void setLinger(std::chrono::milliseconds linger) noexcept;
+  std::chrono::milliseconds linger() const noexcept;
 
   CmEventStats cmEventStats() const noexcept;
   SharedReceiveStats sharedReceiveStats() const noexcept;
