@@ -164,7 +164,8 @@ TEST_F(StreamLingerTest, ADestroyedReactorSendsEveryByteItsStreamsHoldThenEofAnd
     if (listened == 0) listened = chatter->listen(bed.ip, 0);
   });
   ASSERT_EQ(listened, 0);
-  constexpr size_t kBytes = 8 << 20;
+  // Under the sanitizers and valgrind (EVRDMA_STRESS=light) a quarter: they look for memory errors.
+  const size_t kBytes = evrdma::test::lightStress() ? size_t{2} << 20 : size_t{8} << 20;
   std::atomic<bool> destroying{false};
   auto listening = std::make_unique<Listening>(destroying);
   Listening& heard = *listening;
@@ -250,7 +251,8 @@ TEST_F(StreamLingerTest, APeerThatStopsReadingHoldsTheDestructorForTheLingerTime
   int listened = -1;
   peer.runAndWait([&] { listened = sink.listen(peer.reactor(), bed.ip); });
   ASSERT_EQ(listened, 0);
-  constexpr size_t kBytes = 8 << 20;
+  // Under the sanitizers and valgrind (EVRDMA_STRESS=light) a quarter: they look for memory errors.
+  const size_t kBytes = evrdma::test::lightStress() ? size_t{2} << 20 : size_t{8} << 20;
   event_base* base = event_base_new();
   ASSERT_NE(base, nullptr);
   {
