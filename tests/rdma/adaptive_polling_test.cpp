@@ -201,11 +201,13 @@ TEST_F(AdaptivePolling, TheApplicationsTimersAndSocketsAreServedWhilePolling) {
 // Answers that come later than the window (large messages, a slow peer): without stretching, the
 // loop sleeps through every round trip and a completion event wakes it for each answer; with
 // Reactor::setPollingStretch the window grows to the gap it slept through, and the answers are
-// found by polling.
+// found by polling. The answers come 20 ms late: a window runs a few empty turns longer than asked
+// (the clock is read every few turns), and under AddressSanitizer on a busy CI machine those turns
+// outlasted 3 ms answers (22 events for 200 round trips): the loop never slept.
 TEST_F(AdaptivePolling, AWindowStretchedToTheGapItSleptThroughFindsLaterAnswersByPolling) {
-  factory.echoDelay = 3ms;
+  factory.echoDelay = 20ms;
   reactor.setPollingWindow(10us);
-  constexpr int kRoundTrips = 200;
+  constexpr int kRoundTrips = 100;
   evrdma::test::Sender* sender = nullptr;
   client_ = pingPong(sender, kRoundTrips);
   ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed == kRoundTrips; }, 60s));
@@ -215,7 +217,7 @@ TEST_F(AdaptivePolling, AWindowStretchedToTheGapItSleptThroughFindsLaterAnswersB
   client_ = pingPong(sender, kRoundTrips);
   ASSERT_TRUE(runUntil(reactor, [&] { return sender->echoed == kRoundTrips; }, 60s));
   const uint64_t stretchedEvents = completions().events - plainEvents;
-  std::printf("answers 3 ms late, a 10 us window: %llu events for %d round trips; stretched: %llu events, %llu "
+  std::printf("answers 20 ms late, a 10 us window: %llu events for %d round trips; stretched: %llu events, %llu "
               "stretches\n",
               static_cast<unsigned long long>(plainEvents), kRoundTrips,
               static_cast<unsigned long long>(stretchedEvents),
