@@ -12,15 +12,18 @@
 namespace evrdma {
 
 AgentCore::AgentCore(detail::AgentOwner& owner, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
-                     const ConnectionOptions& options, std::chrono::milliseconds acceptTimeout)
+                     const ConnectionOptions& options, std::chrono::milliseconds acceptTimeout,
+                     std::chrono::milliseconds helloTimeout)
     : ConnectionCore(reactor, std::move(handler), options, false),
       owner_(owner),
       acceptTimeout_(acceptTimeout),
+      helloTimeout_(helloTimeout),
       acceptTimer_(reactor, [this] {
         // The client never completed the connection (it went away, or never reads its events):
         // the agent's resources go back instead of waiting for the transport to give up.
         fail(-ETIMEDOUT, "accept: the client did not complete the connection within acceptTimeout");
-      }) {}
+      }),
+      helloTimer_(reactor, [this] { owner_.agentSilentTooLong(agent()); }) {}
 
 Agent& AgentCore::agent() const noexcept { return static_cast<Agent&>(facade()); }
 
@@ -53,11 +56,18 @@ void AgentCore::onConnectFailed(const CmEvent& event) noexcept {
 
 void AgentCore::onEstablishedByRole() noexcept {
   acceptTimer_.cancel();
+  helloTimer_.cancel();
   owner_.releaseUnestablished(agent());
+}
+
+void AgentCore::onAwaitingHello() noexcept {
+  if (helloTimeout_.count() > 0) helloTimer_.startOnce(helloTimeout_);
+  owner_.agentSilent(agent());
 }
 
 void AgentCore::onFinished() noexcept {
   acceptTimer_.cancel();
+  helloTimer_.cancel();
   owner_.releaseUnestablished(agent());  // if never established
   owner_.agentFinished(agent());
 }

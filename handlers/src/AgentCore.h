@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <vector>
 
@@ -20,7 +21,8 @@ class AgentOwner;
 class AgentCore final : public ConnectionCore {
  public:
   AgentCore(detail::AgentOwner& owner, Reactor& reactor, std::unique_ptr<ConnectionHandler> handler,
-            const ConnectionOptions& options, std::chrono::milliseconds acceptTimeout);
+            const ConnectionOptions& options, std::chrono::milliseconds acceptTimeout,
+            std::chrono::milliseconds helloTimeout);
 
   // Takes the request's id, sets up verbs (in `prepared`'s memory where it holds some) and
   // accepts. Returns 0, or -errno with `op` set (its owner then rejects the request).
@@ -31,16 +33,23 @@ class AgentCore final : public ConnectionCore {
   // The memory counted against ListenerOptions::maxUnestablishedMemory until it is established
   // or ends (the owner's to count).
   uint64_t unestablishedBytes = 0;
+  // Connected, its hello awaited (the owner's to keep, in its list of silent agents, oldest first).
+  bool silent = false;
+  std::chrono::steady_clock::time_point silentSince{};
+  std::list<Agent*>::iterator silentEntry{};
 
  private:
   void onConnectRejected(const CmEvent& event) noexcept override;
   void onConnectFailed(const CmEvent& event) noexcept override;
   void onEstablishedByRole() noexcept override;
+  void onAwaitingHello() noexcept override;
   void onFinished() noexcept override;
 
   detail::AgentOwner& owner_;
   std::chrono::milliseconds acceptTimeout_;
+  std::chrono::milliseconds helloTimeout_;
   Timer acceptTimer_;
+  Timer helloTimer_;
 };
 
 // The role behind an Agent.

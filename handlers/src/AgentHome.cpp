@@ -21,6 +21,7 @@ AgentHome::AgentHome(Reactor& reactor, const ListenerOptions& options, ListenerS
                      std::function<void()> onAgentGone)
     : reactor_(reactor),
       acceptTimeout_(options.acceptTimeout),
+      helloTimeout_(options.helloTimeout),
       maxUnestablishedMemory_(options.maxUnestablishedMemory),
       stats_(stats),
       worker_(std::move(worker)),
@@ -30,7 +31,8 @@ AgentHome::AgentHome(Reactor& reactor, const ListenerOptions& options, ListenerS
               admitted_.startTurn();
               onNextTurn();
             }),
-      admitted_(stats) {
+      admitted_(stats),
+      evictionTimer_(reactor, [this] { pace_.armNextTurn(); }) {
   if (worker_) admitted_.alsoCountHeldIn(&worker_->heldForMemory);
 }
 
@@ -52,6 +54,7 @@ AgentHome::Served AgentHome::serveAdmitted(bool countAnswerNow) noexcept {
     pace_.armNextTurn();
     return Served::NextTurn;
   }
+  if (step == AdmittedLine::Step::WaitsForMemory && !admitted_.empty()) evictSilent();  // (an empty line says so too)
   if (step != AdmittedLine::Step::Ready) return Served::None;
   if (countAnswerNow) countAnswer();
   if (ready.handedOver)
@@ -88,8 +91,43 @@ uint64_t AgentHome::maxUnestablished() const noexcept {
   return budget != 0 ? std::max<uint64_t>(budget / 4, 1) : uint64_t{256} << 20;
 }
 
+void AgentHome::agentSilent(Agent& agent) noexcept {
+  AgentCore& core = coreOf(agent);
+  if (core.silent) return;
+  core.silent = true;
+  core.silentSince = std::chrono::steady_clock::now();
+  core.silentEntry = silent_.insert(silent_.end(), &agent);
+}
+
+void AgentHome::agentSilentTooLong(Agent& agent) noexcept {
+  ++stats_.silentClosed;
+  coreOf(agent).fail(-ETIMEDOUT, "hello: the client completed the connection but said no hello within helloTimeout");
+}
+
+void AgentHome::evictSilent() noexcept {
+  if (evicting_ != nullptr || silent_.empty()) return;
+  Agent* oldest = silent_.front();
+  AgentCore& core = coreOf(*oldest);
+  const auto silentFor = std::chrono::steady_clock::now() - core.silentSince;
+  if (silentFor < ListenerOptions::kEvictSilentAfter) {
+    // Woken then (a line blocked by memory otherwise waits for an agent to end or be established).
+    evictionTimer_.startOnce(std::chrono::duration_cast<std::chrono::milliseconds>(ListenerOptions::kEvictSilentAfter - silentFor) +
+                             std::chrono::milliseconds(1));
+    return;
+  }
+  evicting_ = oldest;
+  ++stats_.silentEvicted;
+  core.fail(-ETIMEDOUT, "hello: the client completed the connection but said no hello, and other clients waited for "
+                        "the memory it held");
+}
+
 void AgentHome::releaseUnestablished(Agent& agent) noexcept {
   AgentCore& core = coreOf(agent);
+  if (core.silent) {
+    core.silent = false;
+    silent_.erase(core.silentEntry);
+  }
+  if (evicting_ == &agent) evicting_ = nullptr;  // its memory comes back now
   const uint64_t bytes = core.unestablishedBytes;
   core.unestablishedBytes = 0;
   giveBackUnestablished(bytes);
@@ -101,7 +139,8 @@ void AgentHome::giveBackUnestablished(uint64_t bytes) noexcept {
 
 Agent* AgentHome::makeAgent(AcceptDecision& decision) {
   return agents_.add(std::make_unique<Agent>(
-      std::make_unique<AgentCore>(*this, reactor_, std::move(decision.handler), decision.options, acceptTimeout_)));
+      std::make_unique<AgentCore>(*this, reactor_, std::move(decision.handler), decision.options, acceptTimeout_,
+                                  helloTimeout_)));
 }
 
 void AgentHome::setUpAgent(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<PreparedMappings> prepared,
@@ -216,6 +255,8 @@ void AgentHome::maybeDeleteOwner() noexcept {
 }
 
 void AgentHome::forget() noexcept {
+  silent_.clear();
+  evicting_ = nullptr;
   admitted_.destroyIds();
   pace_.stop();
   agents_.clear();

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "AgentSet.h"
 #include "TurnPace.h"
 #include "evrdma/Listener.h"
+#include "evrdma/Watch.h"
 
 namespace evrdma::detail {
 
@@ -66,10 +68,16 @@ class AgentHome final : public AgentOwner {
 
   void agentAbandoned(Agent& agent) noexcept override;
   void releaseUnestablished(Agent& agent) noexcept override;
+  void agentSilent(Agent& agent) noexcept override;
+  void agentSilentTooLong(Agent& agent) noexcept override;
   void agentFinished(Agent& agent) noexcept override;
 
  private:
   uint64_t maxUnestablished() const noexcept;
+  // Requests wait for memory: the agent silent longest, once silent kEvictSilentAfter, is closed
+  // to make room (one at a time: its memory comes back once its teardown is done); else the
+  // eviction timer wakes the line when the oldest will have been silent that long.
+  void evictSilent() noexcept;
   void giveBackUnestablished(uint64_t bytes) noexcept;
   // Sets up an agent for the request `id` as `decision` says and accepts, or rejects saying why.
   void setUpAgent(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<PreparedMappings> prepared,
@@ -84,6 +92,7 @@ class AgentHome final : public AgentOwner {
 
   Reactor& reactor_;
   const std::chrono::milliseconds acceptTimeout_;
+  const std::chrono::milliseconds helloTimeout_;
   const uint64_t maxUnestablishedMemory_;
   ListenerStats& stats_;
   std::shared_ptr<ListenerWorker> worker_;
@@ -91,6 +100,9 @@ class AgentHome final : public AgentOwner {
   TurnPace pace_;
   AdmittedLine admitted_;
   AgentSet agents_;
+  std::list<Agent*> silent_;  // connected, no hello yet: oldest first
+  Agent* evicting_ = nullptr;  // closed to make room, its memory not back yet
+  Timer evictionTimer_;
   std::function<void()> deleteOwner_;
   bool deleteScheduled_ = false;
 };

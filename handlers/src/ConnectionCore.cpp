@@ -223,7 +223,11 @@ void ConnectionCore::transportUp(bool peerSpoke) noexcept {
   // credits); the connection is established for the application once the peer's has arrived.
   // The client speaks first, the agent answers: an iWARP responder must not send before the
   // initiator has (siw terminates connections that race it).
-  if (helloSent_ || !framedSender_ || (!isClient_ && !peerSpoke)) return;
+  if (helloSent_ || !framedSender_) return;
+  if (!isClient_ && !peerSpoke) {
+    onAwaitingHello();
+    return;
+  }
   helloSent_ = true;
   framedSender_->sendHello(options_.maxMessageSize);
 }

@@ -87,6 +87,8 @@ class ConnectionCore : public CmEventHandler,
   virtual void onConnectFailed(const CmEvent& event) noexcept = 0;
   // The connection is up, whichever announced it first (ESTABLISHED or a receive).
   virtual void onEstablishedByRole() noexcept {}
+  // Framed, an agent: the transport is up and the client's hello is awaited.
+  virtual void onAwaitingHello() noexcept {}
   // After onClosed: the owner frees the object (deferred).
   virtual void onFinished() noexcept = 0;
   // The Reactor is gone and every resource with it; no callback may fire. The owner may free the

@@ -36,6 +36,12 @@ struct ListenerStats {
   uint64_t rejectedByFactory = 0;  ///< the factory said no (its reason went to the client)
   uint64_t rejectedSetup = 0;      ///< the agent could not be set up (memory budget, device limits...)
   uint64_t rejectedClosing = 0;    ///< the listener was closing or draining
+  /// Framed agents whose client completed the connection but said no hello (its first frame)
+  /// within ListenerOptions::helloTimeout: closed with -ETIMEDOUT (counted in agentsTimedOut too).
+  uint64_t silentClosed = 0;
+  /// Framed agents silent (no hello) for at least ListenerOptions::kEvictSilentAfter, closed
+  /// before their helloTimeout because requests waited for the memory they held.
+  uint64_t silentEvicted = 0;
   uint64_t agentsFailed = 0;       ///< of agentsClosed: ended by an error (Connection::error())
   uint64_t agentsTimedOut = 0;     ///< of those: -ETIMEDOUT (accept, keepalive or idle timeout)
   /// Accepted requests that waited because agents not yet established held
@@ -56,6 +62,16 @@ struct ListenerOptions {
   /// How long an accepted agent may wait for the client to complete the connection (0: for ever);
   /// then it fails with -ETIMEDOUT and its resources go back.
   std::chrono::milliseconds acceptTimeout{10000};
+  /// Framed connections (byte streams among them): how long an agent waits for the client's hello
+  /// once the client completed the connection (0: acceptTimeout alone bounds it). evrdma's clients
+  /// say hello at once; a peer that stays silent holds the agent's buffers for nothing. Past it
+  /// the agent fails with -ETIMEDOUT (ListenerStats::silentClosed).
+  std::chrono::milliseconds helloTimeout{5000};
+  /// While accepted requests wait for the memory of agents not yet established
+  /// (maxUnestablishedMemory), the agent silent longest is closed to make room once it has been
+  /// silent (connected, no hello) this long (ListenerStats::silentEvicted): a flood of silent
+  /// connections then costs a good client a short wait, not a lock-out.
+  static constexpr std::chrono::milliseconds kEvictSilentAfter{1000};
   /// The most connect requests answered in one loop turn (0: no limit). Setting up an agent
   /// (queue pair, registered buffers, the accept) costs milliseconds under load; answering a
   /// storm of requests in one go would keep every connected peer, timer and socket of the loop
