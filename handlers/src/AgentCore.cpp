@@ -18,12 +18,15 @@ AgentCore::AgentCore(detail::AgentOwner& owner, Reactor& reactor, std::unique_pt
       owner_(owner),
       acceptTimeout_(acceptTimeout),
       helloTimeout_(helloTimeout),
-      acceptTimer_(reactor, [this] {
-        // The client never completed the connection (it went away, or never reads its events):
-        // the agent's resources go back instead of waiting for the transport to give up.
-        fail(-ETIMEDOUT, "accept: the client did not complete the connection within acceptTimeout");
-      }),
-      helloTimer_(reactor, [this] { owner_.agentSilentTooLong(agent()); }) {}
+      waitTimer_(reactor, [this] {
+        // The client never completed the connection (it went away, or never reads its events), or
+        // completed it and said no hello: the agent's resources go back instead of waiting for the
+        // transport to give up.
+        if (waitsForHello_)
+          owner_.agentSilentTooLong(agent());
+        else
+          fail(-ETIMEDOUT, "accept: the client did not complete the connection within acceptTimeout");
+      }) {}
 
 Agent& AgentCore::agent() const noexcept { return static_cast<Agent&>(facade()); }
 
@@ -43,7 +46,10 @@ int AgentCore::accept(CmId id, const std::vector<uint8_t>& privateData, const ch
     op = "rdma_accept";
     return errno ? -errno : -EINVAL;
   }
-  if (acceptTimeout_.count() > 0) acceptTimer_.startOnce(acceptTimeout_);
+  if (acceptTimeout_.count() > 0) {
+    acceptDeadline_ = std::chrono::steady_clock::now() + acceptTimeout_;
+    waitTimer_.startOnce(acceptTimeout_);
+  }
   return 0;
 }
 
@@ -55,19 +61,21 @@ void AgentCore::onConnectFailed(const CmEvent& event) noexcept {
 }
 
 void AgentCore::onEstablishedByRole() noexcept {
-  acceptTimer_.cancel();
-  helloTimer_.cancel();
+  waitTimer_.cancel();
   owner_.releaseUnestablished(agent());
 }
 
 void AgentCore::onAwaitingHello() noexcept {
-  if (helloTimeout_.count() > 0) helloTimer_.startOnce(helloTimeout_);
   owner_.agentSilent(agent());
+  if (helloTimeout_.count() == 0) return;
+  // One timer bounds the wait: moved up to the hello's deadline when that comes before the accept's.
+  if (acceptTimeout_.count() > 0 && acceptDeadline_ <= std::chrono::steady_clock::now() + helloTimeout_) return;
+  waitsForHello_ = true;
+  waitTimer_.startOnce(helloTimeout_);
 }
 
 void AgentCore::onFinished() noexcept {
-  acceptTimer_.cancel();
-  helloTimer_.cancel();
+  waitTimer_.cancel();
   owner_.releaseUnestablished(agent());  // if never established
   owner_.agentFinished(agent());
 }

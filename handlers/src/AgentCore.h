@@ -48,8 +48,11 @@ class AgentCore final : public ConnectionCore {
   detail::AgentOwner& owner_;
   std::chrono::milliseconds acceptTimeout_;
   std::chrono::milliseconds helloTimeout_;
-  Timer acceptTimer_;
-  Timer helloTimer_;
+  // Bounds the wait for the client: until acceptDeadline_ to complete the connection, then (when
+  // that comes first) helloTimeout for its hello (waitsForHello_).
+  Timer waitTimer_;
+  std::chrono::steady_clock::time_point acceptDeadline_{};
+  bool waitsForHello_ = false;
 };
 
 // The role behind an Agent.
