@@ -7,8 +7,6 @@
 // after N ms" (the attack ends when the server has answered, or after -w MS). Exit status 0 when
 // the attack could be made (whatever the server did), 1 when it could not, 2 on bad usage.
 #include <getopt.h>
-#include <netdb.h>
-#include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
 
@@ -22,20 +20,18 @@
 #include <string>
 #include <vector>
 
+#include "CmFlood.h"
 #include "RawPeer.h"
 
 namespace {
 
+using evrdma::hostile::Attack;
 using evrdma::hostile::Clock;
+using evrdma::hostile::CmFlood;
 using evrdma::hostile::frame;
 using evrdma::hostile::Peer;
 using evrdma::hostile::putBig;
-using evrdma::hostile::rejectReason;
 
-struct Attack {
-  const char* name;
-  const char* what;
-};
 constexpr Attack kAttacks[] = {
     {"pingsr-short-data", "ping-sr with 3 bytes of private data (it needs 16)"},
     {"pingsr-zero-size", "ping-sr asking for 10 messages of 0 bytes"},
@@ -66,7 +62,7 @@ void usage(FILE* out, const char* prog) {
                "  -h        this help\n"
                "Attacks:\n",
                prog);
-  for (const Attack& a : kAttacks) std::fprintf(out, "  %-24s %s\n", a.name, a.what);
+  evrdma::hostile::listAttacks(out, kAttacks, 24);
 }
 
 std::vector<uint8_t> pingSr(uint64_t count, uint64_t size) {
@@ -96,26 +92,13 @@ std::vector<uint8_t> blastRequest(uint8_t mode, uint32_t buffers, uint32_t size,
 // process) and the connections are established, never used. Prints "answered K of N (A accepted,
 // R rejected) in T ms" as answers come, then holds everything until `waitMs` has passed.
 bool halfOpen(const char* address, const char* port, uint64_t count, uint64_t size, int waitMs, std::string& outcome) {
-  addrinfo hints{}, *ai = nullptr;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  if (getaddrinfo(address, port, &hints, &ai) != 0) {
-    outcome = "could not attack: bad address";
-    return false;
-  }
-  rdma_event_channel* channel = rdma_create_event_channel();
-  if (channel == nullptr) {
-    freeaddrinfo(ai);
-    outcome = "could not attack: no event channel";
-    return false;
-  }
+  CmFlood flood(count);
+  if (!flood.open(address, port, outcome)) return false;
   // At most kInFlight requests unanswered at once: past the server's backlog (1024 by default) its
   // kernel would reject them before the server sees them.
   constexpr uint64_t kInFlight = 256;
   enum class Answer : uint8_t { None, Accepted, Rejected, Failed };
-  std::vector<rdma_cm_id*> ids(count, nullptr);
   std::vector<Answer> answers(count, Answer::None);
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
   const std::vector<uint8_t> request = pingSr(10, size);
   uint64_t started = 0, accepted = 0, rejected = 0, failed = 0, endedLater = 0;
   std::string failure, firstReason;
@@ -127,9 +110,8 @@ bool halfOpen(const char* address, const char* port, uint64_t count, uint64_t si
   };
   const auto startNext = [&] {
     const uint64_t i = started++;
-    if (rdma_create_id(channel, &ids[i], reinterpret_cast<void*>(i), RDMA_PS_TCP) != 0 ||
-        rdma_resolve_addr(ids[i], nullptr, ai->ai_addr, 5000) != 0)
-      fail(i, std::string("rdma_resolve_addr: ") + std::strerror(errno));
+    std::string why;
+    if (!flood.start(i, why)) fail(i, why);
   };
   while (started < count && started < kInFlight) startNext();
   const auto start = Clock::now();
@@ -139,19 +121,13 @@ bool halfOpen(const char* address, const char* port, uint64_t count, uint64_t si
   uint64_t reported = 0;
   while (elapsed() < waitMs) {
     while (started < count && started - (accepted + rejected + failed) < kInFlight) startNext();
-    pollfd p{channel->fd, POLLIN, 0};
-    if (poll(&p, 1, 50) <= 0) continue;
-    rdma_cm_event* event = nullptr;
-    if (rdma_get_cm_event(channel, &event) != 0) continue;
-    rdma_cm_id* id = event->id;
-    const uint64_t i = reinterpret_cast<uintptr_t>(id->context);
-    const rdma_cm_event_type type = event->event;
-    const int status = event->status;
-    if (type == RDMA_CM_EVENT_REJECTED && firstReason.empty())
-      firstReason = rejectReason(*event, "status " + std::to_string(status));
-    rdma_ack_cm_event(event);
+    CmFlood::Event event;
+    if (!flood.next(50, event)) continue;
+    const uint64_t i = event.index;
+    const rdma_cm_event_type type = event.type;
+    if (type == RDMA_CM_EVENT_REJECTED && firstReason.empty()) firstReason = event.rejectReason;
     if (type == RDMA_CM_EVENT_ADDR_RESOLVED) {
-      if (rdma_resolve_route(id, 5000) != 0) fail(i, std::string("rdma_resolve_route: ") + std::strerror(errno));
+      if (rdma_resolve_route(event.id, 5000) != 0) fail(i, std::string("rdma_resolve_route: ") + std::strerror(errno));
     } else if (type == RDMA_CM_EVENT_ROUTE_RESOLVED) {
       rdma_conn_param param{};
       param.private_data = request.data();
@@ -162,20 +138,12 @@ bool halfOpen(const char* address, const char* port, uint64_t count, uint64_t si
       // Far above the device's own QP numbers: over the loopback, a made-up number that a real QP
       // of the server also has makes its CM take the pair for a stale connection (REJ reason 10).
       param.qp_num = 0xf00000 + static_cast<uint32_t>(i);
-      if (id->verbs->device->transport_type == IBV_TRANSPORT_IWARP) {
-        if (pd == nullptr) pd = ibv_alloc_pd(id->verbs);
-        if (cq == nullptr && pd != nullptr) cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
-        ibv_qp_init_attr attr{};
-        attr.send_cq = attr.recv_cq = cq;
-        attr.qp_type = IBV_QPT_RC;
-        attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
-        attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-        if (cq == nullptr || rdma_create_qp(id, pd, &attr) != 0) {
-          fail(i, std::string("rdma_create_qp: ") + std::strerror(errno));
-          continue;
-        }
+      std::string why;
+      if (event.id->verbs->device->transport_type == IBV_TRANSPORT_IWARP && !flood.createQp(event.id, 16, why)) {
+        fail(i, why);
+        continue;
       }
-      if (rdma_connect(id, &param) != 0) fail(i, std::string("rdma_connect: ") + std::strerror(errno));
+      if (rdma_connect(event.id, &param) != 0) fail(i, std::string("rdma_connect: ") + std::strerror(errno));
     } else if (answers[i] != Answer::None) {
       ++endedLater;  // e.g. the server's agent gave up waiting (acceptTimeout): a reject after the answer
     } else if (type == RDMA_CM_EVENT_CONNECT_RESPONSE || type == RDMA_CM_EVENT_ESTABLISHED) {
@@ -185,7 +153,7 @@ bool halfOpen(const char* address, const char* port, uint64_t count, uint64_t si
       answers[i] = Answer::Rejected;
       ++rejected;
     } else {
-      fail(i, std::string(rdma_event_str(type)) + " (status " + std::to_string(status) + ")");
+      fail(i, std::string(rdma_event_str(type)) + " (status " + std::to_string(event.status) + ")");
     }
     const uint64_t answered = accepted + rejected;
     if (answered != reported && (answered % 100 == 0 || answered + failed == count)) {
@@ -197,18 +165,9 @@ bool halfOpen(const char* address, const char* port, uint64_t count, uint64_t si
     }
     if (failed == count) break;
   }
-  freeaddrinfo(ai);
   outcome = "half-open: " + std::to_string(accepted) + " accepted (never completed), " + std::to_string(rejected) +
             " rejected" + (firstReason.empty() ? "" : " (the first: " + firstReason + ")") + ", " + std::to_string(failed) + " failed" + (failure.empty() ? "" : " (" + failure + ")") + ", " +
             std::to_string(endedLater) + " ended by the server later, after " + std::to_string(elapsed()) + " ms";
-  for (rdma_cm_id* id : ids) {
-    if (id == nullptr) continue;
-    if (id->qp != nullptr) rdma_destroy_qp(id);
-    rdma_destroy_id(id);
-  }
-  if (cq != nullptr) ibv_destroy_cq(cq);
-  if (pd != nullptr) ibv_dealloc_pd(pd);
-  rdma_destroy_event_channel(channel);
   if (accepted + rejected == 0) outcome = "could not attack: " + outcome;
   return accepted + rejected > 0;
 }
@@ -335,9 +294,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string name = argv[optind];
-  bool known = false;
-  for (const Attack& a : kAttacks) known = known || name == a.name;
-  if (!known) {
+  if (!evrdma::hostile::knownAttack(kAttacks, name)) {
     std::fprintf(stderr, "hostile-client: unknown attack '%s' (see -h)\n", name.c_str());
     return 2;
   }

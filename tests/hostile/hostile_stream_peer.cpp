@@ -6,8 +6,6 @@
 // Exit status 0 when the attack could be made (whatever the server did), 1 when it could not, 2
 // on bad usage.
 #include <getopt.h>
-#include <netdb.h>
-#include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
 
@@ -20,20 +18,18 @@
 #include <string>
 #include <vector>
 
+#include "CmFlood.h"
 #include "RawPeer.h"
 
 namespace {
 
+using evrdma::hostile::Attack;
 using evrdma::hostile::Clock;
+using evrdma::hostile::CmFlood;
 using evrdma::hostile::frame;
 using evrdma::hostile::Peer;
 using evrdma::hostile::putBig;
-using evrdma::hostile::rejectReason;
 
-struct Attack {
-  const char* name;
-  const char* what;
-};
 constexpr Attack kAttacks[] = {
     {"no-hello", "-n connections that complete the RDMA handshake and never say the stream's hello, held -w ms (or until the server closed them all)"},
     {"never-reads", "a hello granting 7 credits, 15 messages of 10 000 GET commands, then no credit ever, for -w ms"},
@@ -54,7 +50,7 @@ void usage(FILE* out, const char* prog) {
                "  -h        this help\n"
                "Attacks:\n",
                prog);
-  for (const Attack& a : kAttacks) std::fprintf(out, "  %-16s %s\n", a.name, a.what);
+  evrdma::hostile::listAttacks(out, kAttacks, 16);
 }
 
 int elapsedMs(Clock::time_point since) {
@@ -75,24 +71,11 @@ uint64_t getBig(const uint8_t* in, int bytes) {
 // own, that never send anything: prints "established K of N ..." as they come, then holds them
 // until `waitMs` has passed or the server has closed or refused them all, counting those it closes.
 bool noHello(const char* address, const char* port, uint64_t count, int waitMs, std::string& outcome) {
-  addrinfo hints{}, *ai = nullptr;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  if (getaddrinfo(address, port, &hints, &ai) != 0) {
-    outcome = "could not attack: bad address";
-    return false;
-  }
-  rdma_event_channel* channel = rdma_create_event_channel();
-  if (channel == nullptr) {
-    freeaddrinfo(ai);
-    outcome = "could not attack: no event channel";
-    return false;
-  }
+  CmFlood flood(count);
+  if (!flood.open(address, port, outcome)) return false;
   constexpr uint64_t kInFlight = 128;  // requests unanswered at once (the server's backlog)
   enum class State : uint8_t { Connecting, Established, Rejected, Failed, Closed };
-  std::vector<rdma_cm_id*> ids(count, nullptr);
   std::vector<State> states(count, State::Connecting);
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
   uint64_t started = 0, established = 0, rejected = 0, failed = 0, closed = 0;
   int firstClosedAt = -1;
   std::string failure, firstReason;
@@ -105,43 +88,30 @@ bool noHello(const char* address, const char* port, uint64_t count, int waitMs, 
   };
   const auto startNext = [&] {
     const uint64_t i = started++;
-    if (rdma_create_id(channel, &ids[i], reinterpret_cast<void*>(i), RDMA_PS_TCP) != 0 ||
-        rdma_resolve_addr(ids[i], nullptr, ai->ai_addr, 5000) != 0)
-      fail(i, std::string("rdma_resolve_addr: ") + std::strerror(errno));
+    std::string why;
+    if (!flood.start(i, why)) fail(i, why);
   };
   uint64_t reported = 0;
   while (elapsedMs(start) < waitMs) {
     while (started < count && started - (established + rejected + failed + closed) < kInFlight) startNext();
-    pollfd p{channel->fd, POLLIN, 0};
-    if (poll(&p, 1, 50) <= 0) continue;
-    rdma_cm_event* event = nullptr;
-    if (rdma_get_cm_event(channel, &event) != 0) continue;
-    rdma_cm_id* id = event->id;
-    const uint64_t i = reinterpret_cast<uintptr_t>(id->context);
-    const rdma_cm_event_type type = event->event;
-    const int status = event->status;
-    if (type == RDMA_CM_EVENT_REJECTED && firstReason.empty())
-      firstReason = rejectReason(*event, "status " + std::to_string(status));
-    rdma_ack_cm_event(event);
+    CmFlood::Event event;
+    if (!flood.next(50, event)) continue;
+    const uint64_t i = event.index;
+    const rdma_cm_event_type type = event.type;
+    if (type == RDMA_CM_EVENT_REJECTED && firstReason.empty()) firstReason = event.rejectReason;
     if (type == RDMA_CM_EVENT_ADDR_RESOLVED) {
-      if (rdma_resolve_route(id, 5000) != 0) fail(i, std::string("rdma_resolve_route: ") + std::strerror(errno));
+      if (rdma_resolve_route(event.id, 5000) != 0) fail(i, std::string("rdma_resolve_route: ") + std::strerror(errno));
     } else if (type == RDMA_CM_EVENT_ROUTE_RESOLVED) {
-      if (pd == nullptr) pd = ibv_alloc_pd(id->verbs);
-      if (cq == nullptr && pd != nullptr) cq = ibv_create_cq(id->verbs, 4096, nullptr, nullptr, 0);
-      ibv_qp_init_attr attr{};
-      attr.send_cq = attr.recv_cq = cq;
-      attr.qp_type = IBV_QPT_RC;
-      attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
-      attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-      if (cq == nullptr || rdma_create_qp(id, pd, &attr) != 0) {
-        fail(i, std::string("rdma_create_qp: ") + std::strerror(errno));
+      std::string why;
+      if (!flood.createQp(event.id, 4096, why)) {
+        fail(i, why);
         continue;
       }
       rdma_conn_param param{};
       param.responder_resources = param.initiator_depth = 1;
       param.retry_count = 7;
       param.rnr_retry_count = 7;
-      if (rdma_connect(id, &param) != 0) fail(i, std::string("rdma_connect: ") + std::strerror(errno));
+      if (rdma_connect(event.id, &param) != 0) fail(i, std::string("rdma_connect: ") + std::strerror(errno));
     } else if (type == RDMA_CM_EVENT_ESTABLISHED && states[i] == State::Connecting) {
       states[i] = State::Established;  // and never a word
       ++established;
@@ -153,9 +123,9 @@ bool noHello(const char* address, const char* port, uint64_t count, int waitMs, 
       --established;
       ++closed;
       if (firstClosedAt < 0) firstClosedAt = elapsedMs(start);
-      (void)rdma_disconnect(id);
+      (void)rdma_disconnect(event.id);
     } else if (states[i] == State::Connecting) {
-      fail(i, std::string(rdma_event_str(type)) + " (status " + std::to_string(status) + ")");
+      fail(i, std::string(rdma_event_str(type)) + " (status " + std::to_string(event.status) + ")");
     }
     const uint64_t answered = established + closed + rejected;
     if (answered != reported && (answered % 100 == 0 || answered + failed == count)) {
@@ -167,20 +137,11 @@ bool noHello(const char* address, const char* port, uint64_t count, int waitMs, 
     }
     if (failed == count || closed + rejected + failed == count) break;  // nothing left to hold
   }
-  freeaddrinfo(ai);
   outcome = "no-hello: " + std::to_string(established + closed) + " established, " + std::to_string(closed) +
             " closed by the server" + (firstClosedAt >= 0 ? " (the first after " + std::to_string(firstClosedAt) + " ms)" : "") +
             ", " + std::to_string(rejected) + " rejected" + (firstReason.empty() ? "" : " (the first: " + firstReason + ")") +
             ", " + std::to_string(failed) + " failed" + (failure.empty() ? "" : " (" + failure + ")") + ", after " +
             std::to_string(elapsedMs(start)) + " ms";
-  for (rdma_cm_id* id : ids) {
-    if (id == nullptr) continue;
-    if (id->qp != nullptr) rdma_destroy_qp(id);
-    rdma_destroy_id(id);
-  }
-  if (cq != nullptr) ibv_destroy_cq(cq);
-  if (pd != nullptr) ibv_dealloc_pd(pd);
-  rdma_destroy_event_channel(channel);
   return established + closed + rejected > 0;
 }
 
@@ -315,9 +276,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string name = argv[optind];
-  bool known = false;
-  for (const Attack& a : kAttacks) known = known || name == a.name;
-  if (!known) {
+  if (!evrdma::hostile::knownAttack(kAttacks, name)) {
     std::fprintf(stderr, "hostile-stream-peer: unknown attack '%s' (see -h)\n", name.c_str());
     return 2;
   }
