@@ -216,22 +216,24 @@ class Peer {
   }
 
   // Waits up to `ms` for the next message the server sends (its receive completed), copies it
-  // into `out`; sends' completions meanwhile are dropped. The receive is not posted again.
+  // into `out`; sends' completions meanwhile are dropped. The receive is not posted again. Messages
+  // that one poll brought with it wait for the next call (two frames sent at once come in one).
   bool receive(int ms, std::vector<uint8_t>& out) {
     const auto until = Clock::now() + std::chrono::milliseconds(ms);
     ibv_wc wc[16];
-    while (Clock::now() < until) {
+    while (received_.empty() && Clock::now() < until) {
       for (int n, i; (n = ibv_poll_cq(cq_, 16, wc)) > 0;)
         for (i = 0; i < n; ++i)
-          if (wc[i].opcode == IBV_WC_RECV && wc[i].status == IBV_WC_SUCCESS) {
-            // Receive k of connect() was posted at k * 65536; which one came is in its wr_id.
-            const uint8_t* at = buffer_.data() + (wc[i].wr_id - kFirstRecvWrId) * 65536;
-            out.assign(at, at + wc[i].byte_len);
-            return true;
-          }
-      usleep(1000);
+          if (wc[i].opcode == IBV_WC_RECV && wc[i].status == IBV_WC_SUCCESS) received_.push_back(wc[i]);
+      if (received_.empty()) usleep(1000);
     }
-    return false;
+    if (received_.empty()) return false;
+    const ibv_wc first = received_.front();
+    received_.erase(received_.begin());
+    // Receive k of connect() was posted at k * 65536; which one came is in its wr_id.
+    const uint8_t* at = buffer_.data() + (first.wr_id - kFirstRecvWrId) * 65536;
+    out.assign(at, at + first.byte_len);
+    return true;
   }
 
   // An RDMA write (or read, `read`) of `length` bytes of our buffer at `offset` to the server's
@@ -297,6 +299,7 @@ class Peer {
   ibv_cq* cq_ = nullptr;
   ibv_mr* mr_ = nullptr;
   std::vector<uint8_t> buffer_;
+  std::vector<ibv_wc> received_;  // receives polled and not yet taken by receive()
 };
 
 }  // namespace evrdma::hostile
