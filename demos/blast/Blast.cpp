@@ -224,6 +224,9 @@ evrdma::ConnectionOptions BlastAgent::options(const Request& request) {
   // request is answered without a registration in the receive path.
   if (request.mode == Mode::Write || request.mode == Mode::WriteImm) o.lendingPoolBytes = o.maxLentBytes;
   if (request.mode == Mode::Read) o.responderResources = static_cast<uint8_t>(std::min<uint32_t>(request.buffers, 16));
+  // The region a read-mode agent offers is registered on the connection's protection domain: its
+  // own, so no other client reaches it (lending agents have one anyway).
+  o.ownProtectionDomain = true;
   return o;
 }
 

@@ -54,6 +54,7 @@ struct Lenders : evrdma::AgentFactory {
   evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest&) noexcept override {
     evrdma::ConnectionOptions options;
     options.framed = true;  // the region exchange needs it (both sides)
+    options.maxLentBytes = kRegionSize;  // lending is off unless the application turns it on
     ++run.open;
     return evrdma::AcceptDecision::accept(std::make_unique<Lender>(run), options);
   }

@@ -44,6 +44,15 @@ int checkOptions(const ConnectionOptions& options, const char*& problem) noexcep
     problem = "keepaliveTimeout needs keepaliveInterval, and cannot be shorter than it";
     return -EINVAL;
   }
+  if (options.lendingPoolBytes > 0 && options.maxLentBytes == 0) {
+    problem = "lendingPoolBytes lends nothing while maxLentBytes is 0 (lending off)";
+    return -EINVAL;
+  }
+  if (options.sharedReceiveQueue && usesOwnProtectionDomain(options)) {
+    problem = "a connection that lends memory (maxLentBytes) or has ownProtectionDomain cannot use a "
+              "sharedReceiveQueue: that queue's buffers are on the device's protection domain";
+    return -EINVAL;
+  }
   if (options.sharedReceiveQueue && !options.autoPostRecv) {
     problem = "sharedReceiveQueue needs autoPostRecv: its buffers are shared by every connection";
     return -EINVAL;

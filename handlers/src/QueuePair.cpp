@@ -15,7 +15,7 @@
 
 namespace evrdma::detail {
 
-int SendBuffers::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, uint32_t count, size_t size,
+int SendBuffers::allocate(SmallBufferArena* arena, MemoryAccount& account, ibv_pd* pd, uint32_t count, size_t size,
                           PreparedMappings* prepared) noexcept {
   if (count == 0 || size == 0) return -EINVAL;
   if (size > SIZE_MAX / count) return -EOVERFLOW;
@@ -46,10 +46,11 @@ BufferBytes bufferBytes(const ConnectionOptions& options, size_t bufferSize) noe
 QueuePair::MemoryNeeds QueuePair::memoryNeeds(const ConnectionOptions& options) {
   MemoryNeeds needs;
   const BufferBytes blocks = bufferBytes(options, bufferSize(options));
+  const bool arena = !usesOwnProtectionDomain(options);
   for (size_t bytes : {blocks.ring, blocks.send, blocks.slots}) {
     if (bytes == 0) continue;
-    needs.pinned += BufferMemory::pinnedBytes(bytes);
-    if (!SmallBufferArena::serves(bytes)) needs.ownRegions.push_back(bytes);
+    needs.pinned += BufferMemory::pinnedBytes(bytes, arena);
+    if (!arena || !SmallBufferArena::serves(bytes)) needs.ownRegions.push_back(bytes);
   }
   return needs;
 }
@@ -61,11 +62,16 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   op = "completion channel";
   device_ = reactor.core().device(id->verbs, error);
   if (device_ == nullptr) return error;
-  pd_ = device_->protectionDomain();
-
   op = "ibv_create_cq";
   attachment_ = device_->attach(options.recvDepth + options.sendDepth, &handler, error);
   if (!attachment_) return error;
+  pd_ = device_->protectionDomain();
+  if (usesOwnProtectionDomain(options)) {
+    op = "ibv_alloc_pd (ConnectionOptions::ownProtectionDomain)";
+    ownDomain_.device = device_;
+    ownDomain_.pd = pd_ = device_->makeOwnDomain(error);
+    if (pd_ == nullptr) return error;
+  }
 
   // Receives are written by the local HCA only; sends are only read. Small buffers come from the
   // device's arena (registered for local write), larger ones are regions of their own.
@@ -84,7 +90,7 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   op = "receive/send buffer registration";
   const BufferBytes blocks = bufferBytes(options, bufferSize_);
   const size_t ringBytes = blocks.ring, sendBytes = blocks.send, slotBytes = blocks.slots;
-  SmallBufferArena& arena = device_->smallBuffers();
+  SmallBufferArena* arena = ownDomain_.pd != nullptr ? nullptr : &device_->smallBuffers();
   MemoryAccount& account = device_->memoryAccount();
   if (!shared) {
     error = recvRing_.allocate(arena, account, pd_, ringBytes, kLocalWrite, prepared);
@@ -102,7 +108,7 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   }
   if (error != 0) {
     // Registered memory counts against RLIMIT_MEMLOCK; past it the kernel says only ENOMEM.
-    auto pinned = BufferMemory::pinnedBytes;  // 0 for 0 bytes
+    const auto pinned = [arena](size_t bytes) { return BufferMemory::pinnedBytes(bytes, arena != nullptr); };  // 0 for 0 bytes
     const uint64_t perConnection = memoryNeeds(options).pinned;
     uint64_t more = pinned(ringBytes);
     if (recvRing_ || shared) more = pinned(sendBytes);

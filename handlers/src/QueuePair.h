@@ -5,7 +5,9 @@
 // QP and its SendQueue; and the posting of receives. The members are declared in creation order,
 // so destroying the object releases them in the only safe order (the QP before the memory it used
 // and its CQ reservation). The protection domain is the device's (Device), and so is the arena
-// small buffers come from.
+// small buffers come from; or, for a connection with a protection domain of its own
+// (ConnectionOptions::ownProtectionDomain, or one that lends memory), its own, where every buffer
+// is a region of its own (the arena's slabs are on the device's domain).
 #pragma once
 
 #include <cerrno>
@@ -34,7 +36,7 @@ namespace evrdma::detail {
 // index.
 class SendBuffers {
  public:
-  int allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, uint32_t count, size_t size,
+  int allocate(SmallBufferArena* arena, MemoryAccount& account, ibv_pd* pd, uint32_t count, size_t size,
                PreparedMappings* prepared) noexcept;
   explicit operator bool() const noexcept { return static_cast<bool>(memory_); }
   // An index, or -ENOBUFS. Once per message each: inline.
@@ -67,8 +69,8 @@ class QueuePair {
   QueuePair& operator=(const QueuePair&) = delete;
 
   // What setUp() registers for a connection with `options`: the bytes it pins, and the lengths of
-  // the buffers too large for the device's arena (regions of their own, which a PreparedMappings
-  // may hold ready).
+  // the buffers too large for the device's arena, or all of them on a protection domain of the
+  // connection's own (regions of their own, which a PreparedMappings may hold ready).
   struct MemoryNeeds {
     uint64_t pinned = 0;
     std::vector<size_t> ownRegions;
@@ -139,6 +141,18 @@ class QueuePair {
   size_t receiveBuffers_ = 0;           // in recvRing_: recvDepth + spareRecvBuffers
   Device* device_ = nullptr;
   ibv_pd* pd_ = nullptr;
+  // The connection's own protection domain (usesOwnProtectionDomain), retired to its Device once
+  // everything registered on it here is gone.
+  struct OwnDomain {
+    Device* device = nullptr;
+    ibv_pd* pd = nullptr;
+    OwnDomain() = default;
+    OwnDomain(const OwnDomain&) = delete;
+    OwnDomain& operator=(const OwnDomain&) = delete;
+    ~OwnDomain() {
+      if (pd != nullptr) device->retireDomain(pd);
+    }
+  };
   // A place in a shared receive queue, left when the QueuePair goes.
   struct SharedReceives {
     SharedReceiveQueue* srq = nullptr;
@@ -153,6 +167,7 @@ class QueuePair {
 
   // Creation order; destroyed in reverse.
   std::unique_ptr<CompletionDispatcher::Attachment> attachment_;
+  OwnDomain ownDomain_;  // freed after all below, while the attachment keeps the Device
   SharedReceives sharedReceives_;
   BufferMemory recvRing_;  // bufferSize per slot (none with a shared receive queue)
   SendBuffers sendBuffers_;    // postSend()'s buffers

@@ -91,7 +91,9 @@ void RegionExchange::onRequest(const Frame& frame) noexcept {
   RemoteRegion remote;
   LentRegion region;
   MemoryCharge charge;
-  if (frame.requestBytes > maxLentBytes_ - lentBytes_) {
+  if (maxLentBytes_ == 0) {
+    error = EACCES;  // this side lends nothing
+  } else if (frame.requestBytes > maxLentBytes_ - lentBytes_) {
     error = ENOMEM;  // over what this side agreed to lend
   } else if (lent_.size() >= maxLentRegions_) {
     error = ENOSPC;  // as many regions as this side agreed to lend

@@ -7,13 +7,13 @@
 
 namespace evrdma::detail {
 
-int BufferMemory::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_pd* pd, size_t bytes, int access,
+int BufferMemory::allocate(SmallBufferArena* arena, MemoryAccount& account, ibv_pd* pd, size_t bytes, int access,
                            PreparedMappings* prepared) noexcept {
   int error = 0;
   // The arena registers for local write: enough for anything but remote access.
-  if (SmallBufferArena::serves(bytes) && (access & ~kLocalWrite) == 0) {
-    lease_ = arena.take(bytes, error);
-  } else if ((error = account.charge(pinnedBytes(bytes), charge_)) == 0) {
+  if (arena != nullptr && SmallBufferArena::serves(bytes) && (access & ~kLocalWrite) == 0) {
+    lease_ = arena->take(bytes, error);
+  } else if ((error = account.charge(pinnedBytes(bytes, false), charge_)) == 0) {
     size_t mapped = 0;
     void* mapping = prepared != nullptr ? prepared->take(bytes, mapped) : nullptr;
     if (mapping == nullptr) mapping = mapPages(bytes, mapped);
@@ -33,8 +33,8 @@ int BufferMemory::allocate(SmallBufferArena& arena, MemoryAccount& account, ibv_
   return error;
 }
 
-size_t BufferMemory::pinnedBytes(size_t bytes) noexcept {
-  if (SmallBufferArena::serves(bytes)) return SmallBufferArena::blockSize(bytes);
+size_t BufferMemory::pinnedBytes(size_t bytes, bool arena) noexcept {
+  if (arena && SmallBufferArena::serves(bytes)) return SmallBufferArena::blockSize(bytes);
   const size_t page = 4096;
   return (bytes + page - 1) / page * page;
 }

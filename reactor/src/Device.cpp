@@ -50,6 +50,26 @@ int Device::init() noexcept {
   return 0;
 }
 
+ibv_pd* Device::makeOwnDomain(int& error) noexcept {
+  retireDomain(nullptr);  // frees those whose memory has gone since
+  if (removed_) {
+    error = -ENODEV;
+    return nullptr;
+  }
+  errno = 0;
+  ibv_pd* pd = ibv_alloc_pd(context_);
+  if (pd == nullptr) error = errno ? -errno : -ENOMEM;
+  return pd;
+}
+
+void Device::retireDomain(ibv_pd* pd) noexcept {
+  if (pd != nullptr) retiredDomains_.push_back(pd);
+  // EBUSY while a memory region is still registered on it: kept for a later try.
+  retiredDomains_.erase(std::remove_if(retiredDomains_.begin(), retiredDomains_.end(),
+                                       [](ibv_pd* retired) { return ibv_dealloc_pd(retired) == 0; }),
+                        retiredDomains_.end());
+}
+
 detail::SmallBufferArena& Device::smallBuffers() {
   if (!smallBuffers_) smallBuffers_ = std::make_unique<detail::SmallBufferArena>(pd_.get(), &memoryAccount());
   return *smallBuffers_;
@@ -142,6 +162,11 @@ void Device::releaseVerbs() noexcept {
   srqs_.clear();  // every QP that received through them is gone
   if (completions_) completions_->releaseVerbs();  // its CQs (each acks its events first), then its channel
   smallBuffers_.reset();  // every connection on the device is gone: no block is leased
+  retireDomain(nullptr);
+  if (!retiredDomains_.empty())
+    EVRDMA_LOG(LogLevel::Warn, "%s: %zu protection domains of connections still have memory registered on them",
+               name(), retiredDomains_.size());
+  retiredDomains_.clear();
   pd_.reset();
   if (holdsDevice_) detail::DeviceUsers::instance().release(context_);  // last, once nothing is left on it
   holdsDevice_ = false;

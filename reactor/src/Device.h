@@ -48,6 +48,14 @@ class Device final : private detail::AsyncInbox, private CompletionDispatcher::O
   // application registers for them: a region stays usable across connections. It is freed with
   // the Reactor, so every MemoryRegion on it must be gone by then.
   ibv_pd* protectionDomain() const noexcept { return pd_.get(); }
+  // A protection domain of one connection's own (ConnectionOptions::ownProtectionDomain): memory
+  // registered on it is reachable through that connection's queue pair alone, whatever rkey a
+  // peer learns. Null + -errno.
+  ibv_pd* makeOwnDomain(int& error) noexcept;
+  // Frees such a domain: at once when nothing is registered on it any more, else (memory the
+  // application registered on it outlives its connection) at a later makeOwnDomain or
+  // retireDomain, or when the device is released.
+  void retireDomain(ibv_pd* pd) noexcept;
   // Registered memory for the connections' small buffers, on that protection domain.
   detail::SmallBufferArena& smallBuffers();
   detail::MemoryAccount& memoryAccount() noexcept;
@@ -87,6 +95,7 @@ class Device final : private detail::AsyncInbox, private CompletionDispatcher::O
   CompletionStats& stats_;
   uint32_t maxSrqWr_ = 0;
   ProtectionDomain pd_;  // declared first: freed after everything made on it
+  std::vector<ibv_pd*> retiredDomains_;  // connections' own, still in use by some registration
   std::unique_ptr<detail::SmallBufferArena> smallBuffers_;  // freed before the PD
   // After every QP that receives through them, before the arena and PD their buffers come from.
   std::vector<std::unique_ptr<detail::SharedReceiveQueue>> srqs_;

@@ -68,7 +68,7 @@ int SharedReceiveQueue::grow(uint32_t wanted) noexcept {
   if (buffers() + chunks * kChunkBuffers > capacity_) return -ENOSPC;
   for (uint32_t c = 0; c < chunks; ++c) {
     auto chunk = std::make_unique<BufferMemory>();
-    if (int rc = chunk->allocate(arena_, account_, pd_, bufferSize_ * kChunkBuffers, kLocalWrite); rc != 0) return rc;
+    if (int rc = chunk->allocate(&arena_, account_, pd_, bufferSize_ * kChunkBuffers, kLocalWrite); rc != 0) return rc;
     chunks_.push_back(std::move(chunk));
     const uint32_t first = buffers() - kChunkBuffers;
     for (uint32_t index = first; index < first + kChunkBuffers; ++index)

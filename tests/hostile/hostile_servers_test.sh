@@ -45,6 +45,14 @@ attack "$port_blast" blast-garbage-frame '^closed by the server'
 attack "$port_blast" blast-data-before-hello '^closed by the server'
 attack "$port_blast" blast-region-flood '^closed by the server'
 attack "$port_blast" blast-credit-flood '^(closed by the server|still connected)'
+# A region blast-server lent one client (write mode), written by another that learned its address
+# and rkey: each lending connection has a protection domain of its own, so the device refuses the
+# thief (RoCE: a remote access error; iWARP: the thief's connection is terminated) and the
+# borrower reads back what it wrote. (With one domain for all, the region was overwritten.)
+outcome=$("$build/tests/hostile-stream-peer" -a "$address" -p "$port_blast" -w 15000 borrowed-rkey 2>&1)
+status=$?
+[ "$status" = 0 ] && [[ $outcome =~ "the borrower's read back: success, the region unchanged"$ ]]
+check "borrowed-rkey: $outcome" $?
 
 check_alongside pingpong blast
 kill -INT "$pid_pingpong" "$pid_blast" 2>/dev/null

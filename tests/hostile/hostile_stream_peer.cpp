@@ -223,7 +223,7 @@ bool attack(const std::string& name, const char* address, const char* port, int 
   if (name == "borrowed-rkey") {
     if (!connect(peer, blastWriteMode())) return false;
     peer.send(hello(7));
-    peer.send(regionRequest(4096, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE), 600 * 1024);
+    peer.send(regionRequest(8 * 4096, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE), 600 * 1024);  // its 8 buffers
     std::vector<uint8_t> answer;
     uint64_t at = 0;
     uint32_t rkey = 0;

@@ -8,7 +8,9 @@
 #   2. a flood of them: 1000 (siw: 50, it holds about 70 QPs per process) held until closed; the
 #      memory of streams not yet established is bounded, and once requests wait for it the
 #      stream silent longest is closed to make room: every good run is served throughout (before,
-#      0 of 401 replies in 5 of 5 runs), and every silent one is closed.
+#      0 of 401 replies in 5 of 5 runs), and every silent one is closed;
+#   3. a request for a region with remote read and write: a stream server lends nothing, and
+#      refuses it with EACCES (before: granted, 16 KiB with remote write, up to the budget).
 # The sanitizer and valgrind stages (EVRDMA_STRESS=light) look for memory errors, not volume: a
 # flood of 200 there (still past the memory bound: requests wait and silent streams are evicted).
 # Each wait is for the attacker to end (once the server closed all it held; bounded at 120 and
@@ -41,6 +43,14 @@ status=$?
 outcome=$(tail -n 1 "$log/flood")
 [ $status = 0 ] && grep -q "^no-hello: $count established, $count closed by the server" <<<"$outcome"
 check "$count silent connections were each accepted, then closed: $outcome" $?
+
+# 3. A region request.
+"$attacker" -a "$address" -p "$port" -w 30000 region-request >"$log/region" 2>&1
+status=$?
+outcome=$(tail -n 1 "$log/region")
+[ $status = 0 ] && [ "$outcome" = "region-request: refused: Permission denied" ]
+check "a stream server lends no memory: $outcome" $?
+
 check_alongside kv
 kill -INT $server
 wait $server

@@ -86,6 +86,7 @@ class Framed : public PingPongBed {
     PingPongBed::SetUp();
     factory.options.framed = true;
     factory.options.maxMessageSize = 64;
+    factory.options.maxLentBytes = 1 << 20;  // the server lends (off by default)
   }
   void connect(evrdma::ClientOptions options = framedOptions()) {
     server = evrdma::Listener::create(reactor_, factory);
@@ -236,7 +237,7 @@ TEST_F(Framed, WritesWithImmediateSpendCreditsAndNeverOutrunTheReceiver) {
 
 TEST_F(Framed, ARequestedRegionIsWrittenAndReadBackByTheRequester) {
   constexpr size_t kBytes = 4 << 20;
-  factory.options.maxLentBytes = kBytes;  // over the 1 MiB default
+  factory.options.maxLentBytes = kBytes;  // over the fixture's 1 MiB
   connect();
   RemoteRegion region = grant(kBytes, evrdma::kRemoteWrite | evrdma::kRemoteRead, 42);
   ASSERT_EQ(mine.granted.size(), 1u);
@@ -426,6 +427,66 @@ TEST_F(Framed, RegionsAreReleasedWhenTheConnectionCloses) {
   }
   std::printf("[ figures  ] write into the released region: %s\n",
               mine.error.empty() ? "connection terminated by the peer" : mine.error.c_str());
+}
+
+TEST_F(Framed, AConnectionThatLendsNothingRefusesARegionRequestWithEaccesAndStays) {
+  factory.options.maxLentBytes = 0;  // the default
+  connect();
+  ASSERT_EQ(client->requestRegion(4096, evrdma::kRemoteWrite | evrdma::kRemoteRead, 1), 0);
+  ASSERT_TRUE(runUntil([&] { return !mine.refused.empty(); }, 30s));
+  EXPECT_EQ(mine.refused[0], (std::pair<uint64_t, int>{1, -EACCES}));
+  EXPECT_TRUE(mine.granted.empty());
+  EXPECT_EQ(theirs().connection->stats().regionsLent, 0u);
+  EXPECT_EQ(client->state(), ConnectionState::Established);
+  EXPECT_EQ(mine.error, "");
+}
+
+// A lending connection has a protection domain of its own: a second connection to the same
+// server that knows the lent region's address and rkey cannot reach it. The thief is unframed,
+// so its write is not checked locally against advertised regions: the server's device refuses
+// it (with one protection domain for all, it went through and overwrote the region).
+TEST_F(Framed, ARegionLentToOneConnectionCannotBeWrittenThroughAnotherConnectionOfTheSameServer) {
+  connect();
+  const RemoteRegion region = grant(4096, evrdma::kRemoteWrite | evrdma::kRemoteRead, 1);
+  ASSERT_EQ(theirs().lent.size(), 1u);
+  const MemoryRegion* lent = theirs().lent[0];
+  for (size_t i = 0; i < 4096; ++i) local.data()[i] = pattern(i, 1);
+  ASSERT_EQ(client->rdmaWrite({&local, 0, 4096}, region, 0, 1), 0);
+  ASSERT_TRUE(runUntil([&] { return mine.done.size() == 1; }, 30s));
+  ASSERT_EQ(mine.done[0].status, IBV_WC_SUCCESS);
+
+  factory.options.framed = false;  // the thief's agent: lends nothing, on the device's domain
+  factory.options.maxLentBytes = 0;
+  auto raw = framedOptions();
+  raw.framed = false;
+  Record thief;
+  auto second = evrdma::Client::create(reactor_, std::make_unique<Peer>(thief), raw);
+  ASSERT_EQ(second->connect(bed_.ip, server->port()), 0);
+  ASSERT_TRUE(runUntil([&] { return thief.established; }, 30s)) << thief.error;
+  int error = 0;
+  MemoryRegion stolen = MemoryRegion::allocate(second->protectionDomain(), 4096, evrdma::kLocalWrite, error);
+  ASSERT_TRUE(stolen) << strerror(-error);
+  std::memset(stolen.data(), 0x5a, 4096);
+  ASSERT_EQ(second->rdmaWrite({&stolen, 0, 4096}, region, 0, 2), 0);
+  // RoCE: a remote access error. iWARP: the write completes locally once sent, and the server's
+  // side terminates the connection.
+  ASSERT_TRUE(runUntil([&] { return !thief.error.empty() || thief.closed; }, 30s)) << "the write must fail";
+  if (second->supportsImmediateData()) {  // not iWARP
+    EXPECT_NE(thief.error.find("remote access error"), std::string::npos) << thief.error;
+    for (const auto& op : thief.done) EXPECT_NE(op.status, IBV_WC_SUCCESS) << "the write went through";
+  }
+  for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(lent->data()[i], pattern(i, 1)) << "byte " << i << " overwritten";
+  std::printf("[ figures  ] another connection's write into the lent region: %s\n",
+              thief.error.empty() ? "connection terminated by the server" : thief.error.c_str());
+
+  // The borrower's own access goes on.
+  std::memset(local.data(), 0, 4096);
+  ASSERT_EQ(client->rdmaRead({&local, 0, 4096}, region, 0, 3), 0);
+  ASSERT_TRUE(runUntil([&] { return mine.done.size() == 2; }, 30s));
+  EXPECT_EQ(mine.done[1].status, IBV_WC_SUCCESS);
+  for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(local.data()[i], pattern(i, 1)) << "byte " << i;
+  EXPECT_EQ(mine.error, "");
+  second.reset();
 }
 
 TEST_F(Framed, APeerCannotMakeUsTrackMoreRegionsThanMaxPeerRegions) {

@@ -86,6 +86,27 @@ TEST(LivenessOptions, KeepaliveNeedsAFramedConnectionAndATimeoutNoShorterThanIts
   EXPECT_EQ(evrdma::checkOptions(idle, problem), -EINVAL);
 }
 
+TEST(LendingOptions, LendingIsOffByDefaultAndALenderHasItsOwnProtectionDomainWhichASharedReceiveQueueCannotServe) {
+  const char* problem = nullptr;
+  evrdma::ConnectionOptions options;
+  options.framed = true;
+  EXPECT_EQ(options.maxLentBytes, 0u) << "a connection lends nothing unless the application says so";
+  EXPECT_FALSE(evrdma::usesOwnProtectionDomain(options));
+  options.lendingPoolBytes = 4096;
+  EXPECT_EQ(evrdma::checkOptions(options, problem), -EINVAL) << "a pool that lends nothing";
+  options.maxLentBytes = 4096;
+  EXPECT_EQ(evrdma::checkOptions(options, problem), 0);
+  EXPECT_TRUE(evrdma::usesOwnProtectionDomain(options));
+  options.sharedReceiveQueue = true;
+  EXPECT_EQ(evrdma::checkOptions(options, problem), -EINVAL);
+  EXPECT_NE(std::string(problem).find("sharedReceiveQueue"), std::string::npos) << problem;
+  evrdma::ConnectionOptions offers;
+  offers.ownProtectionDomain = true;
+  EXPECT_TRUE(evrdma::usesOwnProtectionDomain(offers));
+  offers.sharedReceiveQueue = true;
+  EXPECT_EQ(evrdma::checkOptions(offers, problem), -EINVAL);
+}
+
 TEST(ReactorStats, AFreshReactorsSnapshotHasNoDeviceNoConnectionAndItsBudget) {
   evrdma::Reactor reactor;
   reactor.setMemoryBudget(1 << 20);

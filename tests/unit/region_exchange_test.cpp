@@ -152,6 +152,23 @@ TEST_F(RegionExchangeTest, ARequestOverWhatTheLenderAgreedToLendIsRefusedWithENO
   EXPECT_TRUE(a.exchange->peerRegions().empty());
 }
 
+TEST_F(RegionExchangeTest, ASideThatLendsNothingRefusesEveryRequestWithEACCESAndAllocatesNothing) {
+  Side lendsNothing{0, 4};
+  ASSERT_EQ(a.exchange->request(1, evrdma::kRemoteWrite, 6), 0);
+  Frame frame;
+  const char* parseWhy = "";
+  ASSERT_EQ(evrdma::parseFrame(a.outbox.front().data(), a.outbox.front().size(), frame, parseWhy), 0) << parseWhy;
+  a.outbox.pop_front();
+  ASSERT_EQ(lendsNothing.exchange->onFrame(frame, why), 0) << why;
+  ASSERT_EQ(lendsNothing.outbox.size(), 1u);
+  ASSERT_EQ(evrdma::parseFrame(lendsNothing.outbox.front().data(), lendsNothing.outbox.front().size(), frame, parseWhy), 0);
+  ASSERT_EQ(a.exchange->onFrame(frame, why), 0) << why;
+  ASSERT_EQ(a.refused.size(), 1u);
+  EXPECT_EQ(a.refused[0], (std::pair<uint64_t, int>{6, -EACCES}));
+  EXPECT_EQ(lendsNothing.allocations, 0);
+  EXPECT_EQ(lendsNothing.stats.regionsLent, 0u);
+}
+
 TEST_F(RegionExchangeTest, PastMaxLentRegionsARequestIsRefusedWithENOSPCUntilOneIsReleased) {
   // 1-byte regions: far below maxLentBytes, but each would be its own registration.
   for (uint64_t tag = 1; tag <= 3; ++tag) ASSERT_EQ(b.exchange->request(1, evrdma::kRemoteWrite, tag), 0);

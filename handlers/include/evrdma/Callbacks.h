@@ -68,7 +68,9 @@ class ConnectionHandler {
   /// The peer granted our requestRegion(`tag`): `region` is ours to read / write until we
   /// releaseRegion() it or the connection closes.
   virtual void onRegionGranted(Connection&, uint64_t /*tag*/, const RemoteRegion& /*region*/) noexcept {}
-  /// The peer refused our requestRegion(`tag`): `err` is -errno (-ENOMEM: over its maxLentBytes).
+  /// The peer refused our requestRegion(`tag`): `err` is -errno (-EACCES: it lends nothing, its
+  /// maxLentBytes is 0; -ENOMEM: over its maxLentBytes or its memory budget; -ENOSPC: as many
+  /// regions as its maxLentRegions).
   virtual void onRegionRefused(Connection&, uint64_t /*tag*/, int /*err*/) noexcept {}
   /// The peer sent one of its regions with sendRegion(`tag`).
   virtual void onRegionReceived(Connection&, const RemoteRegion& /*region*/, uint64_t /*tag*/) noexcept {}

@@ -201,10 +201,13 @@ class Connection {
   /// it (ibv_get_device_name) while the connection is up.
   ibv_context* device() const noexcept;
   rdma_cm_id* cmId() const noexcept;
-  /// The protection domain of the connection's device (once established; shared by every
-  /// connection on that device of this reactor, and freed with the Reactor): register the memory
-  /// you use with send() / rdmaWrite() / rdmaRead() here, e.g.
-  /// MemoryRegion::allocate(c.protectionDomain(), ...). Such regions outlive the connection.
+  /// The protection domain to register the memory you use with send() / rdmaWrite() / rdmaRead()
+  /// on, e.g. MemoryRegion::allocate(c.protectionDomain(), ...) (once established). The device's,
+  /// shared by every connection on that device of this reactor and freed with the Reactor: such
+  /// regions outlive the connection and serve the others too. Or, for a connection that lends
+  /// memory or has ConnectionOptions::ownProtectionDomain, the connection's own: regions on it
+  /// serve this connection alone (its peer only can reach those it was given), and the domain is
+  /// freed once the last of them is deregistered (they may outlive the connection).
   ibv_pd* protectionDomain() const noexcept;
 
   /// What the connection holds, for evrdma's own objects (opaque here).

@@ -53,9 +53,12 @@ struct ConnectionOptions {
   /// application's bytes only, as raw peers (ping-sr, rping) expect.
   bool framed = false;
   /// Framed: how many bytes this side registers at most, in all, for the peer's requestRegion().
-  /// Small by default: lending pins memory on the peer's say-so (a server that lends must size
-  /// this for its protocol, as blast-server does); 0 refuses every request (-ENOMEM).
-  uint64_t maxLentBytes = uint64_t{1} << 20;
+  /// 0, the default: this side lends nothing, and every request is refused (-EACCES at the peer):
+  /// lending pins memory on the peer's say-so and lets it write there, so only an application that
+  /// lends turns it on, sized for its protocol (as blast-server does). A connection that lends has
+  /// a protection domain of its own (see ownProtectionDomain): what it lends is out of reach of
+  /// every other connection, whatever address and rkey they learn.
+  uint64_t maxLentBytes = 0;
   /// Framed: how many regions this side lends at once: past it a request is refused (-ENOSPC at
   /// the peer). Bytes alone do not bound the cost: without a lending pool each region is its own
   /// registration and pins whole pages, so a peer asking for 1-byte regions would otherwise get a
@@ -67,6 +70,16 @@ struct ConnectionOptions {
   /// rkey reaches all of it, for reading and writing (the pool is this one peer's). A request
   /// larger than the pool's largest free range is refused (-ENOMEM at the peer).
   uint64_t lendingPoolBytes = 0;
+  /// A protection domain of the connection's own instead of the device's (which every connection
+  /// of the Reactor on that device shares): memory registered on it (Connection::protectionDomain(),
+  /// the regions it lends or offers with sendRegion) is reachable through this connection's queue
+  /// pair alone; a peer that learns an rkey of it cannot use it through another connection. On for
+  /// a connection that lends (maxLentBytes > 0). Its buffers are then regions of their own (none
+  /// from the device's shared arena: a few pages more per connection), and it cannot use a shared
+  /// receive queue. A device with type-2 memory windows could bind each lent region to the
+  /// borrower's queue pair instead, but soft-iWARP (siw) has none; a protection domain works on
+  /// every device.
+  bool ownProtectionDomain = false;
   /// Framed: how many of the peer's regions this side keeps track of at once (granted and sent);
   /// a peer that sends more breaks the protocol, and requestRegion() beyond it gives -ENOSPC.
   uint32_t maxPeerRegions = 1024;
@@ -129,6 +142,12 @@ struct ConnectionStats {
     return *this;
   }
 };
+
+/// Whether a connection with `options` has a protection domain of its own (ownProtectionDomain, or
+/// it lends memory).
+inline bool usesOwnProtectionDomain(const ConnectionOptions& options) noexcept {
+  return options.ownProtectionDomain || options.maxLentBytes > 0;
+}
 
 /// 0 if `options` can be used, else -EINVAL with `problem` naming the option at fault.
 int checkOptions(const ConnectionOptions& options, const char*& problem) noexcept;
