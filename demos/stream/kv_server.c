@@ -7,7 +7,8 @@
  *   DEL key         -> DELETED | NOT_FOUND   COUNT   -> COUNT n
  *   QUIT            -> BYE, then the server closes
  *
- *   usage: kv-server ADDRESS [--tcp PORT] [--rdma PORT]   (PORT 0: any free one; it is printed)
+ *   usage: kv-server ADDRESS [--tcp PORT] [--rdma PORT] [--send-timeout SECONDS]
+ *          (PORT 0: any free one; it is printed)
  */
 #include <errno.h>
 #include <event2/buffer.h>
@@ -38,6 +39,7 @@ struct entry {
 
 struct server {
   struct event_base *base;
+  struct timeval send_timeout; /* a client that takes none of its replies this long is dropped */
   struct entry *buckets[kBuckets];
   unsigned long keys;
   struct session *sessions; /* open ones, to free at exit */
@@ -201,6 +203,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
   if (what & BEV_EVENT_ERROR) {
     fprintf(stderr, "kv-server: a connection failed: %s\n", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
     session_end(session);
+  } else if (what & BEV_EVENT_TIMEOUT) { /* TCP: its replies waited for the send timeout */
+    fprintf(stderr, "kv-server: a connection failed: the client took none of its replies for %ld s\n",
+            (long)session->server->send_timeout.tv_sec);
+    session_end(session);
   } else if (what & BEV_EVENT_EOF) {
     run_lines(session); /* what came before the client's EOF is answered */
     close_when_sent(session);
@@ -232,7 +238,10 @@ static void on_tcp_accept(struct evconnlistener *listener, evutil_socket_t fd, s
   struct server *server = arg;
   (void)listener, (void)peer, (void)socklen;
   ++server->served_tcp;
-  serve(server, bufferevent_socket_new(server->base, fd, BEV_OPT_CLOSE_ON_FREE));
+  struct bufferevent *bev = bufferevent_socket_new(server->base, fd, BEV_OPT_CLOSE_ON_FREE);
+  /* libevent's write timeout runs while replies wait to go: the RDMA streams' send_timeout_ms. */
+  if (bev != NULL && server->send_timeout.tv_sec > 0) bufferevent_set_timeouts(bev, NULL, &server->send_timeout);
+  serve(server, bev);
 }
 
 static void on_rdma_accept(struct evrdma_listener *listener, struct bufferevent *bev, const struct sockaddr *peer,
@@ -250,20 +259,30 @@ static void on_signal(evutil_socket_t signal, short what, void *arg) {
 
 static int usage(const char *program, FILE *to, int status) {
   fprintf(to,
-          "usage: %s ADDRESS [--tcp PORT] [--rdma PORT]\n"
+          "usage: %s ADDRESS [--tcp PORT] [--rdma PORT] [--send-timeout SECONDS]\n"
           "  An in-memory key-value server with a line protocol (SET key value, GET key, DEL key,\n"
           "  COUNT, QUIT), over TCP and RDMA byte streams at once. Without --tcp or --rdma it\n"
-          "  listens on both, on any free ports (PORT 0), and prints them. SIGINT stops it.\n",
+          "  listens on both, on any free ports (PORT 0), and prints them. A client that takes\n"
+          "  none of its replies for the send timeout (60 s; 0: never) is dropped. SIGINT stops it.\n",
           program);
   return status;
 }
 
 int main(int argc, char **argv) {
   const char *host = NULL, *tcp_port = NULL, *rdma_port = NULL;
+  long send_timeout = 60;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return usage(argv[0], stdout, 0);
     if (strcmp(argv[i], "--tcp") == 0 && i + 1 < argc) tcp_port = argv[++i];
     else if (strcmp(argv[i], "--rdma") == 0 && i + 1 < argc) rdma_port = argv[++i];
+    else if (strcmp(argv[i], "--send-timeout") == 0 && i + 1 < argc) {
+      char *end = NULL;
+      send_timeout = strtol(argv[++i], &end, 10);
+      if (*argv[i] == '\0' || *end != '\0' || send_timeout < 0 || send_timeout > 86400) {
+        fprintf(stderr, "kv-server: '%s' is not a send timeout (0 to 86400 seconds)\n", argv[i]);
+        return 2;
+      }
+    }
     else if (argv[i][0] != '-' && host == NULL) host = argv[i];
     else return usage(argv[0], stderr, 2);
   }
@@ -287,6 +306,7 @@ int main(int argc, char **argv) {
 
   static struct server server; /* its buckets are large */
   server.base = event_base_new();
+  server.send_timeout.tv_sec = send_timeout;
   struct evrdma_base *rbase = NULL;
   struct evconnlistener *tcp = NULL;
   struct evrdma_listener *rdma = NULL;
@@ -309,9 +329,12 @@ int main(int argc, char **argv) {
   }
   if (rdma_port != NULL) {
     rbase = evrdma_base_new(server.base);
+    struct evrdma_stream_options options;
+    evrdma_stream_options_init(&options);
+    options.send_timeout_ms = (unsigned)send_timeout * 1000u;
     rdma = rbase == NULL ? NULL
                          : evrdma_listener_new_bind(rbase, on_rdma_accept, &server, 0, -1,
-                                                    (struct sockaddr *)&rdma_address, rdma_length, NULL);
+                                                    (struct sockaddr *)&rdma_address, rdma_length, &options);
     if (rdma == NULL) {
       fprintf(stderr, "kv-server: listen on %s rdma port %s: %s\n", host, rdma_port, strerror(errno));
       goto out;

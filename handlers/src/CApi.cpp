@@ -54,6 +54,7 @@ evrdma::StreamOptions streamOptions(const evrdma_stream_options* given) {
   options.connection.keepaliveInterval = std::chrono::milliseconds(given->keepalive_interval_ms);
   if (given->lend_from != 0) options.lendFrom = given->lend_from;
   if (given->lending_buffers != 0) options.lendingBuffers = given->lending_buffers;
+  options.connection.creditTimeout = std::chrono::milliseconds(given->send_timeout_ms);
   return options;
 }
 
@@ -109,6 +110,7 @@ void evrdma_stream_options_init(evrdma_stream_options* options) {
   options->keepalive_interval_ms = static_cast<unsigned>(defaults.connection.keepaliveInterval.count());
   options->lend_from = defaults.lendFrom;
   options->lending_buffers = defaults.lendingBuffers;
+  options->send_timeout_ms = static_cast<unsigned>(defaults.connection.creditTimeout.count());
 }
 
 bufferevent* evrdma_bufferevent_connect(evrdma_base* rbase, const sockaddr* address, int socklen,

@@ -65,6 +65,7 @@ int ConnectionCore::setUpVerbs(const char*& op, detail::PreparedMappings* prepar
       options_.recvDepth, queuePair_->frameSlots(), queuePair_->frameSlotCount(), queuePair_->frameSlotLkey(), stats_,
       [this](const SendOp& request) { return sender.submit(request); });
   framedSender_->setYields(isClient_);  // when both sides wait for credits, the client answers first
+  if (options_.creditTimeout.count() > 0) framedSender_->onWaitBegins([this] { onCreditWaitBegan(); });
   ibv_pd* pd = queuePair_->protectionDomain();
   detail::MemoryAccount& account = queuePair_->device()->memoryAccount();
   if (options_.lendingPoolBytes > 0) {
@@ -293,6 +294,35 @@ void ConnectionCore::onLivenessTick() noexcept {
       if (int rc = framedSender_->sendKeepaliveProbe(); rc != 0) fail(rc, "ibv_post_send (keepalive probe)");
       return;
   }
+}
+
+void ConnectionCore::onCreditWaitBegan() noexcept {
+  if (!creditTimer_) creditTimer_ = std::make_unique<Timer>(reactor_, [this] { onCreditTick(); });
+  if (creditTimer_->active()) return;
+  creditsSpentMark_ = framedSender_->creditsSpent();
+  quietCreditTicks_ = 0;
+  if (creditTimer_->startPeriodic(std::max(options_.creditTimeout / 4, std::chrono::milliseconds(1))) != 0)
+    creditTimer_.reset();  // no timer: the wait is not bounded (only a failed event_add gets here)
+}
+
+void ConnectionCore::onCreditTick() noexcept {
+  if (!sendable() || !framedSender_ || !framedSender_->waitingForCredits()) {
+    creditTimer_->cancel();  // the next wait starts it again
+    return;
+  }
+  if (framedSender_->creditsSpent() != creditsSpentMark_) {
+    creditsSpentMark_ = framedSender_->creditsSpent();
+    quietCreditTicks_ = 0;
+    return;
+  }
+  if (++quietCreditTicks_ < 4) return;
+  creditTimer_->cancel();
+  errorText_ = "credit timeout: the peer took none of our messages for " +
+               std::to_string(options_.creditTimeout.count()) + " ms while " +
+               std::to_string(framedSender_->waiting()) + " waited for its credits (creditTimeout)";
+  EVRDMA_LOG(LogLevel::Warn, "%s %s: %s", isClient_ ? "client of" : "agent for", peerAddress_.c_str(),
+             errorText_.c_str());
+  fail(-ETIMEDOUT, errorText_.c_str());
 }
 
 // ---- Each event to its part.

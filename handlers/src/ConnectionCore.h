@@ -107,7 +107,10 @@ class ConnectionCore : public CmEventHandler,
   void markEstablished() noexcept;
   // Messages either way and operations completed: what idleTimeout watches.
   uint64_t activity() const noexcept;
-  void stopLivenessChecks() noexcept { livenessTimer_.cancel(); }
+  void stopLivenessChecks() noexcept {
+    livenessTimer_.cancel();
+    if (creditTimer_) creditTimer_->cancel();
+  }
 
   Reactor& reactor_;
   std::unique_ptr<ConnectionHandler> handler_;
@@ -165,6 +168,10 @@ class ConnectionCore : public CmEventHandler,
   // keepaliveInterval / idleTimeout: starts the liveness checks (once established).
   void startLivenessChecks() noexcept;
   void onLivenessTick() noexcept;
+  // creditTimeout: the line began to wait for credits; each quarter of the timeout, whether it
+  // moved since.
+  void onCreditWaitBegan() noexcept;
+  void onCreditTick() noexcept;
 
   Connection* facade_ = nullptr;
   bool pollBatch_ = false;  // this poll's callbacks send in one batch (onPollBegin)
@@ -172,6 +179,10 @@ class ConnectionCore : public CmEventHandler,
   // the data path only counts.
   Timer livenessTimer_;
   std::unique_ptr<detail::Liveness> liveness_;  // once established, with keepalive or idleTimeout
+  // creditTimeout: made at the first wait for credits, ticking only while the line waits.
+  std::unique_ptr<Timer> creditTimer_;
+  uint64_t creditsSpentMark_ = 0;  // FramedSender::creditsSpent() at the last tick that saw it move
+  uint32_t quietCreditTicks_ = 0;  // ticks since, the line waiting throughout
 };
 
 }  // namespace evrdma

@@ -39,6 +39,10 @@ int checkOptions(const ConnectionOptions& options, const char*& problem) noexcep
     problem = "keepaliveInterval needs a framed connection (probes are frames)";
     return -EINVAL;
   }
+  if (options.creditTimeout.count() < 0 || (options.creditTimeout.count() > 0 && !options.framed)) {
+    problem = "creditTimeout needs a framed connection (credits are frames), and cannot be negative";
+    return -EINVAL;
+  }
   if (options.keepaliveTimeout.count() > 0 &&
       (options.keepaliveInterval.count() == 0 || options.keepaliveTimeout < options.keepaliveInterval)) {
     problem = "keepaliveTimeout needs keepaliveInterval, and cannot be shorter than it";

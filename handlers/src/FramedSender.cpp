@@ -134,8 +134,11 @@ int FramedSender::pump() noexcept {
   while (!waiting_.empty()) {
     Pending& next = waiting_.front();
     if (next.spendsCredit && !ledger_.canSendMessage()) {
-      if (!next.countedWait) ++stats_.creditWaits;
-      next.countedWait = true;
+      if (!next.countedWait) {
+        ++stats_.creditWaits;
+        next.countedWait = true;
+        if (waitBegins_) waitBegins_();
+      }
       break;
     }
     const bool needsSlot = next.zeroCopyHeader || !next.control.empty();
@@ -171,6 +174,7 @@ uint16_t FramedSender::spendCredit(OpType type, bool& answers) noexcept {
   answers = type != OpType::WriteWithImm && ledger_.answersAsk();
   askOutstanding_ = false;  // the wait is over: the next one asks afresh
   creditsBeforeAsk_ = 0;
+  ++creditsSpent_;
   if (type != OpType::WriteWithImm) return ledger_.spendForMessage();
   ledger_.spendForImmediate();  // no header to carry credits
   return 0;

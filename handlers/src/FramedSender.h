@@ -77,6 +77,14 @@ class FramedSender {
   // A send that used frame slot `slot` (SendOp::frameSlot) completed.
   void releaseSlot(int32_t slot) noexcept;
 
+  // Called when the head of the line begins to wait for credits (ConnectionOptions::creditTimeout
+  // watches from then on).
+  void onWaitBegins(std::function<void()> began) { waitBegins_ = std::move(began); }
+  // The head of the line waits for credits.
+  bool waitingForCredits() const noexcept;
+  // Frames that spent a credit so far: the line moved when this grew.
+  uint64_t creditsSpent() const noexcept { return creditsSpent_; }
+
   // The connection is closing: nothing more goes out. Returns what waited, in order.
   std::vector<SendOp> stop() noexcept;
 
@@ -103,8 +111,6 @@ class FramedSender {
   int enqueue(Pending pending) noexcept;
   // Posts `frame` (a whole protocol frame) in a frame slot, with what we owe; 0 or -errno.
   int postProtocolFrame(const std::vector<uint8_t>& frame, SendOp& op) noexcept;
-  // The head of the line waits for credits.
-  bool waitingForCredits() const noexcept;
   // A frame that spends a credit goes out (pump's head of the line, or sendCopied's straight out):
   // spent, and the waiting it ended; returns the credits owed for its header and sets `answers`
   // if they answer the peer's ask (a write with immediate has no header: 0, false).
@@ -128,6 +134,8 @@ class FramedSender {
   uint32_t answersWaiting_ = 0;
   bool stopped_ = false;
   uint64_t sentStraightOut_ = 0;
+  uint64_t creditsSpent_ = 0;
+  std::function<void()> waitBegins_;
 };
 
 }  // namespace evrdma::detail

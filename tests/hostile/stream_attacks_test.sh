@@ -9,7 +9,11 @@
 #      memory of streams not yet established is bounded, and once requests wait for it the
 #      stream silent longest is closed to make room: every good run is served throughout (before,
 #      0 of 401 replies in 5 of 5 runs), and every silent one is closed;
-#   3. a request for a region with remote read and write: a stream server lends nothing, and
+#   3. a peer that never reads: a hello granting 7 credits, 15 messages of 10 000 GETs, then no
+#      credit ever: the server answers what the credits allow and, once the peer has taken
+#      nothing for kv-server's --send-timeout (3 s here), ends that stream with ETIMEDOUT
+#      (ConnectionOptions::creditTimeout; before, it was held as long as the peer liked);
+#   4. a request for a region with remote read and write: a stream server lends nothing, and
 #      refuses it with EACCES (before: granted, 16 KiB with remote write, up to the budget).
 # The sanitizer and valgrind stages (EVRDMA_STRESS=light) look for memory errors, not volume: a
 # flood of 200 there (still past the memory bound: requests wait and silent streams are evicted).
@@ -22,7 +26,7 @@ build=$1
 attacker=$build/tests/hostile-stream-peer
 siw=0; [ "${EVRDMA_RDMA_DRIVER:-}" = siw ] && siw=1
 
-"$build/demos/kv-server" "$address" --rdma 0 >"$log/server" 2>&1 &
+"$build/demos/kv-server" "$address" --rdma 0 --send-timeout 3 >"$log/server" 2>&1 &
 server=$!
 listening_port "$log/server" $server >/dev/null
 port=$(sed -n 's/.* rdma port \([0-9]*\)$/\1/p' "$log/server")
@@ -43,8 +47,15 @@ status=$?
 outcome=$(tail -n 1 "$log/flood")
 [ $status = 0 ] && grep -q "^no-hello: $count established, $count closed by the server" <<<"$outcome"
 check "$count silent connections were each accepted, then closed: $outcome" $?
+# 3. A peer that never reads its answers.
+"$attacker" -a "$address" -p "$port" -w 120000 never-reads >"$log/never" 2>&1
+status=$?
+outcome=$(tail -n 1 "$log/never")
+[ $status = 0 ] && grep -q "^never-reads: closed by the server after" <<<"$outcome" &&
+    grep -q "kv-server: a connection failed: Connection timed out" "$log/server"
+check "a peer that never reads was closed once it took nothing for the send timeout: $outcome" $?
 
-# 3. A region request.
+# 4. A region request.
 "$attacker" -a "$address" -p "$port" -w 30000 region-request >"$log/region" 2>&1
 status=$?
 outcome=$(tail -n 1 "$log/region")

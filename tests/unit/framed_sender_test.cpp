@@ -121,6 +121,35 @@ TEST_F(FramedSenderTest, AMessageWithoutCreditsWaitsAndGoesOutWhenThePeerReturns
   EXPECT_EQ(frameOf(sent[1]).credits, 1u) << "owed credits are written when the frame goes out";
 }
 
+// What ConnectionOptions::creditTimeout watches: the hook fires once when the head of the line
+// begins to wait (not again while it waits), and creditsSpent() grows only as frames go.
+TEST_F(FramedSenderTest, TheWaitHookFiresOnceWhenTheHeadOfTheLineBeginsToWaitAndCreditsSpentGrowsAsFramesGo) {
+  int waits = 0;
+  sender.onWaitBegins([&] { ++waits; });
+  helloThenCredits(4);
+  std::vector<uint8_t> buffers[3];
+  SendOp messages[3];
+  for (int i = 0; i < 3; ++i) messages[i] = copied(static_cast<uint64_t>(i + 1), buffers[i]);
+  ASSERT_EQ(sender.sendCopied(messages[0], buffers[0].data()), 0);
+  EXPECT_EQ(waits, 0) << "it had its credits";
+  const uint64_t spent = sender.creditsSpent();
+  ASSERT_EQ(sender.sendCopied(messages[1], buffers[1].data()), 0);
+  ASSERT_EQ(sender.sendCopied(messages[2], buffers[2].data()), 0);
+  EXPECT_EQ(waits, 1) << "the head began to wait; the one behind it adds no wait";
+  EXPECT_TRUE(sender.waitingForCredits());
+  ASSERT_EQ(sender.pump(), 0);
+  EXPECT_EQ(waits, 1) << "still the same wait";
+  EXPECT_EQ(sender.creditsSpent(), spent) << "nothing went";
+  sender.onCreditsReturned(2);  // 3 left after the first message, 2 after the wait asked: 4, one message's worth
+  ASSERT_EQ(sender.pump(), 0);
+  EXPECT_EQ(sender.creditsSpent(), spent + 1) << "the head went";
+  EXPECT_EQ(waits, 2) << "the next head begins its own wait";
+  sender.onCreditsReturned(8);
+  ASSERT_EQ(sender.pump(), 0);
+  EXPECT_FALSE(sender.waitingForCredits());
+  EXPECT_EQ(sender.creditsSpent(), spent + 2);
+}
+
 TEST_F(FramedSenderTest, WritesAndReadsIssuedBehindAWaitingSendKeepTheirPlace) {
   helloThenCredits(0);  // a message needs three credits
   const size_t before = sent.size();

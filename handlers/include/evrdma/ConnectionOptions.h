@@ -92,6 +92,14 @@ struct ConnectionOptions {
   /// for this long fails the connection with onError(-ETIMEDOUT, "keepalive: ..."), noticed within
   /// a quarter of it more (0: 3 x keepaliveInterval). At least keepaliveInterval.
   std::chrono::milliseconds keepaliveTimeout{0};
+  /// Framed: when messages have waited this long for the peer's credits and none of them went out
+  /// meanwhile (the peer takes nothing we send: its application does not read, or it withholds
+  /// its receives on purpose), the connection fails with onError(-ETIMEDOUT, "credit timeout:
+  /// ..."), noticed within a quarter of it more. 0, the default: wait for ever (a message
+  /// connection's application may hold its receives as long as it likes). Byte streams set 60 s
+  /// (StreamOptions): as a web server's send timeout, a peer that takes none of what it is owed
+  /// for that long costs its server only that long.
+  std::chrono::milliseconds creditTimeout{0};
   /// Any connection: no application message either way (sent, received, or a zero-copy operation
   /// completed) for this long fails it with onError(-ETIMEDOUT, "idle timeout: ...") (0, the
   /// default: never). Keepalive probes and credit frames are not messages.

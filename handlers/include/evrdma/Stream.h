@@ -7,8 +7,8 @@
 ///
 /// Events, as over a socket: BEV_EVENT_CONNECTED (a connecting stream is up), BEV_EVENT_EOF |
 /// BEV_EVENT_READING (the peer shut its side down or freed its end, after its last byte), and
-/// BEV_EVENT_ERROR with the reason in EVUTIL_SOCKET_ERROR() (ECONNREFUSED, EHOSTUNREACH, ETIMEDOUT,
-/// ECONNRESET when the peer's side went away without closing, ENODEV, ESHUTDOWN when the Reactor
+/// BEV_EVENT_ERROR with the reason in EVUTIL_SOCKET_ERROR() (ECONNREFUSED, EHOSTUNREACH, ETIMEDOUT
+/// (connecting, keepalive, or a peer that took nothing for connection.creditTimeout), ECONNRESET when the peer's side went away without closing, ENODEV, ESHUTDOWN when the Reactor
 /// was destroyed). None after bufferevent_free.
 ///
 /// Under it: a framed connection (credits: the peer never finds its receives exhausted, no RNR),
@@ -66,6 +66,9 @@ struct StreamOptions {
     options.maxMessageSize = 64 << 10;
     options.recvDepth = 16;
     options.sendDepth = 16;
+    // A peer that takes none of what waits to go to it for a minute ends the stream (ETIMEDOUT):
+    // what it holds of the writer's (its send buffers, its program's output) is bounded in time too.
+    options.creditTimeout = std::chrono::seconds(60);
     return options;
   }
 };

@@ -71,6 +71,9 @@ struct evrdma_stream_options {
                                        evbuffer in their receive buffer, without a copy: 1024
                                        (SIZE_MAX: always copy; see StreamOptions::lendFrom) */
   unsigned lending_buffers;       /**< spare receive buffers, which bound those lent at once: 16 */
+  unsigned send_timeout_ms;       /**< a peer that takes none of the bytes waiting to go to it for
+                                       this long fails the stream (BEV_EVENT_ERROR, ETIMEDOUT): 60000
+                                       (0: wait for ever; see ConnectionOptions::creditTimeout) */
 };
 void evrdma_stream_options_init(struct evrdma_stream_options *options);
 
