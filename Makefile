@@ -94,11 +94,13 @@ link-bench: build
 
 # Many agents on one server, measured in the test bed: 10 000 concurrent agents (memory per agent,
 # setup time against cmtime), a storm of 1000 connects while another client ping-pongs (its
-# longest round trip against the quiet server's), then 10 000 connection cycles (the server's and
-# the device's counts back to idle), two workers against one, and how long an echo waits with 64
-# connections of 1 and of 16 messages in flight on one server (demos/scale/echo_tail.sh).
+# longest round trip against the quiet server's), the same observer during storms of 2000 against
+# a server with 2 workers and one without, 3 rounds in turn (demos/scale/worker_storm.sh), then
+# 10 000 connection cycles (the server's and the device's counts back to idle), two workers against
+# one, and how long an echo waits with 64 connections of 1 and of 16 messages in flight on one
+# server (demos/scale/echo_tail.sh).
 scale: build
-	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3600 --mem 4G -- sh -c 'demos/scale/agents.sh 10000 5 10 && echo && demos/scale/agents.sh 10000 5 10 -S && echo && demos/scale/storm.sh 1000 && echo && STORM_SIZE=4096 demos/scale/storm.sh 1000 && echo && demos/scale/churn.sh 10000 && echo && demos/scale/workers.sh && echo && demos/scale/echo_tail.sh'
+	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 3600 --mem 4G -- sh -c 'demos/scale/agents.sh 10000 5 10 && echo && demos/scale/agents.sh 10000 5 10 -S && echo && demos/scale/storm.sh 1000 && echo && STORM_SIZE=4096 demos/scale/storm.sh 1000 && echo && demos/scale/worker_storm.sh 2000 3 && echo && demos/scale/churn.sh 10000 && echo && demos/scale/workers.sh && echo && demos/scale/echo_tail.sh'
 
 # The API reference, from the installed headers (Doxygen, docs/Doxyfile): $(BUILD_DIR)/docs/html.
 # Any Doxygen warning fails it; the unit label runs it too.

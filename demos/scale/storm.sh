@@ -37,8 +37,13 @@ observe() {  # observe LOG SECONDS-OR-COMMAND...
 }
 longest() { sed -n 's/^connection 0: \([0-9]*\) round trips.*longest round trip \([0-9.]*\) ms$/\2 \1/p' "$1" | head -n 1; }
 
+# The device's queue pairs (rdma res): the storm's must be gone before the next measurement starts,
+# or that one meets the device still tearing them down (a storm of 10 000 measured 30 s after
+# another: its observer waited 5 x as long, and 64 of its connects failed).
+device_qps() { rdma res show 2>/dev/null | sed -n 's/.* qp \([0-9]*\) .*/\1/p' | awk '{ n += $1 } END { print n + 0 }'; }
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$server/status"; }
 fds() { ls "/proc/$server/fd" | wc -l; }
+qps_before=$(device_qps)
 read -r _ quiet_seconds < <(observe "$log/quiet" sleep 3)
 rss_before=$(rss) fds_before=$(fds) rss_peak=$rss_before
 # The server's RSS at its height, sampled while the storm runs.
@@ -55,6 +60,9 @@ rss_after=$(rss)
 read -r quiet_ms quiet_trips < <(longest "$log/quiet")
 read -r storm_ms storm_trips < <(longest "$log/observer")
 kill -INT $server; wait $server
+idle_started=$(date +%s.%N)
+for _ in $(seq 1200); do [ "$(device_qps)" -le "$qps_before" ] && break; sleep 0.1; done
+idle_seconds=$(awk -v a="$idle_started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 established=$(sed -n 's/^pingpong-client: \([0-9]*\) of \([0-9]*\) connections.*/\1/p' "$log/storm")
 
 echo "connection storm: $connections connects at once (${STORM_SIZE:-64} B messages) against one pingpong-server ${*:+($*) }while one more client ping-pongs:"
@@ -64,4 +72,5 @@ printf "            longest round trip %8.3f ms on the quiet server (%s round tr
 printf "  server RSS: %s KiB before the storm, %s KiB at its height, %s KiB once its connections closed\n" "$rss_before" "${rss_peak:-?}" "$rss_after"
 printf "  storm client's peak RSS: %s KiB (%s connections in one process)\n" "$(tail -n 1 "$log/client_peak" 2>/dev/null || echo '?')" "$connections"
 grep -E "^pingpong-server: served" "$log/server" | sed 's/^/  /'
+printf "  device: back to %s queue pairs %s s after the server ended\n" "$(device_qps)" "$idle_seconds"
 [ "$storm_status" = 0 ] || { echo "  the storm's client failed:"; grep -v "^connection [0-9]*: [0-9]* round" "$log/storm" | head -n 5; }
