@@ -80,6 +80,15 @@ diff -u "$src/demos/samples/hello_embedded.cpp" "$out/readme_example.cpp" ||
 g++ -std=c++17 -Wall -Wextra -Werror "$out/readme_example.cpp" -o "$out/bin/readme-example" \
     $(pkg-config --cflags --libs evrdma) -Wl,-rpath,"$libdir"
 
+echo "--- the README's C example, as the README shows it"
+awk '/^```c$/ {inside=1; next} /^```$/ && inside {exit} inside' "$src/README.md" >"$out/readme_example.c"
+[ -s "$out/readme_example.c" ] || fail "no \`\`\`c block in README.md"
+diff -u "$src/demos/samples/hello_stream.c" "$out/readme_example.c" ||
+    fail "the README's C example is not demos/samples/hello_stream.c"
+# shellcheck disable=SC2046
+cc -std=c99 -Wall -Wextra -Werror "$out/readme_example.c" -o "$out/bin/readme-example-c" \
+    $(pkg-config --cflags --libs evrdma) -Wl,-rpath,"$libdir"
+
 echo "--- 3. add_subdirectory(evrdma)"
 cmake -S "$src/tests/consumer" -B "$out/subproject" -DEVRDMA_SOURCE_DIR="$src" >/dev/null
 grep -q '^CMAKE_BUILD_TYPE:STRING=$' "$out/subproject/CMakeCache.txt" ||

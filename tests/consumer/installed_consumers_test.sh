@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs what install_test.sh built against the installed evrdma (label `rdma`): each consumer
-# checks 200 echoes over the test bed's RDMA device, and the README's example gets its echo
-# from a pingpong-server.
+# checks 200 echoes over the test bed's RDMA device, the README's example gets its echo from a
+# pingpong-server, and the README's C example's client its echo from its server.
 #   usage: installed_consumers_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -41,6 +41,19 @@ for _ in $(seq 50); do
 done
 echo "$out"
 [ "$out" = "echo: hello" ] || { echo "installed_consumers_test: the README's example printed '$out'" >&2; exit 1; }
+wait $server
+echo "--- the README's C example, its server and its client"
+"$bin/readme-example-c" --listen "$EVRDMA_RDMA_IP" 0 >"$build/consumers/c-example-server.log" 2>&1 &
+server=$!
+for _ in $(seq 200); do
+    port=$(sed -n 's/.* port \([0-9]*\)$/\1/p' "$build/consumers/c-example-server.log")
+    [ -n "$port" ] && break
+    sleep 0.05
+done
+out=$(timeout 30 "$bin/readme-example-c" "$EVRDMA_RDMA_IP" "$port" 2>&1) || true
+echo "$out"
+[ "$out" = "echo: hello" ] || { echo "installed_consumers_test: the README's C example printed '$out'" >&2; exit 1; }
+kill -INT $server
 wait $server
 echo "--- the Debian packages"
 if [ "${EVRDMA_TESTBED:-}" = vm ]; then

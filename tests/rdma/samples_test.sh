@@ -2,7 +2,8 @@
 # The samples in demos/samples do what their opening comments say, over real RDMA (run under
 # tools/rdma-run): hello_embedded gets its echo from echo_server, which drains and exits 0 on
 # SIGINT; remote_memory writes into memory the server lent, reads it back the same, and the server
-# sees the message in its region when it comes back; each takes --help.
+# sees the message in its region when it comes back; hello_stream's clients (C, a byte stream) get
+# their messages back from its server, then EOF; each takes --help.
 #   samples_test.sh <build dir>
 set -u
 build=$1
@@ -33,7 +34,26 @@ check "remote_memory reads back what it wrote into the lent region" \
 check "the server sees the message in its region when it comes back" \
     $(echo "$out" | grep -q 'the region came back holding "written and read back by RDMA'; echo $?)
 
-for program in hello_embedded echo_server remote_memory; do
+"$build/demos/hello_stream" --listen "$address" 0 >"$log/stream-server" 2>&1 &
+stream_server=$!
+stream_port=$(listening_port "$log/stream-server" "$stream_server")
+check "hello_stream --listen listens (port '$stream_port')" $([ -n "$stream_port" ]; echo $?)
+out=$("$build/demos/hello_stream" "$address" "$stream_port" 2>&1)
+check "hello_stream's client gets its hello back, then EOF: $out" $([ "$out" = "echo: hello" ]; echo $?)
+out=$("$build/demos/hello_stream" "$address" "$stream_port" "every byte, then EOF" 2>&1)
+check "hello_stream's client gets its own message back: $out" $([ "$out" = "echo: every byte, then EOF" ]; echo $?)
+kill -INT "$stream_server"
+wait "$stream_server"
+check "hello_stream's server exits 0 on SIGINT" $?
+"$build/demos/hello_stream" "$address" >"$said" 2>&1
+status=$?
+check "hello_stream without a port prints its usage and exits 2" $([ "$status" = 2 ] && grep -q "usage" "$said"; echo $?)
+"$build/demos/hello_stream" nonsense 1 >"$said" 2>&1
+status=$?
+check "hello_stream names a bad address and exits 2: $(cat "$said")" \
+    $([ "$status" = 2 ] && grep -q "'nonsense' is not a numeric" "$said"; echo $?)
+
+for program in hello_embedded echo_server remote_memory hello_stream; do
     "$build/demos/$program" --help >"$said" 2>&1
     status=$?
     check "$program --help prints its usage and exits 0" $([ "$status" = 0 ] && grep -qi usage "$said"; echo $?)
@@ -42,7 +62,7 @@ done
 status=$?
 check "echo_server names a bad address and exits 1: $(cat "$said")" \
     $([ "$status" = 1 ] && grep -q "listen on nonsense" "$said"; echo $?)
-for program in hello_embedded echo_server; do
+for program in hello_embedded echo_server hello_stream; do
     "$build/demos/$program" "$address" 70000 >"$said" 2>&1
     status=$?
     check "$program refuses port 70000 (it would have wrapped to 4464) and exits 2: $(cat "$said")" \
