@@ -30,7 +30,7 @@ AgentCore::AgentCore(detail::AgentOwner& owner, Reactor& reactor, std::unique_pt
 
 Agent& AgentCore::agent() const noexcept { return static_cast<Agent&>(facade()); }
 
-AgentCore& coreOf(Agent& agent) noexcept { return static_cast<AgentCore&>(agent.core()); }
+AgentCore& coreOf(Agent& agent) noexcept { return static_cast<AgentCore&>(coreOf(static_cast<const Connection&>(agent))); }
 
 int AgentCore::accept(CmId id, const std::vector<uint8_t>& privateData, const char*& op,
                       detail::PreparedMappings* prepared) noexcept {

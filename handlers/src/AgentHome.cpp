@@ -172,7 +172,7 @@ void AgentHome::setUpAgent(rdma_cm_id* id, AcceptDecision decision, std::unique_
 void AgentHome::adopt(rdma_cm_id* id, AcceptDecision decision, std::unique_ptr<PreparedMappings> prepared,
                       uint64_t bytes) noexcept {
   int error = 0;
-  CmDispatcher* cm = reactor_.core().cm(error);
+  CmDispatcher* cm = coreOf(reactor_).cm(error);
   // Its CM events come to this Reactor from now on. (librdmacm waits, if need be, until the
   // listening Reactor has acked those it read already: it acks before dispatching.)
   if (cm != nullptr && rdma_migrate_id(id, cm->channel()) != 0) error = errno ? -errno : -EINVAL;

@@ -155,12 +155,12 @@ ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, i
   evbuffer_add_cb(inputOf(pair[0]), onDeliveredChanged, stream);
   // Reading what the program wrote waits until the connection is up (see pump).
   bufferevent_enable(stream->ours_, EV_WRITE);
-  reactor.core().join(stream);
+  coreOf(reactor).join(stream);
   return stream;
 }
 
 ByteStream::~ByteStream() {
-  if (!reactorGone_) reactor_.core().leave(this);
+  if (!reactorGone_) coreOf(reactor_).leave(this);
   if (handler_ != nullptr) handler_->stream_ = nullptr;
   if (pumpDue_ != nullptr) event_free(pumpDue_);
   if (heldPair_ != nullptr) bufferevent_decref(heldPair_);
@@ -195,7 +195,7 @@ std::unique_ptr<ConnectionHandler> ByteStream::makeHandler() {
 void ByteStream::onEstablished(Connection& c) noexcept {
   connection_ = &c;
   connected_ = true;
-  if (options_.lendFrom != SIZE_MAX) c.core().receiver.lendFrom(std::max<size_t>(options_.lendFrom, 1));
+  if (options_.lendFrom != SIZE_MAX) coreOf(c).receiver.lendFrom(std::max<size_t>(options_.lendFrom, 1));
   if (established_) {
     established_(*this, c);  // the listener hands the program its end
   } else {
@@ -249,7 +249,7 @@ void ByteStream::pump() noexcept {
   Connection& c = *connection_;
   evbuffer* const longWay = inputOf(ours_);
   const size_t most = std::min<size_t>(c.maxMessageSize(), c.peerMaxMessageSize());
-  ConnectionSender& sender = c.core().sender;
+  ConnectionSender& sender = coreOf(c).sender;
   bool tookStraight = false;
   // Once open, the straight way stays open through the pump: the program writes nothing meanwhile,
   // and with its output the only bytes waiting, nothing comes down the long way either.
@@ -345,7 +345,7 @@ void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexc
   }
   // The pair carries it to the program as it reads (our end's output callback moves it across).
   if (!deliverInto(c, outputOf(ours_), data, length)) {
-    c.core().fail(-ENOMEM, "evbuffer_add");  // a stream missing bytes must not go on: the program hears ENOMEM
+    coreOf(c).fail(-ENOMEM, "evbuffer_add");  // a stream missing bytes must not go on: the program hears ENOMEM
     return;
   }
   if (!receivingPaused_ && evbuffer_get_length(outputOf(ours_)) >= options_.receiveWindow) {
@@ -361,7 +361,7 @@ bool ByteStream::deliverInto(Connection& c, evbuffer* to, const uint8_t* data, s
 }
 
 bool ByteStream::lend(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept {
-  ReceiveLoan* loan = c.core().receiver.lendDelivering();  // null once lendingBuffers are all lent
+  ReceiveLoan* loan = coreOf(c).receiver.lendDelivering();  // null once lendingBuffers are all lent
   if (loan == nullptr) return false;
   if (evbuffer_add_reference(to, data, length, ReceiveLoan::giveBack, loan) != 0) {
     // Not added (libevent calls no cleanup then): given back, and copied by the caller before the
@@ -450,7 +450,7 @@ StreamStats ByteStream::stats() const noexcept {
   out.connection = connection_ != nullptr ? connection_->stats() : lastStats_;
   out.bytesLent = bytesLent_;
   out.bytesCopied = bytesCopied_;
-  out.buffersLent = connection_ != nullptr ? connection_->core().receiver.lent() : 0;
+  out.buffersLent = connection_ != nullptr ? coreOf(*connection_).receiver.lent() : 0;
   out.messagesStraightIn = messagesStraightIn_;
   out.messagesStraightOut = messagesStraightOut_;
   return out;

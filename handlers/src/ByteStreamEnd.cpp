@@ -70,7 +70,7 @@ void ByteStream::beforeLinger() noexcept {
 }
 
 bool ByteStream::lingering() const noexcept {
-  return closeOnceFinDone_ && connection_ != nullptr && !connection_->core().teardown.doneWithPeer();
+  return closeOnceFinDone_ && connection_ != nullptr && !coreOf(*connection_).teardown.doneWithPeer();
 }
 
 void ByteStream::keepWhatTheProgramWrote() noexcept {

@@ -10,7 +10,7 @@ Client::Client(std::unique_ptr<ClientCore> core) noexcept : Connection(std::move
 Client::~Client() = default;
 
 void Client::Release::operator()(Client* client) const noexcept {
-  static_cast<ClientCore&>(client->core()).release();  // frees the client now or after onClosed
+  static_cast<ClientCore&>(coreOf(*client)).release();  // frees the client now or after onClosed
 }
 
 Client::Ptr Client::create(Reactor& reactor, std::unique_ptr<ConnectionHandler> handler, const ClientOptions& options) {
@@ -18,7 +18,7 @@ Client::Ptr Client::create(Reactor& reactor, std::unique_ptr<ConnectionHandler> 
 }
 
 int Client::connect(const std::string& address, uint16_t port, std::vector<uint8_t> privateData) noexcept {
-  return static_cast<ClientCore&>(core()).connect(address, port, std::move(privateData));
+  return static_cast<ClientCore&>(coreOf(*this)).connect(address, port, std::move(privateData));
 }
 
 }  // namespace evrdma

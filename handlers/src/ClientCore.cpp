@@ -85,7 +85,7 @@ void ClientCore::leaveConnectGate() noexcept {
   // An orphan left in onOrphaned, while its Reactor (and gate) still existed.
   if (!turn_->entered) return;
   turn_->entered = false;
-  reactor_.core().connectGate().leave(turn_.get());
+  coreOf(reactor_).connectGate().leave(turn_.get());
 }
 
 int ClientCore::connect(const std::string& address, uint16_t port, std::vector<uint8_t> privateData) noexcept {
@@ -104,7 +104,7 @@ int ClientCore::connect(const std::string& address, uint16_t port, std::vector<u
 
 int ClientCore::resolveOnNewId() noexcept {
   int error = 0;
-  CmDispatcher* cm = reactor_.core().cm(error);
+  CmDispatcher* cm = coreOf(reactor_).cm(error);
   if (cm == nullptr) return error;
   CmId id;
   if (int rc = cm->createId(nullptr, RDMA_PS_TCP, id); rc != 0) return rc;
@@ -146,7 +146,7 @@ void ClientCore::onRouteResolved() noexcept {
   }
   state_ = ConnectionState::Connecting;
   turn_->entered = true;
-  if (reactor_.core().connectGate().enter(turn_.get())) sendConnectRequest();
+  if (coreOf(reactor_).connectGate().enter(turn_.get())) sendConnectRequest();
 }
 
 void ClientCore::sendConnectRequest() noexcept {
@@ -190,7 +190,7 @@ void ClientCore::onConnectTimeout() noexcept {
   // number of events per turn): the answer may be in our own CM event queue, behind a burst of
   // events. That wait is ours, not the peer's: the verdict waits until the queue has drained.
   int error = 0;
-  const CmDispatcher* cm = reactor_.core().cm(error);
+  const CmDispatcher* cm = coreOf(reactor_).cm(error);
   if (cm != nullptr && cm->backlogged()) {
     connectTimer_.startOnce(std::chrono::milliseconds(5));
     return;

@@ -36,11 +36,11 @@ ConnectionCore::ConnectionCore(Reactor& reactor, std::unique_ptr<ConnectionHandl
       sender(*this),
       receiver(*this),
       livenessTimer_(reactor, [this] { onLivenessTick(); }) {
-  reactor.core().join(this);
+  coreOf(reactor).join(this);
 }
 
 ConnectionCore::~ConnectionCore() {
-  if (!orphaned()) reactor_.core().leave(this);
+  if (!orphaned()) coreOf(reactor_).leave(this);
   teardown.releaseResources();  // normally the finish did already
 }
 

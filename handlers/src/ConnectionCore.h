@@ -25,6 +25,7 @@
 #include "RegionExchange.h"
 #include "evrdma/Callbacks.h"
 #include "evrdma/CompletionStats.h"
+#include "evrdma/Connection.h"
 #include "evrdma/ConnectionOptions.h"
 #include "evrdma/ConnectionState.h"
 #include "evrdma/Verbs.h"
@@ -184,5 +185,16 @@ class ConnectionCore : public CmEventHandler,
   uint64_t creditsSpentMark_ = 0;  // FramedSender::creditsSpent() at the last tick that saw it move
   uint32_t quietCreditTicks_ = 0;  // ticks since, the line waiting throughout
 };
+
+// The core of `connection`, for evrdma's own objects. Connection.h offers no accessor and
+// befriends nothing: its core_ is protected, and a class derived from Connection (never made)
+// names it here.
+struct ConnectionCoreAccess : Connection {
+  // A pointer to the protected member, named through this class: it applies to any Connection.
+  static ConnectionCore& of(const Connection& connection) noexcept {
+    return *(connection.*&ConnectionCoreAccess::core_);
+  }
+};
+inline ConnectionCore& coreOf(const Connection& connection) noexcept { return ConnectionCoreAccess::of(connection); }
 
 }  // namespace evrdma

@@ -183,7 +183,7 @@ void ConnectionTeardown::scheduleFinish() noexcept {
   phase_ = Phase::FinishScheduled;
   // Never inside a callback of this connection (the handler may still be on the stack), and at
   // most a few connections per turn (Reactor::deferTeardown).
-  c_.reactor_.core().deferTeardown([this] { finish(); });
+  coreOf(c_.reactor_).deferTeardown([this] { finish(); });
 }
 
 void ConnectionTeardown::finish() noexcept {

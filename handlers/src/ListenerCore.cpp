@@ -29,7 +29,7 @@ ListenerCore::ListenerCore(Reactor& reactor, AgentFactory& factory, const Listen
       workers_(std::make_unique<detail::WorkerPool>(options.workers)),
       drain_(std::make_unique<detail::Drain>(
           reactor, [this] { return agentCount(); }, [this] { closeAgents(); }, [this] { return !workers_->empty(); })) {
-  reactor.core().join(this);
+  coreOf(reactor).join(this);
   options_.workers.clear();  // what the workers' sides are made with
 }
 
@@ -46,7 +46,7 @@ void ListenerCore::release(std::function<void()> deleteListener) noexcept {
 }
 
 ListenerCore::~ListenerCore() {
-  if (!orphaned_) reactor_.core().leave(this);
+  if (!orphaned_) coreOf(reactor_).leave(this);
 }
 
 size_t ListenerCore::agentCount() const noexcept {
@@ -76,7 +76,7 @@ int ListenerCore::listen(const std::string& address, uint16_t port, int backlog)
   sockaddr_storage local{};
   if (int rc = parseAddress(address, port, local); rc != 0) return rc;
   int error = 0;
-  CmDispatcher* cm = reactor_.core().cm(error);
+  CmDispatcher* cm = coreOf(reactor_).cm(error);
   if (cm == nullptr) return error;
   CmId id;
   if (int rc = cm->createId(this, RDMA_PS_TCP, id); rc != 0) return rc;
@@ -150,7 +150,7 @@ void ListenerCore::onCmEvent(const CmEvent& event) noexcept {
 
 void ListenerCore::onConnectRequest(const CmEvent& event) noexcept {
   ++stats_.requests;
-  if (reactor_.core().lingering()) {  // ~Reactor: streams finish sending, nothing new starts
+  if (coreOf(reactor_).lingering()) {  // ~Reactor: streams finish sending, nothing new starts
     ++stats_.rejectedClosing;
     home_->reject(event.id, "the server is shutting down");
     return;

@@ -60,7 +60,7 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
   bufferSize_ = bufferSize(options);
   int error = 0;
   op = "completion channel";
-  device_ = reactor.core().device(id->verbs, error);
+  device_ = coreOf(reactor).device(id->verbs, error);
   if (device_ == nullptr) return error;
   op = "ibv_create_cq";
   attachment_ = device_->attach(options.recvDepth + options.sendDepth, &handler, error);

@@ -26,10 +26,10 @@ class StreamListener::Impl final : public AgentFactory, public detail::ReactorMe
     handing_->callback = std::move(callback);
     handing_->stream = options_.stream;
     listener_ = Listener::create(reactor, *this, options_.listener);
-    reactor.core().join(this);
+    coreOf(reactor).join(this);
   }
   ~Impl() {
-    if (!reactorGone_) reactor_.core().leave(this);
+    if (!reactorGone_) coreOf(reactor_).leave(this);
   }
   // The Reactor is going: a released listener's drain will never end, so it ends here.
   void onReactorGone() noexcept override {

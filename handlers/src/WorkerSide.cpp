@@ -11,11 +11,11 @@ WorkerSide::WorkerSide(std::shared_ptr<ListenerWorker> worker, const ListenerOpt
     : reactor_(*worker->reactor),
       worker_(worker),
       home_(*worker->reactor, options, stats_, worker, [this] { serveAdmitted(); }, [] {}) {
-  reactor_.core().join(this);
+  coreOf(reactor_).join(this);
 }
 
 WorkerSide::~WorkerSide() {
-  if (!orphaned_) reactor_.core().leave(this);
+  if (!orphaned_) coreOf(reactor_).leave(this);
 }
 
 WorkerSide::Ptr WorkerSide::create(std::shared_ptr<ListenerWorker> worker, const ListenerOptions& options) {

@@ -58,7 +58,7 @@ void CmDispatcher::drain() noexcept {
     rdma_ack_cm_event(raw);  // ack first: the handler may destroy the id
     // Whoever's id it is, the device's completion channel, CQs and PD must go too.
     if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL && event.id != nullptr && event.id->verbs != nullptr)
-      reactor_.core().deviceRemoved(event.id->verbs);
+      coreOf(reactor_).deviceRemoved(event.id->verbs);
     auto* handler = event.id != nullptr ? static_cast<CmEventHandler*>(event.id->context) : nullptr;
     if (handler == nullptr) {
       ++orphans_;

@@ -75,7 +75,7 @@ detail::SmallBufferArena& Device::smallBuffers() {
   return *smallBuffers_;
 }
 
-detail::MemoryAccount& Device::memoryAccount() noexcept { return reactor_.core().memoryAccount(); }
+detail::MemoryAccount& Device::memoryAccount() noexcept { return coreOf(reactor_).memoryAccount(); }
 
 std::unique_ptr<CompletionDispatcher::Attachment> Device::attach(uint32_t entries, CompletionHandler* handler,
                                                                  int& error) {
@@ -133,7 +133,7 @@ void Device::markRemoved() noexcept {
 }
 
 void Device::releaseIfUnused() noexcept {
-  if (!removed_ || (completions_ && completions_->attachments() > 0) || releaseScheduled_ || reactor_.core().dying()) return;
+  if (!removed_ || (completions_ && completions_->attachments() > 0) || releaseScheduled_ || coreOf(reactor_).dying()) return;
   releaseScheduled_ = true;
   // Now, before the last id on the device goes: librdmacm closes the device's context then, and
   // CQs, channel and PD left on a closed context could no longer be destroyed (the removal would
@@ -146,7 +146,7 @@ void Device::releaseIfUnused() noexcept {
   // The empty Device itself goes on a later turn.
   Reactor& reactor = reactor_;
   ibv_context* context = context_;
-  reactor.defer([&reactor, context] { reactor.core().releaseDevice(context); });
+  reactor.defer([&reactor, context] { coreOf(reactor).releaseDevice(context); });
 }
 
 void Device::releaseVerbs() noexcept {

@@ -19,7 +19,7 @@ namespace evrdma {
 // destroyed first, the event goes with it and the holder stays empty.
 class EventHolder final : public detail::ReactorMember {
  public:
-  explicit EventHolder(Reactor& reactor) : reactor_(&reactor) { reactor.core().join(this); }
+  explicit EventHolder(Reactor& reactor) : reactor_(&reactor) { coreOf(reactor).join(this); }
   EventHolder(const EventHolder&) = delete;
   EventHolder& operator=(const EventHolder&) = delete;
   ~EventHolder();

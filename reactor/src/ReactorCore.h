@@ -1,6 +1,6 @@
 // ReactorCore: what a Reactor holds behind its API (its base, deferred closures, posts, the CM
 // channel, the devices, the members to close when it goes first), and what evrdma's own objects
-// use of their Reactor through Reactor::core(). Not installed.
+// use of their Reactor through coreOf(reactor). Not installed.
 #pragma once
 
 #include <atomic>
@@ -132,5 +132,13 @@ class ReactorCore {
   std::map<ibv_context*, std::unique_ptr<Device>> devices_;
   std::unique_ptr<CmDispatcher> cm_;
 };
+
+// The core of `reactor`, for evrdma's own objects. Reactor.h offers no accessor and befriends
+// nothing: its core_ is protected, and a class derived from Reactor (never made) names it here.
+struct ReactorCoreAccess : Reactor {
+  // A pointer to the protected member, named through this class: it applies to any Reactor.
+  static ReactorCore& of(const Reactor& reactor) noexcept { return *(reactor.*&ReactorCoreAccess::core_); }
+};
+inline ReactorCore& coreOf(const Reactor& reactor) noexcept { return ReactorCoreAccess::of(reactor); }
 
 }  // namespace evrdma

@@ -16,7 +16,7 @@ namespace evrdma {
 
 EventHolder::~EventHolder() {
   reset();
-  if (reactor_ != nullptr) reactor_->core().leave(this);
+  if (reactor_ != nullptr) coreOf(*reactor_).leave(this);
 }
 
 void EventHolder::onReactorGone() noexcept {
@@ -26,7 +26,7 @@ void EventHolder::onReactorGone() noexcept {
 
 int EventHolder::make(int fd, short what, std::function<void(short)> callback) {
   reset();
-  if (reactor_ == nullptr || reactor_->core().dying()) return -ESHUTDOWN;
+  if (reactor_ == nullptr || coreOf(*reactor_).dying()) return -ESHUTDOWN;
   callback_ = std::make_shared<std::function<void(short)>>(std::move(callback));
   event_ = event_new(reactor_->base(), fd, what, &EventHolder::trampoline, this);
   what_ = what;
@@ -34,7 +34,7 @@ int EventHolder::make(int fd, short what, std::function<void(short)> callback) {
 }
 
 bool EventHolder::holds(short what) const noexcept {
-  return event_ != nullptr && what_ == what && reactor_ != nullptr && !reactor_->core().dying();
+  return event_ != nullptr && what_ == what && reactor_ != nullptr && !coreOf(*reactor_).dying();
 }
 
 void EventHolder::trampoline(int, short what, void* arg) noexcept {

@@ -210,14 +210,12 @@ class Connection {
   /// freed once the last of them is deregistered (they may outlive the connection).
   ibv_pd* protectionDomain() const noexcept;
 
-  /// What the connection holds, for evrdma's own objects (opaque here).
-  ConnectionCore& core() const noexcept { return *core_; }
-
  protected:
   /// Takes `core` (a role's: a Client's or an Agent's) and becomes the object its callbacks name.
   explicit Connection(std::unique_ptr<ConnectionCore> core) noexcept;
 
- private:
+  /// What the connection holds behind this API (not installed: evrdma's own objects reach it
+  /// without an accessor here).
   std::unique_ptr<ConnectionCore> core_;
 };
 

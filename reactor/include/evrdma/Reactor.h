@@ -205,11 +205,9 @@ class Reactor {
   uint32_t connectsInFlight() const noexcept;
   size_t connectsWaiting() const noexcept;
 
-  /// evrdma's own objects reach what their Reactor holds behind this API here. ReactorCore is not
-  /// installed: an application has nothing to do with it.
-  ReactorCore& core() const noexcept { return *core_; }
-
- private:
+ protected:
+  /// What the Reactor holds behind this API (not installed: an application has nothing to do with
+  /// it; evrdma's own objects reach it without an accessor here).
   std::unique_ptr<ReactorCore> core_;
 };
 
