@@ -18,10 +18,10 @@
 #include <cerrno>
 #include <new>
 
-#include "ConnectionCore.h"
 #include "LingeringHandler.h"
 #include "ReceiveLoan.h"
 #include "ReactorCore.h"
+#include "StreamPort.h"
 #include "evrdma/Reactor.h"
 
 namespace evrdma::detail {
@@ -195,7 +195,7 @@ std::unique_ptr<ConnectionHandler> ByteStream::makeHandler() {
 void ByteStream::onEstablished(Connection& c) noexcept {
   connection_ = &c;
   connected_ = true;
-  if (options_.lendFrom != SIZE_MAX) coreOf(c).receiver.lendFrom(std::max<size_t>(options_.lendFrom, 1));
+  if (options_.lendFrom != SIZE_MAX) StreamPort(c).lendFrom(std::max<size_t>(options_.lendFrom, 1));
   if (established_) {
     established_(*this, c);  // the listener hands the program its end
   } else {
@@ -249,7 +249,7 @@ void ByteStream::pump() noexcept {
   Connection& c = *connection_;
   evbuffer* const longWay = inputOf(ours_);
   const size_t most = std::min<size_t>(c.maxMessageSize(), c.peerMaxMessageSize());
-  ConnectionSender& sender = coreOf(c).sender;
+  StreamPort port(c);
   bool tookStraight = false;
   // Once open, the straight way stays open through the pump: the program writes nothing meanwhile,
   // and with its output the only bytes waiting, nothing comes down the long way either.
@@ -280,7 +280,7 @@ void ByteStream::pump() noexcept {
       c.beginBatch();
       batched = true;
     }
-    const int rc = sender.fillAndSend(length, takeFrom, input, length == 0 ? kFinTag : kDataTag);
+    const int rc = port.send(length, takeFrom, input, length == 0 ? kFinTag : kDataTag);
     if (rc == -ENOBUFS) {
       blocked_ = true;  // every send buffer is in use: onWritable comes once one is free
       break;
@@ -345,7 +345,7 @@ void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexc
   }
   // The pair carries it to the program as it reads (our end's output callback moves it across).
   if (!deliverInto(c, outputOf(ours_), data, length)) {
-    coreOf(c).fail(-ENOMEM, "evbuffer_add");  // a stream missing bytes must not go on: the program hears ENOMEM
+    StreamPort(c).fail(-ENOMEM, "evbuffer_add");  // a stream missing bytes must not go on: the program hears ENOMEM
     return;
   }
   if (!receivingPaused_ && evbuffer_get_length(outputOf(ours_)) >= options_.receiveWindow) {
@@ -361,7 +361,7 @@ bool ByteStream::deliverInto(Connection& c, evbuffer* to, const uint8_t* data, s
 }
 
 bool ByteStream::lend(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept {
-  ReceiveLoan* loan = coreOf(c).receiver.lendDelivering();  // null once lendingBuffers are all lent
+  ReceiveLoan* loan = StreamPort(c).lendDelivering();  // null once lendingBuffers are all lent
   if (loan == nullptr) return false;
   if (evbuffer_add_reference(to, data, length, ReceiveLoan::giveBack, loan) != 0) {
     // Not added (libevent calls no cleanup then): given back, and copied by the caller before the
@@ -450,7 +450,7 @@ StreamStats ByteStream::stats() const noexcept {
   out.connection = connection_ != nullptr ? connection_->stats() : lastStats_;
   out.bytesLent = bytesLent_;
   out.bytesCopied = bytesCopied_;
-  out.buffersLent = connection_ != nullptr ? coreOf(*connection_).receiver.lent() : 0;
+  out.buffersLent = connection_ != nullptr ? StreamPort(*connection_).buffersLent() : 0;
   out.messagesStraightIn = messagesStraightIn_;
   out.messagesStraightOut = messagesStraightOut_;
   return out;

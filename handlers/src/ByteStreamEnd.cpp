@@ -9,7 +9,8 @@
 #include <cerrno>
 
 #include "ByteStream.h"
-#include "ConnectionCore.h"
+#include "StreamPort.h"
+#include "evrdma/Connection.h"
 #include "evrdma/Reactor.h"
 
 namespace evrdma::detail {
@@ -70,7 +71,7 @@ void ByteStream::beforeLinger() noexcept {
 }
 
 bool ByteStream::lingering() const noexcept {
-  return closeOnceFinDone_ && connection_ != nullptr && !coreOf(*connection_).teardown.doneWithPeer();
+  return closeOnceFinDone_ && connection_ != nullptr && !StreamPort(*connection_).doneWithPeer();
 }
 
 void ByteStream::keepWhatTheProgramWrote() noexcept {
