@@ -8,16 +8,13 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/bufferevent.h>
-// The fields of the ends (buffers, enabled, watermarks, timeouts, callbacks) are read straight, not
-// through libevent's getters (a call into the library each): each stream is on one thread, and
-// these checks run on every message.
-#include <event2/bufferevent_struct.h>
 #include <event2/util.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <new>
 
+#include "BuffereventView.h"
 #include "LingeringHandler.h"
 #include "ReceiveLoan.h"
 #include "ReactorCore.h"
@@ -38,8 +35,8 @@ constexpr size_t kHeldUnderProgram = 16 << 10;
 // against 5 500 for 64 MiB in 64 KiB writes, 14 % more CPU per GB); moved down the pair, they do not.
 constexpr size_t kStraightOutMost = 16 << 10;
 
-evbuffer* inputOf(const bufferevent* end) { return end->input; }
-evbuffer* outputOf(const bufferevent* end) { return end->output; }
+using bev::inputOf;
+using bev::outputOf;
 
 void takeFrom(void* input, uint8_t* to, size_t length) {
   (void)evbuffer_remove(static_cast<evbuffer*>(input), to, length);
@@ -231,8 +228,8 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
 }
 
 bool ByteStream::straightWayOut() const noexcept {
-  if (!connected_ || !programReachable() || (user_->enabled & EV_WRITE) == 0) return false;
-  if (user_->timeout_write.tv_sec != 0 || user_->timeout_write.tv_usec != 0) return false;
+  if (!connected_ || !programReachable() || !bev::writeEnabled(user_)) return false;
+  if (bev::hasWriteTimeout(user_)) return false;
   return evbuffer_get_length(inputOf(ours_)) == 0 &&
          evbuffer_get_length(outputOf(userPair_)) == 0 &&
          evbuffer_get_length(outputOf(user_)) <= kStraightOutMost;
@@ -302,7 +299,7 @@ void ByteStream::pump() noexcept {
     if (tookStraight) {
       // The program's write callback, at its low watermark, as the filter calls it when it passes bytes on.
       bufferevent_trigger(user_, EV_WRITE, 0);
-    } else if (connected_ && !finSent_ && !straightWayOut() && (user_->enabled & EV_WRITE) != 0 &&
+    } else if (connected_ && !finSent_ && !straightWayOut() && bev::writeEnabled(user_) &&
                evbuffer_get_length(outputOf(user_)) > 0) {
       // What the straight way left in the program's output, now closed to it (a write timeout was
       // set meanwhile, or the turn's writes grew past kStraightOutMost), goes the long way.
@@ -311,7 +308,7 @@ void ByteStream::pump() noexcept {
   }
   // Take more from the program only while it can go out: else it waits in the program's output.
   const bool takeMore = !blocked_ && !finSent_ && connected_;
-  if (takeMore != ((ours_->enabled & EV_READ) != 0)) {
+  if (takeMore != bev::readEnabled(ours_)) {
     if (takeMore)
       bufferevent_enable(ours_, EV_READ);
     else
@@ -379,9 +376,9 @@ bool ByteStream::longWayEmpty() const noexcept {
 }
 
 bool ByteStream::straightWayIn(size_t length) const noexcept {
-  if (!handedOut_ || (user_->enabled & EV_READ) == 0 || !longWayEmpty()) return false;
-  if (user_->timeout_read.tv_sec != 0 || user_->timeout_read.tv_usec != 0) return false;
-  const size_t high = user_->wm_read.high;
+  if (!handedOut_ || !bev::readEnabled(user_) || !longWayEmpty()) return false;
+  if (bev::hasReadTimeout(user_)) return false;
+  const size_t high = bev::readHighWatermark(user_);
   return high == 0 || evbuffer_get_length(inputOf(user_)) + length <= high;
 }
 
@@ -413,7 +410,7 @@ bool ByteStream::programHoldsItsEnd() const noexcept {
   // that ran when it freed it), libevent unlinks the filter at once: the pair's end under it loses
   // its callbacks. Its finalizer (our onProgramFreed) runs later, and until then our reference
   // keeps the pair linked: a trigger on the program's end in between would finalize it twice.
-  return userPair_->readcb != nullptr;
+  return bev::hasReadCallback(userPair_);
 }
 
 void ByteStream::tellProgram(short what, int err) noexcept {
