@@ -92,7 +92,7 @@ class ByteStream final : public ReactorMember {
   // callback): the connection is up, the program's end is enabled for writing with no write
   // timeout (the filter restarts it as bytes pass), nothing it wrote before waits on the long way
   // (the pair's end under it, our end's input), and its output holds no more than
-  // kStraightOutMost (bulk goes down the pair: see ByteStream.cpp).
+  // kStraightOutMost (bulk goes down the pair: see ByteStreamWriting.cpp).
   bool straightWayOut() const noexcept;
   static void onPumpDue(evutil_socket_t, short, void* self);  // pumpDue_'s callback
   // Adds a received message to `to`: lent from lendFrom bytes on while receive buffers may be

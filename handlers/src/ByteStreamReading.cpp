@@ -1,0 +1,95 @@
+// ByteStream's reading: what the peer sent handed to the program, straight into its input while
+// it reads and nothing waits before it, else down the pair within the receive window (past it
+// the peer's credits stop); lent in its receive buffer from lendFrom bytes on, copied below or
+// while every spare is lent; EOF after the last byte.
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "BuffereventView.h"
+#include "ByteStream.h"
+#include "ReceiveLoan.h"
+#include "StreamPort.h"
+#include "evrdma/Connection.h"
+
+namespace evrdma::detail {
+namespace {
+
+using bev::inputOf;
+using bev::outputOf;
+
+}  // namespace
+
+void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexcept {
+  if (length == 0) {
+    peerFinished_ = true;
+    afterDelivery();
+    return;
+  }
+  if (!programReachable()) return;  // nobody reads any more
+  if (straightWayIn(length) && deliverInto(c, inputOf(user_), data, length)) {
+    ++messagesStraightIn_;
+    bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
+    return;
+  }
+  // The pair carries it to the program as it reads (our end's output callback moves it across).
+  if (!deliverInto(c, outputOf(ours_), data, length)) {
+    StreamPort(c).fail(-ENOMEM, "evbuffer_add");  // a stream missing bytes must not go on: the program hears ENOMEM
+    return;
+  }
+  if (!receivingPaused_ && evbuffer_get_length(outputOf(ours_)) >= options_.receiveWindow) {
+    receivingPaused_ = c.pauseReceiving() == 0;  // the peer's credits stop: it waits
+  }
+}
+
+bool ByteStream::deliverInto(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept {
+  if (length >= options_.lendFrom && lend(c, to, data, length)) return true;
+  if (evbuffer_add(to, data, length) != 0) return false;
+  bytesCopied_ += length;
+  return true;
+}
+
+bool ByteStream::lend(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept {
+  ReceiveLoan* loan = StreamPort(c).lendDelivering();  // null once lendingBuffers are all lent
+  if (loan == nullptr) return false;
+  if (evbuffer_add_reference(to, data, length, ReceiveLoan::giveBack, loan) != 0) {
+    // Not added (libevent calls no cleanup then): given back, and copied by the caller before the
+    // connection can take the buffer as a spare again (it does so on this thread, later).
+    ReceiveLoan::giveBack(data, length, loan);
+    return false;
+  }
+  bytesLent_ += length;
+  return true;
+}
+
+bool ByteStream::longWayEmpty() const noexcept {
+  return evbuffer_get_length(outputOf(ours_)) == 0 &&
+         evbuffer_get_length(inputOf(userPair_)) == 0;
+}
+
+bool ByteStream::straightWayIn(size_t length) const noexcept {
+  if (!handedOut_ || !bev::readEnabled(user_) || !longWayEmpty()) return false;
+  if (bev::hasReadTimeout(user_)) return false;
+  const size_t high = bev::readHighWatermark(user_);
+  return high == 0 || evbuffer_get_length(inputOf(user_)) + length <= high;
+}
+
+void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, void* self) {
+  if (info->n_deleted > 0) static_cast<ByteStream*>(self)->afterDelivery();
+}
+
+void ByteStream::afterDelivery() noexcept {
+  if (!programReachable()) return;
+  const size_t held = evbuffer_get_length(outputOf(ours_));
+  if (receivingPaused_ && held <= options_.receiveWindow / 2 && connection_ != nullptr) {
+    receivingPaused_ = false;
+    (void)connection_->resumeReceiving();
+  }
+  // EOF after the last byte: once none is left on its way to the program's input (what reached
+  // the pair's end under it has been handed on: its read callback runs before this event's).
+  if (peerFinished_ && !eofTold_ && held == 0 && evbuffer_get_length(inputOf(userPair_)) == 0) {
+    eofTold_ = true;
+    tellProgram(BEV_EVENT_EOF | BEV_EVENT_READING, 0);
+  }
+}
+
+}  // namespace evrdma::detail
