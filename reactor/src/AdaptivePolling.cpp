@@ -1,21 +1,19 @@
 // AdaptivePolling: the polling turns after a completion, the window's clock, and the arm at its end.
 #include "AdaptivePolling.h"
 
-#include "evrdma/Reactor.h"
-
 namespace evrdma::detail {
 
 void AdaptivePolling::onTurn(int, short, void* self) noexcept { static_cast<AdaptivePolling*>(self)->spin(); }
 
 std::chrono::microseconds AdaptivePolling::window() const noexcept {
-  const std::chrono::microseconds window = reactor_.pollingWindow();
+  const std::chrono::microseconds window = settings_.window;
   return window.count() > 0 && stretched_ > window ? stretched_ : window;
 }
 
 void AdaptivePolling::start() noexcept {
   emptyTurns_ = 0;
-  const std::chrono::microseconds most = reactor_.pollingStretch();
-  if (!polling_ && most > reactor_.pollingWindow() && quietSince_ != std::chrono::steady_clock::time_point{}) {
+  const std::chrono::microseconds most = settings_.stretch;
+  if (!polling_ && most > settings_.window && quietSince_ != std::chrono::steady_clock::time_point{}) {
     // Woken by an event after a window passed (not the first wake-up: no window has passed yet):
     // the gap since the last completion says how long the next windows should be, if a window
     // that long is worth a core (the stretch).

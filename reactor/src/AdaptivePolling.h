@@ -9,15 +9,12 @@
 #include <cstdint>
 
 #include "NextTurn.h"
+#include "PollingSettings.h"
 #include "evrdma/CompletionStats.h"
 
 struct event_base;
 
-namespace evrdma {
-
-class Reactor;
-
-namespace detail {
+namespace evrdma::detail {
 
 class AdaptivePolling {
  public:
@@ -44,8 +41,9 @@ class AdaptivePolling {
   static constexpr int kTurnCompletions = CompletionStats::kBatch;
   static constexpr uint32_t kTurnsPerClockRead = 8;
 
-  AdaptivePolling(Reactor& reactor, CompletionStats& stats, Source& source)
-      : reactor_(reactor), stats_(stats), source_(source) {}
+  // `settings`: the Reactor's window and stretch, read as they are when a polling begins and ends.
+  AdaptivePolling(const PollingSettings& settings, CompletionStats& stats, Source& source)
+      : settings_(settings), stats_(stats), source_(source) {}
   int init(event_base* base) noexcept { return turn_.init(base, &AdaptivePolling::onTurn, this); }
 
   // A pass found completions: poll on the next turns, the window timed afresh.
@@ -57,7 +55,7 @@ class AdaptivePolling {
   static void onTurn(int, short, void* self) noexcept;
   void spin() noexcept;
 
-  Reactor& reactor_;
+  const PollingSettings& settings_;
   CompletionStats& stats_;
   Source& source_;
   NextTurn turn_;
@@ -70,5 +68,4 @@ class AdaptivePolling {
   std::chrono::microseconds stretched_{0};  // the gap last slept through x 1.5, within the stretch
 };
 
-}  // namespace detail
-}  // namespace evrdma
+}  // namespace evrdma::detail

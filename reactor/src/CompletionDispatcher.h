@@ -1,78 +1,43 @@
 // CompletionDispatcher: one non-blocking completion channel per device, watched by the reactor,
-// and a small pool of CQs shared by every connection on that device (a CQ per connection runs out
-// of resources fast: soft-iWARP, for one, maps each CQ into the process and allows 144 pages).
-//
-// A connection attaches with the number of CQ entries it may need (its send + receive depth); the
-// reservation guarantees the shared CQ cannot overflow. Each work completion goes to the handler
-// of its QP (by qp_num), and only if its wr_id carries the attachment's serial, so completions left
-// behind by a destroyed QP never reach a newer QP that got the same number.
+// and the polling passes that hand the completions of its SharedCqPool out to their handlers.
 //
 // On readiness: every completion event is taken (ibv_get_cq_event until EAGAIN; acks batched per
 // CQ and flushed before the CQ is destroyed), each CQ that had an event is re-armed, and only then
 // polled until empty: a completion landing between the last poll and the arm still raises an
 // event. At most a turn's budget of completions is handed out per turn (TurnBudget: as many as
-// fit in Reactor::turnBudget(), at most kBudget, at least a poll's worth per CQ), shared equally
+// fit in the turn budget, at most kBudget, at least a poll's worth per CQ), shared equally
 // by the CQs a pass serves; what a CQ holds past its share waits for a later turn, after the loop
 // has polled its other sources and timers, with that CQ at the back of the ready list, so one busy
 // CQ cannot starve the others. The same holds for the passes over every CQ (event mode's poll before the
 // channel's read, adaptive polling's spins): a pass that could not finish makes the next one start
-// a CQ further on.
+// a CQ further on. The polling window and the turn budget are the Reactor's PollingSettings,
+// handed down when the dispatcher is made.
 //
 // It routes completions and nothing else: the device's protection domain, buffers, SRQs, async
 // events and removal are its Device's, which it tells when its channel fails and when a
 // connection detaches (Owner).
 #pragma once
 
-#include <array>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
 #include "AdaptivePolling.h"
 #include "AsyncEventRouter.h"
+#include "CompletionHandler.h"
 #include "NextTurn.h"
+#include "PollingSettings.h"
 #include "Ring.h"
-#include "SharedReceiveQueue.h"
+#include "SharedCqPool.h"
 #include "TurnBudget.h"
-#include "WorkRequestId.h"
 #include "evrdma/CompletionStats.h"
 #include "evrdma/Verbs.h"
 
 struct event;
+struct event_base;
 
 namespace evrdma {
-
-class Reactor;
-
-class CompletionHandler {
- public:
-  virtual void onCompletion(const ibv_wc& wc) noexcept = 0;
-  // An asynchronous error event of the device about this handler's QP (QP_FATAL, QP_REQ_ERR,
-  // QP_ACCESS_ERR, PATH_MIG_ERR), its CQ (CQ_ERR) or the whole device (DEVICE_FATAL).
-  virtual void onAsyncError(ibv_event_type type) noexcept = 0;
-  // The shared CQ itself failed (ibv_req_notify_cq or ibv_poll_cq returned an error): its
-  // completions can no longer be trusted to arrive. `err` is -errno, `op` the call.
-  virtual void onCompletionQueueError(int err, const char* op) noexcept = 0;
-  // The device is being removed: nothing posted will come back, and its resources must go.
-  virtual void onDeviceRemoved() noexcept = 0;
-  // Completions are handed out a poll at a time: before this handler's first completion of a poll
-  // comes onPollBegin, and once the poll's last completion was handed out, onPollEnd, so that work
-  // requests posted from its callbacks go to the device together (one doorbell, one signaled).
-  // `receives`: how many receive completions the poll found, for all handlers: with one message in
-  // a poll there is little to batch, and its answer may be awaited.
-  virtual void onPollBegin(int receives) noexcept { (void)receives; }
-  virtual void onPollEnd() noexcept {}
-  // All `n` completions of a poll are this handler's: the same three steps in one call (one
-  // virtual call per poll on the ping-pong shape's short way, where a handler can make its own
-  // calls direct).
-  virtual void onPoll(const ibv_wc* wcs, int n, int receives) noexcept = 0;
-
- protected:
-  ~CompletionHandler() = default;
-};
 
 class CompletionDispatcher final : private detail::AdaptivePolling::Source {
  public:
@@ -89,12 +54,8 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   };
 
   static constexpr int kBudget = detail::TurnBudget::kMost;  // the most one turn hands out
-  static constexpr uint32_t kSharedCqEntries = 512;
+  static constexpr uint32_t kSharedCqEntries = detail::SharedCqPool::kSharedCqEntries;
 
- private:
-  struct SharedCq;
-
- public:
   // A reservation on a shared CQ for one QP. Destroy it only outside its handler's callbacks
   // (connections destroy theirs deferred), after the QP is gone.
   class Attachment {
@@ -102,12 +63,12 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
     ~Attachment();
     Attachment(const Attachment&) = delete;
     Attachment& operator=(const Attachment&) = delete;
-    ibv_cq* cq() const noexcept;
-    uint32_t serial() const noexcept { return serial_; }
+    ibv_cq* cq() const noexcept { return reservation_.cq->cq.get(); }
+    uint32_t serial() const noexcept { return reservation_.serial; }
     // Routes the completions of `qpNum` to the handler; call once the QP exists.
-    void bind(uint32_t qpNum) noexcept;
+    void bind(uint32_t qpNum) noexcept { owner_.pool_.bind(reservation_, qpNum); }
     // The QP receives through `srq`: its receive completions carry the SRQ's serial.
-    void receiveThrough(detail::SharedReceiveQueue* srq) noexcept { srq_ = srq; }
+    void receiveThrough(detail::SharedReceiveQueue* srq) noexcept { reservation_.srq = srq; }
     // Calls `then` once the dispatcher has handed out everything the CQ holds now (for every QP
     // on it, in order), from its own pass on a later turn, never from inside this call: a CM event
     // such as DISCONNECTED may be read before the completions that preceded it. That is once a
@@ -118,31 +79,27 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
 
    private:
     friend class CompletionDispatcher;
-    Attachment(CompletionDispatcher& owner, SharedCq& cq, uint32_t entries, uint32_t serial,
+    Attachment(CompletionDispatcher& owner, detail::SharedCq& cq, uint32_t entries, uint32_t serial,
                CompletionHandler* handler)
-        : owner_(owner), cq_(cq), entries_(entries), serial_(serial), handler_(handler) {}
+        : owner_(owner), reservation_{&cq, entries, serial, handler} {}
+    detail::SharedCq& sharedCq() const noexcept { return *reservation_.cq; }
     CompletionDispatcher& owner_;
-    SharedCq& cq_;
-    uint32_t entries_;
-    uint32_t serial_;
-    CompletionHandler* handler_;
-    uint32_t qpNum_ = 0;
-    bool bound_ = false;
-    detail::SharedReceiveQueue* srq_ = nullptr;
+    detail::CqReservation reservation_;
     std::function<void()> whenDrained_;
     uint64_t drainedAt_ = 0;  // whenDrained: the CQ's handedOut count by which it holds nothing older
   };
 
   // Counts into `stats`, which the Reactor keeps after this dispatcher is gone. `inbox` is the
   // Device's, where another Reactor hands the async events of this dispatcher's QPs and CQs.
-  CompletionDispatcher(Reactor& reactor, ibv_context* context, int maxCqe, CompletionStats& stats,
-                       detail::AsyncInbox& inbox, Owner& owner)
-      : reactor_(reactor),
+  // `settings` are the Reactor's, read at each pass (it outlives its devices).
+  CompletionDispatcher(event_base* base, const detail::PollingSettings& settings, ibv_context* context, int maxCqe,
+                       CompletionStats& stats, detail::AsyncInbox& inbox, Owner& owner)
+      : base_(base),
+        settings_(settings),
         context_(context),
-        maxCqe_(maxCqe),
-        inbox_(inbox),
         owner_(owner),
-        polling_(reactor, stats, *this),
+        polling_(settings, stats, *this),
+        pool_(context, maxCqe, stats, inbox),
         stats_(stats) {}
   ~CompletionDispatcher();
   CompletionDispatcher(const CompletionDispatcher&) = delete;
@@ -153,12 +110,12 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
 
   // Reserves `entries` CQ entries for one QP whose completions go to `handler`. Null + -errno.
   std::unique_ptr<Attachment> attach(uint32_t entries, CompletionHandler* handler, int& error);
-  size_t attachments() const noexcept { return attachments_; }
+  size_t attachments() const noexcept { return pool_.reservations(); }
   // Receive completions that carry `srq`'s serial come from it: the buffer goes back to it when
   // its QP is gone. The SRQ outlives every QP receiving through it (forgetSharedReceiveQueues).
-  void routeReceivesOf(detail::SharedReceiveQueue* srq) { srqs_.push_back(srq); }
-  void forgetSharedReceiveQueues() noexcept { srqs_.clear(); }
-  uint32_t takeSerial() noexcept;  // for an attachment or an SRQ: 1 .. kSerialMask, then again
+  void routeReceivesOf(detail::SharedReceiveQueue* srq) { pool_.routeReceivesOf(srq); }
+  void forgetSharedReceiveQueues() noexcept { pool_.forgetSharedReceiveQueues(); }
+  uint32_t takeSerial() noexcept { return pool_.takeSerial(); }  // for an SRQ, as an attachment's
   // Whom an async event concerns: the handler bound to a QP, those on a CQ, those receiving
   // through an SRQ.
   CompletionHandler* handlerOfQp(uint32_t qpNum) noexcept;
@@ -183,20 +140,12 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   int channelFd() const noexcept { return channel_ ? channel_->fd : -1; }
   void serveNow() noexcept { run(); }
   const CompletionStats& stats() const noexcept { return stats_; }
-  size_t sharedCqCount() const noexcept { return cqs_.size(); }
+  size_t sharedCqCount() const noexcept { return pool_.size(); }
 
  private:
-  struct SharedCq {
-    CompletionQueue cq;
-    uint32_t capacity = 0;
-    uint32_t reserved = 0;
-    bool queued = false;  // waiting in ready_
-    uint64_t handedOut = 0;  // completions polled from it, ever
-    bool needsArm = false;
-    bool firstPoll = false;
-    bool foundBeforeRead = false;  // the poll before the channel's read found completions
-  };
+  using SharedCq = detail::SharedCq;
 
+  // The polling pass (CompletionPass.cpp).
   static void onReadable(int, short, void* self) noexcept;
   void run() noexcept;
   // AdaptivePolling::Source: what the polling turns of Reactor::setPollingWindow do.
@@ -221,41 +170,32 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   bool serve(SharedCq& cq, int budget, int& handled) noexcept;
   // Everything `cq` holds, outside a pass (delivering_ set meanwhile).
   void serveAll(SharedCq& cq) noexcept;
-  // Attachment::whenDrained: its CQ joins the ready line and a pass is scheduled.
-  void awaitDrain(Attachment& attachment);
-  // Calls back the attachments whose CQ a pass has drained (all of them with `all`).
-  void callDrained(bool all) noexcept;
   void reportCqError(SharedCq& cq, int err, const char* op) noexcept;
-  // The handlers of the bound attachments that `matches`, copied: calling them may change the map.
-  template <typename Predicate>
-  std::vector<CompletionHandler*> handlersWhere(Predicate matches) const;
   void deliver(const ibv_wc& wc) noexcept;
-  // The attachment bound to `qpNum`, or null; the last one found is kept, since consecutive
-  // completions are mostly of one QP (a hash lookup per completion is a good part of a small
-  // message's cost in the dispatcher).
-  Attachment* attachmentOf(uint32_t qpNum) noexcept;
   void handOver(CompletionHandler* handler, const ibv_wc& wc) noexcept;  // with onPollBegin first
   // The ping-pong shape: when every completion of a poll is for one attached QP (its number and
   // serial), none through a shared receive queue, they go to its handler between one onPollBegin
   // and onPollEnd, with one lookup for the poll. False (nothing handed over) otherwise: deliver()
   // each.
   bool handOverAllToOne(const ibv_wc* wcs, int n) noexcept;
-  void endPoll() noexcept;                                              // onPollEnd for each
-  detail::SharedReceiveQueue* sharedReceiveQueueWithSerial(uint32_t serial) const noexcept;
+  void endPoll() noexcept;  // onPollEnd for each
+
+  // Attachments and drains (CompletionDispatcher.cpp).
+  // Attachment::whenDrained: its CQ joins the ready line and a pass is scheduled.
+  void awaitDrain(Attachment& attachment);
+  // Calls back the attachments whose CQ a pass has drained (all of them with `all`).
+  void callDrained(bool all) noexcept;
   void detach(Attachment& attachment) noexcept;
   // Nothing more is served on a later turn: no resumed pass, no polling turn, no CQ waiting.
   void dropPendingWork() noexcept;
-  // Destroys the shared CQs no connection uses any more but one, kept as a spare: a server's CQs
-  // follow its connections down after a peak, and one connection coming and going at a CQ's
-  // boundary does not make and destroy a CQ each time. On a later turn than the detach that
-  // emptied them, never inside a pass over the CQs.
+  // SharedCqPool::releaseIdle on a later turn than the detach that emptied a CQ, never inside a
+  // pass over the CQs.
   static void onTrimTurn(int, short, void* self) noexcept;
   void releaseIdleCqs() noexcept;
 
-  Reactor& reactor_;
+  event_base* base_;
+  const detail::PollingSettings& settings_;
   ibv_context* context_;
-  int maxCqe_ = 0;
-  detail::AsyncInbox& inbox_;
   Owner& owner_;
   CompletionChannel channel_;
   event* event_ = nullptr;
@@ -263,18 +203,13 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   detail::NextTurn trimTurn_;  // a detach left a CQ empty: releaseIdleCqs
   detail::AdaptivePolling polling_;  // Reactor::setPollingWindow
   detail::TurnBudget turnBudget_;    // Reactor::setTurnBudget
-  std::vector<detail::SharedReceiveQueue*> srqs_;  // the Device's, whose receives come through here
-  std::vector<std::unique_ptr<SharedCq>> cqs_;  // destroyed after the channel's users, before it
+  detail::SharedCqPool pool_;  // its CQs are destroyed before the channel
   detail::Ring<SharedCq*> ready_;
   size_t firstToPoll_ = 0;  // where pollAll's next pass starts: one further after a pass that did not finish
   bool delivering_ = false;
   std::vector<Attachment*> awaitingDrain_;  // Attachment::whenDrained, in the order asked
   std::vector<CompletionHandler*> inPoll_;  // the handlers given completions of the current poll
   int pollReceives_ = 0;                    // how many receive completions the current poll found
-  std::unordered_map<uint32_t, Attachment*> byQpNum_;
-  Attachment* lastAttachment_ = nullptr;  // attachmentOf's last find; reset whenever byQpNum_ changes
-  uint32_t nextSerial_ = 1;
-  size_t attachments_ = 0;
   bool removed_ = false;  // stop(): the device is going away
   CompletionStats& stats_;
 };

@@ -33,7 +33,8 @@ int Device::init() noexcept {
   errno = 0;
   pd_.reset(ibv_alloc_pd(context_));
   if (!pd_) return errno ? -errno : -ENOMEM;
-  completions_ = std::make_unique<CompletionDispatcher>(reactor_, context_, attr.max_cqe, stats_,
+  completions_ = std::make_unique<CompletionDispatcher>(reactor_.base(), coreOf(reactor_).pollingSettings(), context_,
+                                                        attr.max_cqe, stats_,
                                                         static_cast<detail::AsyncInbox&>(*this),
                                                         static_cast<CompletionDispatcher::Owner&>(*this));
   if (int rc = completions_->init(); rc != 0) return rc;

@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "PollingSettings.h"
 #include "evrdma/CompletionStats.h"
 #include "evrdma/Reactor.h"
 
@@ -60,12 +61,14 @@ class ReactorCore {
   bool acceptsPosts() const noexcept { return acceptsPosts_; }
   int post(std::function<void()> fn);
 
-  void setPollingWindow(std::chrono::microseconds window) noexcept { pollingWindow_ = window; }
-  std::chrono::microseconds pollingWindow() const noexcept { return pollingWindow_; }
-  void setPollingStretch(std::chrono::microseconds most) noexcept { pollingStretch_ = most; }
-  std::chrono::microseconds pollingStretch() const noexcept { return pollingStretch_; }
-  void setTurnBudget(std::chrono::microseconds budget) noexcept { turnBudget_ = budget; }
-  std::chrono::microseconds turnBudget() const noexcept { return turnBudget_; }
+  // What completion handling was asked to do; handed down to each device's dispatcher.
+  const detail::PollingSettings& pollingSettings() const noexcept { return polling_; }
+  void setPollingWindow(std::chrono::microseconds window) noexcept { polling_.window = window; }
+  std::chrono::microseconds pollingWindow() const noexcept { return polling_.window; }
+  void setPollingStretch(std::chrono::microseconds most) noexcept { polling_.stretch = most; }
+  std::chrono::microseconds pollingStretch() const noexcept { return polling_.stretch; }
+  void setTurnBudget(std::chrono::microseconds budget) noexcept { polling_.turnBudget = budget; }
+  std::chrono::microseconds turnBudget() const noexcept { return polling_.turnBudget; }
   void setLinger(std::chrono::milliseconds linger) noexcept { linger_ = linger; }
   std::chrono::milliseconds linger() const noexcept { return linger_; }
 
@@ -117,9 +120,8 @@ class ReactorCore {
   std::unique_ptr<detail::Mailbox> mailbox_;      // Reactor::post, from other threads
   std::atomic<bool> acceptsPosts_{false};         // read by posting threads
   bool runningDeferred_ = false;
-  std::chrono::microseconds pollingWindow_{0};
-  std::chrono::microseconds pollingStretch_{0};
-  std::chrono::microseconds turnBudget_{Reactor::kDefaultTurnBudget};
+  detail::PollingSettings polling_{std::chrono::microseconds(0), std::chrono::microseconds(0),
+                                  Reactor::kDefaultTurnBudget};
   std::chrono::milliseconds linger_{Reactor::kDefaultLinger};
   std::vector<std::function<void()>> deferred_;
   std::unordered_set<detail::ReactorMember*> members_;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "AdaptivePolling.h"
-#include "evrdma/Reactor.h"
+#include "PollingSettings.h"
 
 namespace {
 
@@ -35,21 +35,19 @@ class AdaptivePollingTurn : public ::testing::Test {
   void SetUp() override {
     base = event_base_new();
     ASSERT_NE(base, nullptr);
-    reactor = std::make_unique<evrdma::Reactor>(base);
-    reactor->setPollingWindow(100ms);  // longer than the test: no window ends
-    polling = std::make_unique<AdaptivePolling>(*reactor, stats, source);
+    settings.window = 100ms;  // longer than the test: no window ends
+    polling = std::make_unique<AdaptivePolling>(settings, stats, source);
     ASSERT_EQ(polling->init(base), 0);
   }
   void TearDown() override {
     polling.reset();
-    reactor.reset();
     if (base != nullptr) event_base_free(base);
   }
   // One turn of the loop: the polling turn that start() scheduled.
   void oneTurn() { ASSERT_EQ(event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK), 0); }
 
   event_base* base = nullptr;
-  std::unique_ptr<evrdma::Reactor> reactor;
+  evrdma::detail::PollingSettings settings;
   evrdma::CompletionStats stats;
   ScriptedSource source;
   std::unique_ptr<AdaptivePolling> polling;
