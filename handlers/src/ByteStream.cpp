@@ -17,6 +17,7 @@
 #include "BuffereventView.h"
 #include "LingeringHandler.h"
 #include "ReactorCore.h"
+#include "ReceiveLoan.h"
 #include "StreamPort.h"
 #include "evrdma/Reactor.h"
 
@@ -32,7 +33,7 @@ using bev::outputOf;
 
 }  // namespace
 
-class ByteStream::Handler final : public LingeringHandler {
+class ByteStream::Handler final : public LingeringHandler, public StreamReceiver {
  public:
   explicit Handler(ByteStream& stream) : stream_(&stream) {}
   explicit Handler(std::function<ByteStream*(Connection&)> make) : stream_(nullptr), make_(std::move(make)) {}
@@ -55,8 +56,14 @@ class ByteStream::Handler final : public LingeringHandler {
     }
     if (stream_ != nullptr) stream_->onEstablished(c);
   }
+  // The connection hands the stream its messages here (StreamPort::deliverTo, once established).
+  bool onStreamBytes(Connection& c, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept override {
+    if (stream_ != nullptr) return stream_->onStreamBytes(c, data, length, loan);
+    if (loan != nullptr) ReceiveLoan::giveBack(data, length, loan);  // nobody reads any more
+    return true;
+  }
   void onRecv(Connection& c, const uint8_t* data, size_t length) noexcept override {
-    if (stream_ != nullptr) stream_->onRecv(c, data, length);
+    if (!onStreamBytes(c, data, length, nullptr)) (void)c.pauseReceiving();  // not reached: see deliverTo
   }
   void onSendDone(Connection& c, uint64_t tag) noexcept override {
     if (stream_ != nullptr) stream_->onSendDone(c, tag);
@@ -180,7 +187,8 @@ std::unique_ptr<ConnectionHandler> ByteStream::makeHandler() {
 void ByteStream::onEstablished(Connection& c) noexcept {
   connection_ = &c;
   connected_ = true;
-  if (options_.lendFrom != SIZE_MAX) StreamPort(c).lendFrom(std::max<size_t>(options_.lendFrom, 1));
+  if (handler_ != nullptr)
+    StreamPort(c).deliverTo(*handler_, options_.lendFrom != SIZE_MAX ? std::max<size_t>(options_.lendFrom, 1) : 0);
   if (established_) {
     established_(*this, c);  // the listener hands the program its end
   } else {

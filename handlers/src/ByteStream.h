@@ -25,6 +25,8 @@ struct evbuffer_cb_info;
 
 namespace evrdma::detail {
 
+class ReceiveLoan;
+
 class ByteStream final : public ReactorMember {
  public:
   // Makes the pair and the program's end; null with `error` set when libevent cannot.
@@ -64,7 +66,9 @@ class ByteStream final : public ReactorMember {
 
   // The connection's news (through Handler).
   void onEstablished(Connection& c) noexcept;
-  void onRecv(Connection& c, const uint8_t* data, size_t length) noexcept;
+  // A message from the peer (0 bytes: its FIN), with the loan of its receive buffer or null
+  // (StreamReceiver); false: the window is full, the connection pauses receiving.
+  bool onStreamBytes(Connection& c, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept;
   void onWritable(Connection& c) noexcept;
   void onSendDone(Connection& c, uint64_t tag) noexcept;
   void onDisconnected(Connection& c) noexcept;
@@ -95,12 +99,9 @@ class ByteStream final : public ReactorMember {
   // kStraightOutMost (bulk goes down the pair: see ByteStreamWriting.cpp).
   bool straightWayOut() const noexcept;
   static void onPumpDue(evutil_socket_t, short, void* self);  // pumpDue_'s callback
-  // Adds a received message to `to`: lent from lendFrom bytes on while receive buffers may be
-  // lent, else copied (and counted). False only if libevent could not add it.
-  bool deliverInto(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept;
-  // Adds a received message to what goes to the program in its own receive buffer, lent (see
-  // ReceiveLoan); false when it cannot be lent now (the caller copies it).
-  bool lend(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept;
+  // Adds a received message to `to`: in its receive buffer with `loan` (ReceiveLoan), else copied
+  // (and counted). False only if libevent could not add it.
+  bool deliverInto(evbuffer* to, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept;
   // Whether a message `length` bytes long may go straight into the program's input, past the pair
   // and the filter (each hop an evbuffer move, callbacks and a deferred activation): only while
   // the program reads (its end enabled, below its read high watermark with the message), nothing

@@ -19,45 +19,48 @@ using bev::outputOf;
 
 }  // namespace
 
-void ByteStream::onRecv(Connection& c, const uint8_t* data, size_t length) noexcept {
+bool ByteStream::onStreamBytes(Connection& c, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept {
   if (length == 0) {
     peerFinished_ = true;
     afterDelivery();
-    return;
+    return true;
   }
-  if (!programReachable()) return;  // nobody reads any more
-  if (straightWayIn(length) && deliverInto(c, inputOf(user_), data, length)) {
-    ++messagesStraightIn_;
-    bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
-    return;
+  if (!programReachable()) {  // nobody reads any more
+    if (loan != nullptr) ReceiveLoan::giveBack(data, length, loan);
+    return true;
+  }
+  if (straightWayIn(length)) {
+    if (deliverInto(inputOf(user_), data, length, loan)) {
+      ++messagesStraightIn_;
+      bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
+      return true;
+    }
+    loan = nullptr;  // deliverInto gave it back: copied from here on
   }
   // The pair carries it to the program as it reads (our end's output callback moves it across).
-  if (!deliverInto(c, outputOf(ours_), data, length)) {
+  if (!deliverInto(outputOf(ours_), data, length, loan)) {
     StreamPort(c).fail(-ENOMEM, "evbuffer_add");  // a stream missing bytes must not go on: the program hears ENOMEM
-    return;
+    return true;
   }
   if (!receivingPaused_ && evbuffer_get_length(outputOf(ours_)) >= options_.receiveWindow) {
-    receivingPaused_ = c.pauseReceiving() == 0;  // the peer's credits stop: it waits
+    receivingPaused_ = true;  // the connection pauses on our answer: the peer's credits stop, it waits
+    return false;
   }
-}
-
-bool ByteStream::deliverInto(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept {
-  if (length >= options_.lendFrom && lend(c, to, data, length)) return true;
-  if (evbuffer_add(to, data, length) != 0) return false;
-  bytesCopied_ += length;
   return true;
 }
 
-bool ByteStream::lend(Connection& c, evbuffer* to, const uint8_t* data, size_t length) noexcept {
-  ReceiveLoan* loan = StreamPort(c).lendDelivering();  // null once lendingBuffers are all lent
-  if (loan == nullptr) return false;
-  if (evbuffer_add_reference(to, data, length, ReceiveLoan::giveBack, loan) != 0) {
-    // Not added (libevent calls no cleanup then): given back, and copied by the caller before the
+bool ByteStream::deliverInto(evbuffer* to, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept {
+  if (loan != nullptr) {
+    if (evbuffer_add_reference(to, data, length, ReceiveLoan::giveBack, loan) == 0) {
+      bytesLent_ += length;
+      return true;
+    }
+    // Not added (libevent calls no cleanup then): given back, and copied below before the
     // connection can take the buffer as a spare again (it does so on this thread, later).
     ReceiveLoan::giveBack(data, length, loan);
-    return false;
   }
-  bytesLent_ += length;
+  if (evbuffer_add(to, data, length) != 0) return false;
+  bytesCopied_ += length;
   return true;
 }
 

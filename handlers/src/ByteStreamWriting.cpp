@@ -28,10 +28,6 @@ constexpr size_t kStraightOutMost = 16 << 10;
 using bev::inputOf;
 using bev::outputOf;
 
-void takeFrom(void* input, uint8_t* to, size_t length) {
-  (void)evbuffer_remove(static_cast<evbuffer*>(input), to, length);
-}
-
 }  // namespace
 
 bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer* to, ev_ssize_t limit,
@@ -105,11 +101,17 @@ void ByteStream::pump() noexcept {
       c.beginBatch();
       batched = true;
     }
-    const int rc = port.send(length, takeFrom, input, length == 0 ? kFinTag : kDataTag);
+    // A send buffer first, then the bytes moved into it from the evbuffer (the one copy), then
+    // the send: each a call down, none a call back.
+    StreamPort::SendSpace space;
+    int rc = port.takeSendSpace(length, space);
     if (rc == -ENOBUFS) {
       blocked_ = true;  // every send buffer is in use: onWritable comes once one is free
       break;
     }
+    if (rc != 0) break;  // not connected any more: onError or onClosed follows
+    if (length > 0) (void)evbuffer_remove(input, space.data, length);
+    rc = port.send(space, length, length == 0 ? kFinTag : kDataTag);
     if (rc != 0) break;  // the connection fails: onError follows
     taken_ += length;
     if (length == 0) {

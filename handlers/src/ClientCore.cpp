@@ -49,7 +49,7 @@ void ClientCore::release() noexcept {
     delete client;
     return;
   }
-  if (state_ == ConnectionState::Idle && !closing()) {
+  if (life_ == detail::Life::Idle) {
     delete client;  // never started (or connect() failed): no callback is owed, none fires
     return;
   }
@@ -90,7 +90,7 @@ void ClientCore::leaveConnectGate() noexcept {
 
 int ClientCore::connect(const std::string& address, uint16_t port, std::vector<uint8_t> privateData) noexcept {
   if (orphaned()) return -ESHUTDOWN;
-  if (state_ != ConnectionState::Idle || closing()) return -EALREADY;
+  if (life_ != detail::Life::Idle) return -EALREADY;
   if (privateData.size() > kMaxPrivateDataAnyTransport) return -EMSGSIZE;
   const char* problem = nullptr;
   if (int rc = evrdma::checkOptions(options_, problem); rc != 0) return rc;
@@ -98,7 +98,7 @@ int ClientCore::connect(const std::string& address, uint16_t port, std::vector<u
   if (int rc = resolveOnNewId(); rc != 0) return rc;
   privateData_ = std::move(privateData);
   peerAddress_ = formatAddress(reinterpret_cast<sockaddr*>(&destination_));
-  state_ = ConnectionState::ResolvingAddr;
+  life_ = detail::Life::ResolvingAddr;
   return 0;
 }
 
@@ -123,7 +123,7 @@ void ClientCore::onAddressResolved() noexcept {
     if (int rc = resolveOnNewId(); rc != 0) fail(rc, "rdma_resolve_addr");
     return;
   }
-  state_ = ConnectionState::ResolvingRoute;
+  life_ = detail::Life::ResolvingRoute;
   if (rdma_resolve_route(id_.get(), static_cast<int>(clientOptions_.resolveTimeout.count())) != 0)
     fail(errno ? -errno : -EINVAL, "rdma_resolve_route");
 }
@@ -144,13 +144,13 @@ void ClientCore::onRouteResolved() noexcept {
     fail(rc, op);
     return;
   }
-  state_ = ConnectionState::Connecting;
+  life_ = detail::Life::Connecting;
   turn_->entered = true;
   if (coreOf(reactor_).connectGate().enter(turn_.get())) sendConnectRequest();
 }
 
 void ClientCore::sendConnectRequest() noexcept {
-  if (state_ != ConnectionState::Connecting || closing()) return;
+  if (life_ != detail::Life::Connecting) return;
   rdma_conn_param param = connParam(privateData_);
   connectTimer_.startOnce(clientOptions_.connectTimeout);
   if (rdma_connect(id_.get(), &param) != 0) {

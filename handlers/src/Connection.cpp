@@ -32,7 +32,7 @@ Connection::Connection(std::unique_ptr<ConnectionCore> core) noexcept : core_(st
 
 Connection::~Connection() = default;
 
-ConnectionState Connection::state() const noexcept { return core_->state_; }
+ConnectionState Connection::state() const noexcept { return core_->state(); }
 bool Connection::isClient() const noexcept { return core_->isClient_; }
 
 int Connection::postSend(const void* data, size_t length, uint64_t tag) noexcept {
@@ -78,10 +78,10 @@ uint64_t Connection::lentBytes() const noexcept {
 }
 
 uint32_t Connection::sendCredits() const noexcept {
-  return core_->framedSender_ ? core_->framedSender_->credits().credits() : 0;
+  return core_->flowControl_ ? core_->flowControl_->credits() : 0;
 }
 uint32_t Connection::creditsOwed() const noexcept {
-  return core_->framedSender_ ? core_->framedSender_->credits().owed() : 0;
+  return core_->flowControl_ ? core_->flowControl_->owed() : 0;
 }
 bool Connection::framed() const noexcept { return core_->options_.framed; }
 uint64_t Connection::peerMaxMessageSize() const noexcept { return core_->peerMaxMessageSize_; }

@@ -61,10 +61,11 @@ int ConnectionCore::setUpVerbs(const char*& op, detail::PreparedMappings* prepar
   }
   if (rc != 0) return rc;
   if (!options_.framed) return 0;
-  framedSender_ = std::make_unique<detail::FramedSender>(
-      options_.recvDepth, queuePair_->frameSlots(), queuePair_->frameSlotCount(), queuePair_->frameSlotLkey(), stats_,
-      [this](const SendOp& request) { return sender.submit(request); });
-  framedSender_->setYields(isClient_);  // when both sides wait for credits, the client answers first
+  flowControl_ = std::make_unique<CreditLedger>(options_.recvDepth);
+  flowControl_->setYields(isClient_);  // when both sides wait for credits, the client answers first
+  framedSender_ = std::make_unique<detail::FramedSender>(*flowControl_, queuePair_->frameSlots(),
+                                                         queuePair_->frameSlotCount(), queuePair_->frameSlotLkey(),
+                                                         stats_, *queuePair_->sendQueue());
   if (options_.creditTimeout.count() > 0) framedSender_->onWaitBegins([this] { onCreditWaitBegan(); });
   ibv_pd* pd = queuePair_->protectionDomain();
   detail::MemoryAccount& account = queuePair_->device()->memoryAccount();
@@ -90,8 +91,9 @@ int ConnectionCore::setUpVerbs(const char*& op, detail::PreparedMappings* prepar
           errorText_ = "the peer keeps asking for regions without returning the credits to answer it (" +
                        std::to_string(framedSender_->answersWaiting()) + " answers wait)";
           failLater(sent, errorText_.c_str());
+          return sent;
         }
-        return sent;
+        return sender.framedPosted(sent);
       },
       [this, pd, account = &account](uint64_t bytes, int access, RemoteRegion& remote, MemoryCharge& charge,
                                      int& error) -> detail::RegionExchange::LentRegion {
@@ -141,22 +143,22 @@ void ConnectionCore::onCmEvent(const CmEvent& event) noexcept {
     teardown.onCmEvent(event);
     return;
   }
-  const bool connecting = state_ == ConnectionState::Connecting || state_ == ConnectionState::Accepting;
+  const bool connecting = life_ == detail::Life::Connecting || life_ == detail::Life::Accepting;
   switch (event.type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
-      if (state_ != ConnectionState::ResolvingAddr) break;
+      if (life_ != detail::Life::ResolvingAddr) break;
       onAddressResolved();
       return;
     case RDMA_CM_EVENT_ADDR_ERROR:
-      if (state_ != ConnectionState::ResolvingAddr) break;
+      if (life_ != detail::Life::ResolvingAddr) break;
       fail(event.status < 0 ? event.status : -EHOSTUNREACH, "rdma_resolve_addr: no route to that address");
       return;
     case RDMA_CM_EVENT_ROUTE_RESOLVED:
-      if (state_ != ConnectionState::ResolvingRoute) break;
+      if (life_ != detail::Life::ResolvingRoute) break;
       onRouteResolved();
       return;
     case RDMA_CM_EVENT_ROUTE_ERROR:
-      if (state_ != ConnectionState::ResolvingRoute) break;
+      if (life_ != detail::Life::ResolvingRoute) break;
       fail(event.status < 0 ? event.status : -EHOSTUNREACH, "rdma_resolve_route");
       return;
     case RDMA_CM_EVENT_ESTABLISHED:
@@ -164,7 +166,7 @@ void ConnectionCore::onCmEvent(const CmEvent& event) noexcept {
         transportUp(false);
         return;
       }
-      if (state_ == ConnectionState::Established) return;  // a receive announced it already
+      if (life_ == detail::Life::Established) return;  // a receive announced it already
       break;
     case RDMA_CM_EVENT_REJECTED:
       if (!connecting) break;
@@ -176,7 +178,7 @@ void ConnectionCore::onCmEvent(const CmEvent& event) noexcept {
       onConnectFailed(event);
       return;
     case RDMA_CM_EVENT_DISCONNECTED:
-      if (state_ == ConnectionState::Established) {
+      if (life_ == detail::Life::Established) {
         onDisconnectedEvent();
         return;
       }
@@ -194,7 +196,7 @@ void ConnectionCore::onCmEvent(const CmEvent& event) noexcept {
     default:
       break;
   }
-  errorText_ = std::string("unexpected CM event ") + event.name() + " in state " + toString(state_);
+  errorText_ = std::string("unexpected CM event ") + event.name() + " in state " + toString(state());
   fail(-EPROTO, errorText_.c_str());
 }
 
@@ -230,7 +232,7 @@ void ConnectionCore::transportUp(bool peerSpoke) noexcept {
     return;
   }
   helloSent_ = true;
-  framedSender_->sendHello(options_.maxMessageSize);
+  sender.framedPosted(framedSender_->sendHello(options_.maxMessageSize));
 }
 
 void ConnectionCore::notePeerReached() noexcept {
@@ -239,16 +241,18 @@ void ConnectionCore::notePeerReached() noexcept {
   // An agent's QP can receive before the client's RTU reaches the CM (InfiniBand, RoCE): until the
   // CM hears the connection is up, rdma_disconnect sends the peer nothing, and a connection that
   // fails that early would leave its client connected. iWARP has no RTU: there it fails, harmlessly.
-  if (!isClient_ && state_ == ConnectionState::Accepting && id_) (void)rdma_notify(id_.get(), IBV_EVENT_COMM_EST);
+  if (!isClient_ && life_ == detail::Life::Accepting && id_) (void)rdma_notify(id_.get(), IBV_EVENT_COMM_EST);
 }
 
 void ConnectionCore::markEstablished() noexcept {
-  if (state_ == ConnectionState::Established) return;
-  state_ = ConnectionState::Established;
+  // Once closing, the connection never opens again (a hello that arrives after close() opens
+  // nothing: its life is past Established).
+  if (life_ == detail::Life::Established || closing()) return;
+  life_ = detail::Life::Established;
   establishedAt_ = std::chrono::steady_clock::now();
   startLivenessChecks();
   onEstablishedByRole();  // e.g. the client's connect timer stops, whoever announced it
-  if (framedSender_) framedSender_->maybeSendCreditFrame();  // tell the peer about our receives first
+  if (framedSender_) sender.framedPosted(framedSender_->maybeSendCreditFrame());  // tell the peer about our receives first
   handler_->onEstablished(facade());
 }
 
@@ -331,7 +335,26 @@ void ConnectionCore::onCompletion(const ibv_wc& wc) noexcept {
   if (detail::wrid::isSend(wc.wr_id))
     sender.onCompletion(wc);
   else
-    receiver.onCompletion(wc);
+    onReceiveCompletion(wc);
+}
+
+void ConnectionCore::onReceiveCompletion(const ibv_wc& wc) noexcept {
+  if (!peerReached_ || life_ != detail::Life::Established) {
+    // A flush is our QP's error, not the peer.
+    if (!peerReached_ && wc.status != IBV_WC_WR_FLUSH_ERR) notePeerReached();
+    // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
+    if (wc.status == IBV_WC_SUCCESS && (life_ == detail::Life::Accepting || life_ == detail::Life::Connecting))
+      transportUp(true);
+  }
+  if (receiver.onCompletion(wc)) afterReceiving();
+}
+
+void ConnectionCore::afterReceiving() noexcept {
+  if (!closing()) {
+    if (framedSender_) sender.framedPosted(framedSender_->pump());
+    sender.notifyWritableIfDrained();
+  }
+  teardown.maybeFinish();
 }
 
 // What the callbacks of one poll's completions send goes out as one post at its end; but after a
@@ -365,7 +388,7 @@ void ConnectionCore::beforeLinger() noexcept {
 }
 
 bool ConnectionCore::connectionState(ConnectionState& state) const noexcept {
-  state = state_;
+  state = this->state();
   return true;
 }
 

@@ -18,6 +18,7 @@
 
 #include "CmEvent.h"
 #include "CompletionDispatcher.h"
+#include "ConnectionLife.h"
 #include "ConnectionReceiver.h"
 #include "ConnectionSender.h"
 #include "ConnectionTeardown.h"
@@ -34,6 +35,7 @@
 namespace evrdma {
 
 class Connection;
+class CreditLedger;
 class Reactor;
 
 namespace detail {
@@ -71,9 +73,11 @@ class ConnectionCore : public CmEventHandler,
   rdma_conn_param connParam(const std::vector<uint8_t>& privateData) const noexcept;
   void fail(int err, const char* op) noexcept { teardown.fail(err, op); }
   void failLater(int err, const char* op) noexcept { teardown.failLater(err, op); }
-  bool closing() const noexcept { return teardown.closing(); }
-  bool orphaned() const noexcept { return teardown.orphaned(); }
-  bool sendable() const noexcept { return state_ == ConnectionState::Established && !closing(); }
+  bool closing() const noexcept { return detail::isClosing(life_); }
+  bool orphaned() const noexcept { return life_ == detail::Life::Orphaned; }
+  bool sendable() const noexcept { return life_ == detail::Life::Established; }
+  // What the application is told (Connection::state), from life_ and the outcome.
+  ConnectionState state() const noexcept { return detail::publicState(life_, teardown.failed()); }
   bool supportsImmediateData() const noexcept;
   void close() noexcept { teardown.close(); }
 
@@ -106,6 +110,10 @@ class ConnectionCore : public CmEventHandler,
   void notePeerReached() noexcept;
   // The connection is established for the application (onEstablished).
   void markEstablished() noexcept;
+  // What receiving sets off on the send side, in one place, after the receive path has delivered:
+  // credits came back or are owed and a keepalive reply may be owed (the framed line and a credit
+  // frame go), the backlog may have drained (onWritable); then whether the close can finish.
+  void afterReceiving() noexcept;
   // Messages either way and operations completed: what idleTimeout watches.
   uint64_t activity() const noexcept;
   void stopLivenessChecks() noexcept {
@@ -119,7 +127,7 @@ class ConnectionCore : public CmEventHandler,
   ConnectionOptions options_;
   std::string peerAddress_ = "?";
   const bool isClient_;
-  ConnectionState state_ = ConnectionState::Idle;
+  detail::Life life_ = detail::Life::Idle;  // the one state of its life (ConnectionLife.h)
   bool helloSent_ = false;          // framed: our hello is out
   mutable int8_t immediateData_ = -1;  // supportsImmediateData, once the device is known (-1: not yet)
   bool peerReached_ = false;        // a receive completed: the transport is up (see notePeerReached)
@@ -135,6 +143,7 @@ class ConnectionCore : public CmEventHandler,
   // Declared in creation order: destroyed in reverse (the parts, then the id).
   CmId id_;
   std::unique_ptr<detail::QueuePair> queuePair_;
+  std::unique_ptr<CreditLedger> flowControl_;               // framed: both directions' credits
   std::unique_ptr<detail::FramedSender> framedSender_;      // framed connections only
   std::unique_ptr<detail::LendingPool> lendingPool_;        // lendingPoolBytes: outlives what it lent
   std::unique_ptr<detail::RegionExchange> regionExchange_;  // framed connections only
@@ -147,6 +156,9 @@ class ConnectionCore : public CmEventHandler,
   // CmEventHandler, CompletionHandler, ReactorMember, RegionExchange::Events.
   void onCmEvent(const CmEvent& event) noexcept override;
   void onCompletion(const ibv_wc& wc) noexcept final;
+  // A receive: what it says of the transport first (the peer reached us; connecting, the
+  // connection is up), then the receiver takes it, then afterReceiving. Downward only.
+  void onReceiveCompletion(const ibv_wc& wc) noexcept;
   void onAsyncError(ibv_event_type type) noexcept override;
   void onCompletionQueueError(int err, const char* op) noexcept override;
   void onDeviceRemoved() noexcept override { teardown.onDeviceRemoved(); }

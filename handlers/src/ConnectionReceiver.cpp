@@ -103,7 +103,7 @@ void ConnectionReceiver::dropHeld() noexcept {
 }
 
 void ConnectionReceiver::noteHeld() noexcept {
-  if (c_.framedSender_) c_.framedSender_->setReceivesHeld(held());
+  if (c_.flowControl_) c_.flowControl_->setHeld(held());
 }
 
 int ConnectionReceiver::postRecv() noexcept {
@@ -117,18 +117,18 @@ int ConnectionReceiver::postRecv() noexcept {
   if (int rc = repost(idleSlots_.back()); rc != 0) return rc;
   idleSlots_.pop_back();
   noteHeld();
-  if (c_.framedSender_) c_.framedSender_->maybeSendCreditFrame();
+  if (c_.framedSender_) c_.sender.framedPosted(c_.framedSender_->maybeSendCreditFrame());
   return 0;
 }
 
 int ConnectionReceiver::repost(uint32_t slot) noexcept {
   int rc = c_.queuePair_->postReceive(slot);
-  if (rc == 0 && c_.framedSender_) c_.framedSender_->onReceiveReposted();  // a credit we owe the peer
+  if (rc == 0 && c_.flowControl_) c_.flowControl_->onReceiveReposted();  // a credit we owe the peer
   return rc;
 }
 
 void ConnectionReceiver::postAgain(uint32_t slot) noexcept {
-  if (c_.closing() || c_.state_ != ConnectionState::Established) {
+  if (c_.closing() || c_.life_ != detail::Life::Established) {
     keep(slot);
     return;
   }
@@ -145,14 +145,13 @@ void ConnectionReceiver::keep(uint32_t slot) noexcept {
     idleSlots_.push_back(slot);
 }
 
-void ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
+bool ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
   const uint32_t slot = wrid::index(wc.wr_id);
   c_.queuePair_->onReceiveCompleted();
   if (wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && deliversAtOnce()) {
     deliverPlain(slot, wc);
-    return;
+    return false;
   }
-  if (!c_.peerReached_ && wc.status != IBV_WC_WR_FLUSH_ERR) c_.notePeerReached();  // a flush is our QP's error, not the peer
   if (wc.status != IBV_WC_SUCCESS) {
     keep(slot);
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {
@@ -169,11 +168,9 @@ void ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
       c_.fail(tooLong ? -EMSGSIZE : -EIO, c_.errorText_.c_str());
     }
     c_.teardown.maybeFinish();
-    return;
+    return false;
   }
   ++receivesSeen_;  // the peer is alive (keepalive)
-  // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
-  if (c_.state_ == ConnectionState::Accepting || c_.state_ == ConnectionState::Connecting) c_.transportUp(true);
   HeldMessage message;
   message.slot = slot;
   message.length = wc.byte_len;
@@ -182,20 +179,21 @@ void ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
   // An RDMA write with immediate consumes a receive but puts no bytes in its buffer.
   message.intoBuffer = wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM;
   if (message.intoBuffer) EVRDMA_MARK_DEFINED(c_.queuePair_->receiveBuffer(slot), wc.byte_len);
-  if (!c_.closing() && (c_.state_ == ConnectionState::Established || c_.helloSent_))
+  if (!c_.closing() && (c_.life_ == detail::Life::Established || c_.helloSent_))
     onMessage(message);
   else
     keep(slot);
-  if (c_.framedSender_ && !c_.closing()) {
-    c_.framedSender_->pump();  // credits may have come back; a keepalive reply may wait
-    c_.sender.notifyWritableIfDrained();
-  }
-  c_.teardown.maybeFinish();
+  return true;  // ConnectionCore::afterReceiving
 }
 
 void ConnectionReceiver::handOut(const uint8_t* payload, size_t length, bool hasImm, uint32_t imm) noexcept {
   ++c_.stats_.messagesReceived;
   c_.stats_.bytesReceived += length;
+  if (stream_ != nullptr && !hasImm) {
+    ReceiveLoan* loan = lendFrom_ > 0 && length >= lendFrom_ ? lendDelivering() : nullptr;
+    if (!stream_->onStreamBytes(c_.facade(), payload, length, loan)) (void)pause();  // its window is full
+    return;
+  }
   if (hasImm)
     c_.handler_->onRecvWithImm(c_.facade(), imm, payload, length);
   else
@@ -238,10 +236,10 @@ void ConnectionReceiver::onFrame(const HeldMessage& message) noexcept {
     keep(message.slot);
     return;
   }
-  c_.framedSender_->onCreditsReturned(frame.credits);
-  if (frame.asksForCredits) c_.framedSender_->onAsk(frame.requestId);
-  if (frame.answersAsk) c_.framedSender_->onAnswer();
-  if ((frame.type == FrameType::Hello) != (c_.state_ != ConnectionState::Established)) {
+  c_.flowControl_->onCreditsReturned(frame.credits);
+  if (frame.asksForCredits) c_.flowControl_->onAsk(frame.requestId);
+  if (frame.answersAsk) c_.flowControl_->onAnswer();
+  if ((frame.type == FrameType::Hello) != (c_.life_ != detail::Life::Established)) {
     c_.fail(-EPROTO, frame.type == FrameType::Hello ? "the peer sent a second hello"
                                                  : "the peer's first frame was not a hello (is it framed too?)");
     keep(message.slot);
@@ -256,7 +254,7 @@ void ConnectionReceiver::onFrame(const HeldMessage& message) noexcept {
       postAgain(message.slot);
       return;
     case FrameType::KeepaliveProbe:
-      c_.framedSender_->queueKeepaliveReply();  // goes with the pump after this, returning this receive
+      c_.flowControl_->onProbe();  // the reply goes with the pump after delivery, returning this receive
       postAgain(message.slot);
       return;
     case FrameType::Credit:
@@ -266,7 +264,7 @@ void ConnectionReceiver::onFrame(const HeldMessage& message) noexcept {
     default:
       break;  // data and the region exchange: the application's, in order
   }
-  c_.framedSender_->onMessageFromPeer();
+  c_.flowControl_->onMessageFromPeer();
   deliverOrHold(message, &frame);
 }
 
@@ -345,10 +343,9 @@ void ConnectionReceiver::deliverHeld() noexcept {
     deliver(message, nullptr);
   }
   noteHeld();
-  if (c_.framedSender_ && !c_.closing()) c_.framedSender_->pump();  // the receives given back: credits
+  // From its timer, the top of its own stack: the receives given back are credits.
+  c_.afterReceiving();
   (void)c_.sender.endBatch();
-  if (!c_.closing()) c_.sender.notifyWritableIfDrained();
-  c_.teardown.maybeFinish();
 }
 
 }  // namespace evrdma::detail

@@ -12,6 +12,7 @@
 
 #include "HeldMessages.h"
 #include "ReceiveLoan.h"
+#include "StreamPort.h"
 #include "evrdma/Watch.h"
 
 namespace evrdma {
@@ -28,24 +29,26 @@ class ConnectionReceiver {
   ConnectionReceiver& operator=(const ConnectionReceiver&) = delete;
 
   // A completion of a receive (success, error or flush).
-  void onCompletion(const ibv_wc& wc) noexcept;
+  // True when a message was taken (delivered, held or kept): the caller then does what receiving
+  // sets off on the send side (ConnectionCore::afterReceiving). False for the short way and for a
+  // failed receive, which need none of it.
+  bool onCompletion(const ibv_wc& wc) noexcept;
   int pause() noexcept;
   int resume() noexcept;
   bool paused() const noexcept { return paused_; }
   // Messages held while paused, plus (autoPostRecv off) delivered messages' buffers not given
   // back with postRecv() yet.
   uint32_t held() const noexcept { return static_cast<uint32_t>(heldMessages_.size() + idleSlots_.size()); }
-  // From inside onRecv, framed, autoPostRecv on: lends the buffer of the message being delivered,
-  // its receive taking a spare buffer (see ReceiveLoan). Null when it cannot be: outside onRecv,
-  // no spare buffer left (all lent), or a ring in the device's small-buffer arena (its memory is
-  // not the connection's own) or a shared receive queue.
-  ReceiveLoan* lendDelivering() noexcept;
   // The buffers whose loans came back (ReceiveLoan::giveBack, from any thread) are spares again.
   void collectLoans() noexcept;
-  // Messages of at least `payloadBytes` are lent (0: none): one that arrives while every spare
-  // is lent waits for the next turn, when the program has drained what it was lent this one
+  // A stream's: messages go to `stream` (StreamPort::deliverTo) in place of onRecv, those of at
+  // least `lendFrom` payload bytes (0: none) with their buffer lent. One that arrives while every
+  // spare is lent waits for the next turn, when the program has drained what it was lent this one
   // (the borrower copies what finds no spare then: it keeps what it was lent).
-  void lendFrom(size_t payloadBytes) noexcept { lendFrom_ = payloadBytes; }
+  void deliverTo(StreamReceiver* stream, size_t lendFrom) noexcept {
+    stream_ = stream;
+    lendFrom_ = lendFrom;
+  }
   uint32_t lent() const noexcept {
     return lent_ - static_cast<uint32_t>(loanDesk_ ? loanDesk_->waiting() : 0);
   }
@@ -72,8 +75,14 @@ class ConnectionReceiver {
   // goes straight to onRecv and its receive is posted again: deliverPlain.
   bool deliversAtOnce() const noexcept;
   void deliverPlain(uint32_t slot, const ibv_wc& wc) noexcept;
-  // Counts a message and hands it to onRecv / onRecvWithImm (deliver and deliverPlain).
+  // Counts a message and hands it to onRecv / onRecvWithImm, or to the stream with its loan
+  // (deliver and deliverPlain).
   void handOut(const uint8_t* payload, size_t length, bool hasImm, uint32_t imm) noexcept;
+  // Framed, autoPostRecv on, from handOut: lends the buffer of the message being delivered, its
+  // receive taking a spare buffer (see ReceiveLoan). Null when it cannot be: no spare buffer left
+  // (all lent), or a ring in the device's small-buffer arena (its memory is not the connection's
+  // own) or a shared receive queue.
+  ReceiveLoan* lendDelivering() noexcept;
   // With lending: this message would be lent, and no spare buffer is free for it.
   bool findsNoSpare(const HeldMessage& message) noexcept;
   // Hands one message to the handler, then posts its receive again or keeps it for postRecv().
@@ -108,6 +117,7 @@ class ConnectionReceiver {
   size_t sendableLength_ = 0;
   uint32_t lent_ = 0;  // lent and not collected back yet
   size_t lendFrom_ = 0;
+  StreamReceiver* stream_ = nullptr;  // deliverTo: a stream's connection
   std::shared_ptr<LoanDesk> loanDesk_;  // made at the first loan
   uint64_t receivesSeen_ = 0;
 };

@@ -40,12 +40,16 @@ int ConnectionSender::copyAndSend(const void* data, size_t length, bool hasImm, 
   return copyIn(length, [data, length](uint8_t* to) { std::memcpy(to, data, length); }, hasImm, imm, tag);
 }
 
-int ConnectionSender::fillAndSend(size_t length, Fill fill, void* context, uint64_t tag) noexcept {
-  return copyIn(length, [fill, context, length](uint8_t* to) { fill(context, to, length); }, false, 0, tag);
-}
-
 template <typename Filler>
 int ConnectionSender::copyIn(size_t length, Filler&& fill, bool hasImm, uint32_t imm, uint64_t tag) noexcept {
+  uint8_t* data = nullptr;
+  const int slot = takeSendBuffer(length, hasImm, data);
+  if (slot < 0) return slot;
+  if (length > 0) fill(data);
+  return sendTaken(slot, data, length, hasImm, imm, tag);
+}
+
+int ConnectionSender::takeSendBuffer(size_t length, bool hasImm, uint8_t*& data) noexcept {
   if (!c_.sendable()) return -ENOTCONN;
   const ConnectionOptions& options = c_.options_;
   if (length > options.maxMessageSize) return -EMSGSIZE;
@@ -57,15 +61,19 @@ int ConnectionSender::copyIn(size_t length, Filler&& fill, bool hasImm, uint32_t
     backlogged_ = true;  // onWritable once a send buffer is free again
     return -ENOBUFS;
   }
-  uint8_t* buffer = buffers.data(static_cast<uint32_t>(slot));
-  if (length > 0) fill(buffer + (options.framed ? Frame::kHeaderSize : 0));
+  data = buffers.data(static_cast<uint32_t>(slot)) + (options.framed ? Frame::kHeaderSize : 0);
+  return slot;
+}
+
+int ConnectionSender::sendTaken(int slot, uint8_t* data, size_t length, bool hasImm, uint32_t imm,
+                                uint64_t tag) noexcept {
   SendOp op;
   op.tag = tag;
-  op.sge.lkey = buffers.lkey();
+  op.sge.lkey = c_.queuePair_->sendBuffers().lkey();
   op.copySlot = slot;
   op.hasImm = hasImm;
   op.imm = imm;
-  return sendMessageIn(op, buffer, length);
+  return sendMessageIn(op, data - (c_.options_.framed ? Frame::kHeaderSize : 0), length);
 }
 
 int ConnectionSender::sendReceiveBuffer(uint32_t buffer, size_t length, uint64_t tag) noexcept {
@@ -117,7 +125,11 @@ int ConnectionSender::checkedSubmit(OpType type, const Slice& local, const Remot
 int ConnectionSender::dispatch(const SendOp& op, uint8_t* copiedHeader) noexcept {
   FramedSender* framed = c_.framedSender_.get();
   if (framed == nullptr) return submit(op);
-  const int rc = copiedHeader != nullptr ? framed->sendCopied(op, copiedHeader) : framed->sendZeroCopy(op);
+  return framedPosted(copiedHeader != nullptr ? framed->sendCopied(op, copiedHeader) : framed->sendZeroCopy(op));
+}
+
+int ConnectionSender::framedPosted(int rc) noexcept {
+  if (rc != 0) c_.failLater(rc, "ibv_post_send");
   noteBacklog();
   return rc;
 }
@@ -216,7 +228,7 @@ void ConnectionSender::onCompletion(const ibv_wc& wc) noexcept {
   });
   if (rc != 0) c_.fail(rc, "ibv_post_send");
   if (!c_.closing()) {
-    if (c_.framedSender_) c_.framedSender_->pump();  // a frame slot may have come free
+    if (c_.framedSender_) framedPosted(c_.framedSender_->pump());  // a frame slot may have come free
     notifyWritableIfDrained();
   }
   c_.teardown.maybeFinish();

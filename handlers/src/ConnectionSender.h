@@ -27,19 +27,22 @@ class ConnectionSender {
 
   // Connection::postSend / postSendWithImm: copied into one of evrdma's send buffers.
   int copyAndSend(const void* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
-  // The same with the bytes written by `fill(context, to, length)` straight into the send buffer
-  // (a stream copies out of its evbuffer so: one copy).
-  using Fill = void (*)(void* context, uint8_t* to, size_t length);
-  int fillAndSend(size_t length, Fill fill, void* context, uint64_t tag) noexcept;
+  // A send buffer for a message of `length` bytes: its slot, and where its bytes go (`data`);
+  // -ENOBUFS (none free: onWritable follows), -ENOTCONN, -EMSGSIZE, -EOPNOTSUPP. sendTaken sends
+  // it; nothing else gives it back.
+  int takeSendBuffer(size_t length, bool hasImm, uint8_t*& data) noexcept;
+  int sendTaken(int slot, uint8_t* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
   // Connection::sendReceived: `length` bytes of payload sent from receive buffer `buffer` (a
   // framed message's header rewritten in place), which becomes a spare again when the send completes.
   int sendReceiveBuffer(uint32_t buffer, size_t length, uint64_t tag) noexcept;
   // Connection::send, rdmaWrite, rdmaRead...: checked, then sent from the application's memory.
   int checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset, bool hasImm,
                     uint32_t imm, uint64_t tag) noexcept;
-  // To the send queue (the FramedSender's way out too); a failed post fails the connection on a
-  // later turn.
+  // To the send queue (unframed); a failed post fails the connection on a later turn.
   int submit(const SendOp& op) noexcept;
+  // What a call of the FramedSender returned (`rc`, a failed post's -errno or 0): a failure fails
+  // the connection on a later turn, and what had to wait is noted for onWritable. Returns `rc`.
+  int framedPosted(int rc) noexcept;
   void beginBatch() noexcept;
   int endBatch() noexcept;
   int requestRegion(uint64_t bytes, int access, uint64_t tag) noexcept;

@@ -22,6 +22,10 @@
 
 namespace evrdma::detail {
 
+bool ConnectionTeardown::closing() const noexcept { return isClosing(c_.life_); }
+bool ConnectionTeardown::finished() const noexcept { return hasEnded(c_.life_); }
+bool ConnectionTeardown::doneWithPeer() const noexcept { return c_.life_ >= Life::FinishScheduled; }
+
 ConnectionTeardown::ConnectionTeardown(ConnectionCore& core)
     : c_(core),
       disconnectTimer_(core.reactor_,
@@ -44,8 +48,8 @@ void ConnectionTeardown::onCmEvent(const CmEvent& event) noexcept {
   if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
     disconnectDone_ = true;
     maybeFinish();
-  } else if (event.type == RDMA_CM_EVENT_ESTABLISHED && phase_ == Phase::AwaitingEstablished) {
-    phase_ = Phase::Disconnecting;  // see begin()
+  } else if (event.type == RDMA_CM_EVENT_ESTABLISHED && c_.life_ == Life::AwaitingEstablished) {
+    c_.life_ = Life::Disconnecting;  // see begin()
     disconnect();
   } else if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
     onDeviceGone();
@@ -118,13 +122,16 @@ void ConnectionTeardown::close() noexcept {
 
 void ConnectionTeardown::reportUnfinished(const SendOp& op, ibv_wc_status status) noexcept {
   // Copied sends used evrdma's own buffers, and internal frames are evrdma's: nothing to give back.
-  if (orphaned() || op.internal || op.copySlot >= 0) return;
+  if (c_.orphaned() || op.internal || op.copySlot >= 0) return;
   c_.handler_->onOpDone(c_.facade(), OpCompletion{op.tag, op.type, status, op.sge.length});
 }
 
 void ConnectionTeardown::begin() noexcept {
   if (closing()) return;
-  phase_ = Phase::Disconnecting;
+  // A receive may have come before the ESTABLISHED event (and failed the connection): the peer
+  // is connected, and only a disconnect tells it.
+  const bool wasConnected = c_.life_ == Life::Established || c_.peerReached_;
+  c_.life_ = Life::Disconnecting;
   c_.stopLivenessChecks();
   unexplainedFlushTimer_.cancel();
   c_.receiver.dropHeld();
@@ -140,10 +147,6 @@ void ConnectionTeardown::begin() noexcept {
       ++c_.stats_.requestsDropped;
       dropped_.push_back(op);
     }
-  // A receive may have come before the ESTABLISHED event (and failed the connection): the peer
-  // is connected, and only a disconnect tells it.
-  const bool wasConnected = c_.state_ == ConnectionState::Established || c_.peerReached_;
-  c_.state_ = ConnectionState::Disconnecting;
   if (!wasConnected || !c_.queuePair_ || !c_.queuePair_->hasQp() || deviceGone_) {
     // Nothing established: destroying the id cancels a resolution or a pending connect.
     disconnectDone_ = true;
@@ -157,7 +160,7 @@ void ConnectionTeardown::begin() noexcept {
     // Linux's CM then leaves its REP outstanding, retried for about a minute, while rdma_destroy_id
     // blocks the loop waiting for it (seen: a server that answered nothing for a minute). The
     // event comes within moments; the disconnect goes then (or the timer ends it all).
-    phase_ = Phase::AwaitingEstablished;
+    c_.life_ = Life::AwaitingEstablished;
     return;
   }
   disconnect();
@@ -179,24 +182,38 @@ void ConnectionTeardown::maybeFinish() noexcept {
 }
 
 void ConnectionTeardown::scheduleFinish() noexcept {
-  if (phase_ >= Phase::FinishScheduled) return;
-  phase_ = Phase::FinishScheduled;
+  if (c_.life_ >= Life::FinishScheduled) return;
+  c_.life_ = Life::FinishScheduled;
   // Never inside a callback of this connection (the handler may still be on the stack), and at
   // most a few connections per turn (Reactor::deferTeardown).
-  coreOf(c_.reactor_).deferTeardown([this] { finish(); });
+  coreOf(c_.reactor_).deferTeardown([this] { finish(Ending::Told); });
 }
 
-void ConnectionTeardown::finish() noexcept {
-  disconnectTimer_.cancel();
+void ConnectionTeardown::finish(Ending ending) noexcept {
+  const bool told = ending == Ending::Told;
+  if (finished()) {  // told already (its owner frees it on a later turn); then the Reactor went
+    if (!told) {
+      c_.life_ = Life::Orphaned;
+      c_.onOrphaned();  // may free the connection
+    }
+    return;
+  }
+  // Orphaned, nothing of the Reactor's is touched: its timers and loop are gone.
+  if (told) disconnectTimer_.cancel();
   if (c_.queuePair_) c_.queuePair_->destroyQp();  // the device touches no memory of ours from here on
-  // What the flush did not hand back (disconnectTimeout ran out first), then what never went out.
-  if (SendQueue* queue = c_.queuePair_ ? c_.queuePair_->sendQueue() : nullptr)
-    for (const SendOp& op : queue->takeInFlight()) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
-  for (const SendOp& op : dropped_) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
-  dropped_.clear();
+  if (told) {
+    // What the flush did not hand back (disconnectTimeout ran out first), then what never went out.
+    if (SendQueue* queue = c_.queuePair_ ? c_.queuePair_->sendQueue() : nullptr)
+      for (const SendOp& op : queue->takeInFlight()) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
+    for (const SendOp& op : dropped_) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
+  }
   releaseResources();
-  phase_ = Phase::Finished;
-  c_.state_ = failed_ ? ConnectionState::Failed : ConnectionState::Closed;
+  if (!told) {
+    c_.life_ = Life::Orphaned;  // silent: the application hears nothing (see Reactor)
+    c_.onOrphaned();            // may free the connection
+    return;
+  }
+  c_.life_ = Life::Finished;
   c_.handler_->onClosed(c_.facade());
   c_.onFinished();
 }
@@ -213,15 +230,6 @@ void ConnectionTeardown::releaseResources() noexcept {
   c_.id_.reset();
 }
 
-void ConnectionTeardown::onReactorGone() noexcept {
-  // Silent: the application hears nothing (see Reactor), and nothing here touches the Reactor.
-  const bool wasFinished = finished();
-  phase_ = Phase::Orphaned;
-  if (!wasFinished) {
-    releaseResources();
-    c_.state_ = failed_ ? ConnectionState::Failed : ConnectionState::Closed;
-  }
-  c_.onOrphaned();  // may free the connection
-}
+void ConnectionTeardown::onReactorGone() noexcept { finish(Ending::Orphaned); }
 
 }  // namespace evrdma::detail

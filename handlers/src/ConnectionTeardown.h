@@ -1,8 +1,9 @@
-// ConnectionTeardown: how one connection ends, as named phases (Phase): a failure reported once,
-// then the close in two steps (rdma_disconnect; once DISCONNECTED and every flushed work request
-// are back, or disconnectTimeout ran out, every resource released and onClosed as the last
-// callback, on a later turn), the device going away under it, and the Reactor going first. A part
-// of ConnectionCore.
+// ConnectionTeardown: how one connection ends, through the closing phases of its life
+// (ConnectionLife.h): a failure reported once, then the close in two steps (rdma_disconnect; once
+// DISCONNECTED and every flushed work request are back, or disconnectTimeout ran out, every
+// resource released and onClosed as the last callback, on a later turn), the device going away
+// under it, and the Reactor going first. Every way to the end goes through finish(). A part of
+// ConnectionCore.
 #pragma once
 
 #include <chrono>
@@ -24,26 +25,13 @@ namespace detail {
 
 class ConnectionTeardown {
  public:
-  // Past None a connection never returns to it; an agent closing early waits in
-  // AwaitingEstablished, then disconnects; FinishScheduled and Finished come in order, only
-  // forward; Orphaned may come at any time (the Reactor went first).
-  enum class Phase : uint8_t {
-    None,                 // open: no close() yet, no failure
-    AwaitingEstablished,  // an agent closing before the CM said ESTABLISHED: rdma_disconnect once it does
-    Disconnecting,        // waiting for DISCONNECTED and every posted request flushed back
-    FinishScheduled,      // all back (or disconnectTimeout ran out): finish() on a later turn
-    Finished,             // resources released, onClosed called
-    Orphaned,             // the Reactor went first: released without a word to the application
-  };
-
   explicit ConnectionTeardown(ConnectionCore& core);
 
-  Phase phase() const noexcept { return phase_; }
-  bool closing() const noexcept { return phase_ != Phase::None; }
-  bool finished() const noexcept { return phase_ >= Phase::Finished; }
+  bool closing() const noexcept;
+  bool finished() const noexcept;
   // Disconnected, with every posted request back (or given up on): nothing more comes or goes.
-  bool doneWithPeer() const noexcept { return phase_ >= Phase::FinishScheduled; }
-  bool orphaned() const noexcept { return phase_ == Phase::Orphaned; }
+  bool doneWithPeer() const noexcept;
+  // The outcome: the connection failed (onError was or will be said), whatever its phase.
   bool failed() const noexcept { return failed_; }
   // The -errno the connection failed with (what onError said), 0 while it has not failed.
   int error() const noexcept { return error_; }
@@ -55,8 +43,6 @@ class ConnectionTeardown {
   // fail() for an error met inside a call of the application's: it gets the error as the return
   // value, and onError comes on a later turn (before onClosed).
   void failLater(int err, const char* op) noexcept;
-  // Starts the close (once): what waits is dropped, the peer is told, the end is scheduled.
-  void begin() noexcept;
   // A CM event once closing: only the end of the disconnect matters, or the device going away.
   void onCmEvent(const CmEvent& event) noexcept;
   // The peer's side is gone (DISCONNECTED, its completions handed out): ours follows.
@@ -74,13 +60,21 @@ class ConnectionTeardown {
   void onDeviceRemoved() noexcept;
   // The Reactor is gone: released without a word to the application (may free the connection).
   void onReactorGone() noexcept;
-  // The queue pair first, then what used it; every resource the connection holds.
+  // The queue pair first, then what used it; every resource the connection holds (by finish(),
+  // and by the connection's destructor in case nothing finished it).
   void releaseResources() noexcept;
 
  private:
+  // How a connection ends: told (onClosed, then the owner frees it), or silently, the Reactor
+  // gone (nothing of the application's or the Reactor's is touched).
+  enum class Ending : uint8_t { Told, Orphaned };
+
+  // Starts the close (once): what waits is dropped, the peer is told, the end is scheduled.
+  void begin() noexcept;
   void disconnect() noexcept;  // rdma_disconnect, once the close has begun
   void scheduleFinish() noexcept;
-  void finish() noexcept;
+  // The one end of every connection: resources released, the last word said (or not: Orphaned).
+  void finish(Ending ending) noexcept;
   void logFailure(int err, const char* op) const noexcept;
 
   // Work flushed while the connection was up: the QP went to the error state. A disconnect that
@@ -89,8 +83,7 @@ class ConnectionTeardown {
   // refused RDMA access).
   static constexpr std::chrono::milliseconds kUnexplainedFlushGrace{2000};
 
-  ConnectionCore& c_;
-  Phase phase_ = Phase::None;
+  ConnectionCore& c_;  // its life_ is the phase
   bool failed_ = false;
   // DISCONNECTED seen, rdma_disconnect refused, or no disconnect needed (may come before close())
   bool disconnectDone_ = false;

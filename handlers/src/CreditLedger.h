@@ -36,6 +36,9 @@
 //
 // Start: each side has posted all its receives before the connection is established, and may
 // assume one (the first frame); it sends its hello at once carrying depth - 1.
+// One object for both directions of a connection: the receive path tells it what the peer's frames
+// returned, asked and answered and what the application holds; the send path (FramedSender)
+// spends from it. Neither calls the other through it.
 // Pure logic, no verbs: unit-tested on its own.
 #pragma once
 
@@ -57,6 +60,7 @@ class CreditLedger {
   explicit CreditLedger(uint32_t recvDepth = kMinRecvDepth)
       : depth_(recvDepth), threshold_(std::max<uint32_t>(2, recvDepth / 2)), owed_(recvDepth - 1) {}
 
+  uint32_t depth() const noexcept { return depth_; }
   uint32_t credits() const noexcept { return credits_; }
   uint32_t owed() const noexcept { return owed_; }
   uint32_t threshold() const noexcept { return threshold_; }
@@ -115,6 +119,34 @@ class CreditLedger {
   void setWaiting(bool waiting) noexcept { waiting_ = waiting; }
   // This side answers asks also while it waits itself (one side of a connection: the client).
   void setYields(bool yields) noexcept { yields_ = yields; }
+  // Our asks. A waiting side asks once, and again only after an answer that got it further than
+  // where it asked from: an answer that only made up for the ask's own credit means the peer has
+  // nothing more now (it holds its receives), and returns them by the rules above once it lets go.
+  // So asks and answers never trade for ever. `lineWaits`: our line waits for credits.
+  bool shouldAsk(bool lineWaits) const noexcept {
+    return lineWaits && canSendProtocolFrame() && !askOutstanding_ &&
+           (creditsBeforeAsk_ == 0 || credits_ > creditsBeforeAsk_);
+  }
+  // An ask went out, its credit spent.
+  void noteAsked() noexcept {
+    askOutstanding_ = true;
+    creditsBeforeAsk_ = credits_ + 1;
+  }
+  // The peer answered our ask (Frame::kAnswerBit).
+  void onAnswer() noexcept { askOutstanding_ = false; }
+  // A frame of our line spent a credit: the wait is over, the next one asks afresh.
+  void noteWaitOver() noexcept {
+    askOutstanding_ = false;
+    creditsBeforeAsk_ = 0;
+  }
+
+  // Keepalive: the peer probed, and a reply is owed (it goes ahead of the messages, with the next
+  // pump, returning the probe's receive). While one is owed another probe adds nothing: one reply
+  // says all that any number would.
+  void onProbe() noexcept { replyOwed_ = true; }
+  bool replyOwed() const noexcept { return replyOwed_; }
+  void clearReply() noexcept { replyOwed_ = false; }
+
   // One receive was re-posted: the peer may use it again once we say so.
   void onReceiveReposted() noexcept { ++owed_; }
   // How many consumed receives of messages the application holds (not re-posted).
@@ -144,6 +176,9 @@ class CreditLedger {
   uint32_t returnedTotal_ = 0;  // credits we returned, in all (mod 2^32)
   uint32_t credits_ = 1;  // the peer has at least one receive posted: the one our first frame uses
   uint32_t owed_;         // receives posted that the peer has not been told about
+  bool replyOwed_ = false;         // a keepalive reply waits to go
+  bool askOutstanding_ = false;    // we asked for credits, and the answer has not come yet
+  uint32_t creditsBeforeAsk_ = 0;  // our credits when we last asked (before paying for the ask)
 };
 
 }  // namespace evrdma

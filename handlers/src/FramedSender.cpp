@@ -12,14 +12,14 @@ namespace evrdma::detail {
 
 static_assert(Frame::kHeaderSize + RemoteRegion::kWireSize + 8 <= FramedSender::kSlotSize);
 
-FramedSender::FramedSender(uint32_t recvDepth, uint8_t* slotMemory, uint32_t slotCount, uint32_t slotLkey,
-                           ConnectionStats& stats, Submit submit)
-    : ledger_(recvDepth),
+FramedSender::FramedSender(CreditLedger& credits, uint8_t* slotMemory, uint32_t slotCount, uint32_t slotLkey,
+                           ConnectionStats& stats, FrameOutlet& outlet)
+    : ledger_(credits),
       slotMemory_(slotMemory),
       slotLkey_(slotLkey),
       stats_(stats),
-      submit_(std::move(submit)),
-      maxWaitingAnswers_(2 * recvDepth + 16) {
+      outlet_(outlet),
+      maxWaitingAnswers_(2 * credits.depth() + 16) {
   freeSlots_.reserve(slotCount);
   for (uint32_t slot = slotCount; slot-- > 0;) freeSlots_.push_back(slot);
 }
@@ -44,22 +44,21 @@ int FramedSender::sendHello(uint64_t maxMessageSize) noexcept {
   const std::vector<uint8_t> hello = helloFrame(maxMessageSize, ledger_.spendForCreditFrame());
   std::memcpy(frame, hello.data(), hello.size());
   op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frame), static_cast<uint32_t>(hello.size()), slotLkey_};
-  return submit_(op);
+  return outlet_.submit(op);
 }
 
 int FramedSender::sendCopied(const SendOp& op, uint8_t* header) noexcept {
   // The usual case, a message with nothing ahead of it and the credits it needs: out at once, as
   // pump() would send it, without a trip through the line. Anything waiting (a frame that needs a
   // slot or a credit, a keepalive frame) keeps its place ahead of it: the line then.
-  if (waiting_.empty() && !probeWaiting_ && !keepaliveReplyWaiting_ && !stopped_ && ledger_.canSendMessage()) {
+  if (waiting_.empty() && !probeWaiting_ && !ledger_.replyOwed() && !stopped_ && ledger_.canSendMessage()) {
     ++sentStraightOut_;
     ledger_.setWaiting(false);
     bool answers = false;
     const uint16_t returned = spendCredit(op.type, answers);
     setFrameCredits(header, returned, false, answers);
-    if (int rc = submit_(op); rc != 0) return rc;
-    maybeSendCreditFrame();
-    return 0;
+    if (int rc = outlet_.submit(op); rc != 0) return rc;
+    return maybeSendCreditFrame();
   }
   Pending pending;
   pending.op = op;
@@ -96,8 +95,6 @@ int FramedSender::sendKeepaliveProbe() noexcept {
   return pump();
 }
 
-void FramedSender::queueKeepaliveReply() noexcept { keepaliveReplyWaiting_ = true; }
-
 int FramedSender::enqueue(Pending pending) noexcept {
   waiting_.push_back(std::move(pending));
   return pump();
@@ -115,7 +112,7 @@ int FramedSender::postProtocolFrame(const std::vector<uint8_t>& frame, SendOp& o
   const bool answers = ledger_.answersAsk();
   setFrameCredits(slot, ledger_.spendForCreditFrame(), false, answers);
   op.sge = ibv_sge{reinterpret_cast<uintptr_t>(slot), static_cast<uint32_t>(frame.size()), slotLkey_};
-  return submit_(op);
+  return outlet_.submit(op);
 }
 
 int FramedSender::pump() noexcept {
@@ -123,9 +120,12 @@ int FramedSender::pump() noexcept {
   // Keepalive first: a probe or reply has no order with the messages, and must go while they
   // wait for a peer that holds our earlier ones.
   ledger_.setWaiting(waitingForCredits());
-  while ((probeWaiting_ || keepaliveReplyWaiting_) && ledger_.canSendProtocolFrame() && !freeSlots_.empty()) {
-    const bool reply = keepaliveReplyWaiting_;
-    (reply ? keepaliveReplyWaiting_ : probeWaiting_) = false;
+  while ((probeWaiting_ || ledger_.replyOwed()) && ledger_.canSendProtocolFrame() && !freeSlots_.empty()) {
+    const bool reply = ledger_.replyOwed();
+    if (reply)
+      ledger_.clearReply();
+    else
+      probeWaiting_ = false;
     if (reply) ++stats_.keepaliveRepliesSent;
     SendOp op;
     const auto frame = keepaliveFrame(reply ? FrameType::KeepaliveReply : FrameType::KeepaliveProbe, 0);
@@ -164,32 +164,26 @@ int FramedSender::pump() noexcept {
     if (next.answer) --answersWaiting_;
     waiting_.pop_front();
     if (header != nullptr) setFrameCredits(header, returned, false, answers);
-    if (int rc = submit_(op); rc != 0) return rc;
+    if (int rc = outlet_.submit(op); rc != 0) return rc;
   }
-  maybeSendCreditFrame();
-  return 0;
+  return maybeSendCreditFrame();
 }
 
 uint16_t FramedSender::spendCredit(OpType type, bool& answers) noexcept {
   answers = type != OpType::WriteWithImm && ledger_.answersAsk();
-  askOutstanding_ = false;  // the wait is over: the next one asks afresh
-  creditsBeforeAsk_ = 0;
+  ledger_.noteWaitOver();  // the next wait asks afresh
   ++creditsSpent_;
   if (type != OpType::WriteWithImm) return ledger_.spendForMessage();
   ledger_.spendForImmediate();  // no header to carry credits
   return 0;
 }
 
-void FramedSender::maybeSendCreditFrame() noexcept {
-  if (stopped_ || freeSlots_.empty()) return;  // retried when a send completes
-  ledger_.setWaiting(waitingForCredits());
-  // A line waiting for credits asks the peer for them, and asks again only after an answer that got
-  // it further than where it asked from (see CreditLedger): an answer that only made up for the
-  // ask's own credit means the peer has nothing more now (it holds its receives), and it returns
-  // them by the ledger's rules once it lets go. So asks and answers never trade for ever.
-  const bool ask = waitingForCredits() && ledger_.canSendProtocolFrame() && !askOutstanding_ &&
-                   (creditsBeforeAsk_ == 0 || ledger_.credits() > creditsBeforeAsk_);
-  if (!ask && !ledger_.creditFrameDue()) return;
+int FramedSender::maybeSendCreditFrame() noexcept {
+  if (stopped_ || freeSlots_.empty()) return 0;  // retried when a send completes
+  const bool lineWaits = waitingForCredits();
+  ledger_.setWaiting(lineWaits);
+  const bool ask = ledger_.shouldAsk(lineWaits);  // a line waiting for credits asks for them
+  if (!ask && !ledger_.creditFrameDue()) return 0;
   SendOp op;
   op.type = OpType::Send;
   op.internal = true;
@@ -198,13 +192,10 @@ void FramedSender::maybeSendCreditFrame() noexcept {
   const uint16_t returned = ledger_.spendForCreditFrame();
   writeFrameHeader(frame, FrameType::Credit, 0, 0, ask ? ledger_.askWords() : 0);  // once its credit is spent
   setFrameCredits(frame, returned, ask, answers);
-  if (ask) {
-    askOutstanding_ = true;
-    creditsBeforeAsk_ = ledger_.credits() + 1;
-  }
+  if (ask) ledger_.noteAsked();
   op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frame), static_cast<uint32_t>(Frame::kHeaderSize), slotLkey_};
   ++stats_.creditFramesSent;
-  submit_(op);
+  return outlet_.submit(op);
 }
 
 std::vector<SendOp> FramedSender::stop() noexcept {
@@ -214,7 +205,7 @@ std::vector<SendOp> FramedSender::stop() noexcept {
   for (size_t i = 0; i < waiting_.size(); ++i) never.push_back(waiting_[i].op);
   waiting_.clear();
   answersWaiting_ = 0;
-  keepaliveReplyWaiting_ = false;
+  ledger_.clearReply();
   probeWaiting_ = false;
   return never;
 }

@@ -6,8 +6,10 @@
 // registered buffer for the 16-byte header, or the whole protocol frame); slots come back with
 // the send completions. Owed credits ride in each frame's header, or go out in a credit-only frame
 // when CreditLedger says one is due; a line that waits for credits asks the peer for them
-// (Frame::kAskBit). Keepalive probes and replies go ahead of the line. The post is injected (a
-// SendQueue in a connection), so the logic is unit-tested without a device.
+// (Frame::kAskBit). Keepalive probes and replies go ahead of the line. The flow control it spends
+// from is the connection's CreditLedger, which the receive path feeds; its frames go down to a
+// FrameOutlet (the connection's SendQueue), so the logic is unit-tested without a device. Every
+// call that may post returns the first failed post's -errno: failing the connection is its caller's.
 #pragma once
 
 #include <cstdint>
@@ -25,14 +27,12 @@ class FramedSender {
  public:
   // A frame slot holds a header, or a whole protocol frame (the largest is a region offer).
   static constexpr size_t kSlotSize = 64;
-  // Posts one request (or queues it behind a full send queue): 0 or -errno.
-  using Submit = std::function<int(const SendOp& op)>;
 
-  // `recvDepth`: the receives this side keeps posted (the credits it grants); `slots`: `slotCount`
-  // buffers of kSlotSize bytes at `slotMemory`, registered with `slotLkey`. Counts credit waits and
-  // credit-only frames in `stats`.
-  FramedSender(uint32_t recvDepth, uint8_t* slotMemory, uint32_t slotCount, uint32_t slotLkey, ConnectionStats& stats,
-               Submit submit);
+  // `credits`: the connection's flow control (outlives this); `slots`: `slotCount` buffers of
+  // kSlotSize bytes at `slotMemory`, registered with `slotLkey`; `outlet`: where frames go. Counts
+  // credit waits and credit-only frames in `stats`.
+  FramedSender(CreditLedger& credits, uint8_t* slotMemory, uint32_t slotCount, uint32_t slotLkey,
+               ConnectionStats& stats, FrameOutlet& outlet);
 
   // Sends our hello (each side's first frame: the largest message we take), at once.
   int sendHello(uint64_t maxMessageSize) noexcept;
@@ -50,30 +50,13 @@ class FramedSender {
   // Keepalive frames are protocol frames: they go ahead of the messages waiting for credits (they
   // have no order with them), with a single credit (see CreditLedger). A probe goes at once.
   int sendKeepaliveProbe() noexcept;
-  // The answer to a keepalive probe, queued for the next pump() (the caller pumps once it has
-  // re-posted the probe's receive, so the reply returns that credit). While one waits, another
-  // probe adds nothing: one reply says all that any number would.
-  void queueKeepaliveReply() noexcept;
   // Sends what waits, as far as credits and frame slots allow, then a credit-only frame if one is
   // due. Returns the first failed post's -errno, else 0.
   int pump() noexcept;
-  // A credit-only frame, if enough credits are owed and a slot and a credit are there for it.
-  void maybeSendCreditFrame() noexcept;
+  // A credit-only frame, if enough credits are owed and a slot and a credit are there for it (or
+  // an ask, if the line waits). 0 or the post's -errno.
+  int maybeSendCreditFrame() noexcept;
 
-  // A frame from the peer returned `credits`.
-  void onCreditsReturned(uint16_t credits) noexcept { ledger_.onCreditsReturned(credits); }
-  // The peer asked for the `needed` credits it lacks (Frame::kAskBit), or answered our ask
-  // (Frame::kAnswerBit), or sent a message (it does not wait).
-  void onAsk(uint64_t needed) noexcept { ledger_.onAsk(needed); }
-  void onAnswer() noexcept { askOutstanding_ = false; }  // see maybeSendCreditFrame
-  void onMessageFromPeer() noexcept { ledger_.onMessageFromPeer(); }
-  // When both sides wait for credits, the one that yields answers the other's ask (a connection's
-  // client does; see CreditLedger::answersAsk).
-  void setYields(bool yields) noexcept { ledger_.setYields(yields); }
-  // One of our receives was posted again: a credit we owe the peer.
-  void onReceiveReposted() noexcept { ledger_.onReceiveReposted(); }
-  // Receives of the peer's messages that the application holds (paused, or autoPostRecv off).
-  void setReceivesHeld(uint32_t held) noexcept { ledger_.setHeld(held); }
   // A send that used frame slot `slot` (SendOp::frameSlot) completed.
   void releaseSlot(int32_t slot) noexcept;
 
@@ -118,18 +101,15 @@ class FramedSender {
   // Takes a free frame slot for `op` (the caller checked there is one); returns its memory.
   uint8_t* takeSlot(SendOp& op) noexcept;
 
-  CreditLedger ledger_;
+  CreditLedger& ledger_;
   uint8_t* slotMemory_;
   uint32_t slotLkey_;
   std::vector<uint32_t> freeSlots_;
   ConnectionStats& stats_;
-  Submit submit_;
+  FrameOutlet& outlet_;
   Ring<Pending> waiting_;
-  // Keepalive probes and replies: at most one of each waits, for a credit or a slot.
+  // A keepalive probe waits, for a credit or a slot (a reply owed is the ledger's: CreditLedger::onProbe).
   bool probeWaiting_ = false;
-  bool keepaliveReplyWaiting_ = false;
-  bool askOutstanding_ = false;  // we asked for credits, and the answer has not come yet
-  uint32_t creditsBeforeAsk_ = 0;  // our credits when we last asked (before paying for the ask)
   uint32_t maxWaitingAnswers_;
   uint32_t answersWaiting_ = 0;
   bool stopped_ = false;

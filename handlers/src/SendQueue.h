@@ -40,7 +40,17 @@ struct SendOp {
   bool signaled = false;       // set by the queue
 };
 
-class SendQueue {
+// Where a FramedSender's frames go: a connection's SendQueue (down to the device, or behind a full
+// send queue), or a unit test's fake. What a failed post means is for the caller of FramedSender.
+class FrameOutlet {
+ public:
+  virtual int submit(const SendOp& op) noexcept = 0;
+
+ protected:
+  ~FrameOutlet() = default;
+};
+
+class SendQueue final : public FrameOutlet {
  public:
   using Post = std::function<int(ibv_send_wr* first, ibv_send_wr** bad)>;
   using Done = std::function<void(const SendOp& op, ibv_wc_status status)>;
@@ -52,7 +62,7 @@ class SendQueue {
 
   // Queues `op` and posts what fits. Returns 0, or the -errno of a failed ibv_post_send (the QP is
   // then unusable: the connection fails).
-  int submit(const SendOp& op) noexcept;
+  int submit(const SendOp& op) noexcept override;
   // Batches nest: requests go out when the outermost batch ends. `firstAtOnce`: the batch's first
   // request, if nothing waits and there is room, is posted at once (the batch of a poll that found
   // one message: that request is usually its only one, an answer someone is waiting for). An

@@ -5,13 +5,19 @@
 
 namespace evrdma::detail {
 
-int StreamPort::send(size_t length, Fill fill, void* source, uint64_t tag) noexcept {
-  return coreOf(connection_).sender.fillAndSend(length, fill, source, tag);
+int StreamPort::takeSendSpace(size_t length, SendSpace& space) noexcept {
+  const int slot = coreOf(connection_).sender.takeSendBuffer(length, false, space.data);
+  space.slot = slot;
+  return slot < 0 ? slot : 0;
 }
 
-void StreamPort::lendFrom(size_t bytes) noexcept { coreOf(connection_).receiver.lendFrom(bytes); }
+int StreamPort::send(const SendSpace& space, size_t length, uint64_t tag) noexcept {
+  return coreOf(connection_).sender.sendTaken(space.slot, space.data, length, false, 0, tag);
+}
 
-ReceiveLoan* StreamPort::lendDelivering() noexcept { return coreOf(connection_).receiver.lendDelivering(); }
+void StreamPort::deliverTo(StreamReceiver& receiver, size_t lendFrom) noexcept {
+  coreOf(connection_).receiver.deliverTo(&receiver, lendFrom);
+}
 
 uint32_t StreamPort::buffersLent() const noexcept { return coreOf(connection_).receiver.lent(); }
 

@@ -17,22 +17,40 @@ namespace evrdma::detail {
 
 class ReceiveLoan;
 
+// What a stream takes from its connection's receive path, handed down with each message: the
+// bytes, and for a message of at least lendFrom bytes, while a spare buffer is free, the loan of
+// the receive buffer they are in (`loan`, else null): the stream takes it (evbuffer_add_reference
+// with ReceiveLoan::giveBack), or gives it back at once and copies. Its answer says whether the
+// connection goes on delivering: false, and receiving pauses (the stream's window is full) once
+// the call has returned. Nothing of the connection is called back while it runs.
+class StreamReceiver {
+ public:
+  virtual bool onStreamBytes(Connection& c, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept = 0;
+
+ protected:
+  ~StreamReceiver() = default;
+};
+
 class StreamPort {
  public:
-  // Copies `length` bytes from `source` into `to` (the stream drains its evbuffer so).
-  using Fill = void (*)(void* source, uint8_t* to, size_t length);
+  // A registered send buffer taken for one message: the stream writes its bytes at `data`.
+  struct SendSpace {
+    uint8_t* data = nullptr;
+    int slot = -1;
+  };
 
   explicit StreamPort(Connection& connection) noexcept : connection_(connection) {}
 
-  // A message of `length` bytes (0: the FIN), filled by `fill` straight into a registered send
-  // buffer and sent framed. 0, -ENOBUFS (every send buffer is in use: onWritable follows once one
-  // is free), or the connection's -errno (it fails: onError follows).
-  int send(size_t length, Fill fill, void* source, uint64_t tag) noexcept;
-  // Received messages of at least `bytes` may be lent (lendDelivering) instead of copied.
-  void lendFrom(size_t bytes) noexcept;
-  // The message being delivered (from onRecv), lent out of the ring in exchange for a spare
-  // buffer; null once every spare is lent (the caller copies).
-  ReceiveLoan* lendDelivering() noexcept;
+  // Takes a send buffer for a message of `length` bytes (0: the FIN): 0, -ENOBUFS (every send
+  // buffer is in use: onWritable follows once one is free), or -errno (not connected, too long).
+  int takeSendSpace(size_t length, SendSpace& space) noexcept;
+  // Sends the `length` bytes the stream wrote into `space` as one framed message: 0, or the
+  // connection's -errno (it fails: onError follows). The buffer is the connection's again.
+  int send(const SendSpace& space, size_t length, uint64_t tag) noexcept;
+  // The connection's messages go to `receiver` from now on, in place of its handler's onRecv;
+  // those of at least `lendFrom` bytes (0: none) come with the loan of their receive buffer
+  // while a spare is free (a receive takes the spare in its place), else null (the caller copies).
+  void deliverTo(StreamReceiver& receiver, size_t lendFrom) noexcept;
   // Receive buffers lent now.
   uint32_t buffersLent() const noexcept;
   // Fails the connection with -errno `err`, `why` naming what failed (onError, onClosed follow).

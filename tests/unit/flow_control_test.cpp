@@ -45,6 +45,7 @@ struct Side {
   ConnectionStats stats;
   std::deque<std::vector<uint8_t>> inbound;  // frames on their way to this side
   std::vector<int32_t> inFlightSlots;        // sent, not yet completed
+  std::unique_ptr<evrdma::CreditLedger> ledger;  // its flow control, fed by its receive side
   std::unique_ptr<FramedSender> sender;
 };
 
@@ -53,7 +54,7 @@ class Pair {
   Pair(uint32_t depthA, uint32_t depthB) : a_(depthA), b_(depthB) {
     join(a_, b_);
     join(b_, a_);
-    b_.sender->setYields(false);  // A plays the client
+    b_.ledger->setYields(false);  // A plays the client
     EXPECT_EQ(a_.sender->sendHello(64), 0);
     EXPECT_EQ(b_.sender->sendHello(64), 0);
   }
@@ -87,23 +88,23 @@ class Pair {
     Frame frame;
     const char* why = "";
     EXPECT_EQ(evrdma::parseFrame(bytes.data(), bytes.size(), frame, why), 0) << why;
-    s.sender->onCreditsReturned(frame.credits);
-    if (frame.asksForCredits) s.sender->onAsk(frame.requestId);
-    if (frame.answersAsk) s.sender->onAnswer();
+    s.ledger->onCreditsReturned(frame.credits);
+    if (frame.asksForCredits) s.ledger->onAsk(frame.requestId);
+    if (frame.answersAsk) s.ledger->onAnswer();
     switch (frame.type) {
       case FrameType::Data:
-        s.sender->onMessageFromPeer();
+        s.ledger->onMessageFromPeer();
         if (s.paused) {
           ++s.held;
           s.mostHeld = std::max(s.mostHeld, s.held);
-          s.sender->setReceivesHeld(s.held);
+          s.ledger->setHeld(s.held);
         } else {
           ++s.delivered;
           repost(s);
         }
         break;
       case FrameType::KeepaliveProbe:
-        s.sender->queueKeepaliveReply();
+        s.ledger->onProbe();
         repost(s);
         break;
       case FrameType::KeepaliveReply:
@@ -131,7 +132,7 @@ class Pair {
       ++s.delivered;
       repost(s);
     }
-    s.sender->setReceivesHeld(0);
+    s.ledger->setHeld(0);
     EXPECT_EQ(s.sender->pump(), 0);
   }
   // Delivers and completes everything until nothing moves; false if that takes more than `limit`
@@ -146,10 +147,10 @@ class Pair {
       if (evrdma::parseFrame(bytes.data(), bytes.size(), frame, why) == 0) returning += frame.credits;
     }
     const uint64_t sum =
-        from.sender->credits().credits() + to.inbound.size() + returning + to.sender->credits().owed() + to.held;
-    EXPECT_EQ(sum, to.depth) << "credits " << from.sender->credits().credits() << " frames in flight "
+        from.ledger->credits() + to.inbound.size() + returning + to.ledger->owed() + to.held;
+    EXPECT_EQ(sum, to.depth) << "credits " << from.ledger->credits() << " frames in flight "
                              << to.inbound.size() << " credits on the way back " << returning << " owed "
-                             << to.sender->credits().owed() << " held " << to.held;
+                             << to.ledger->owed() << " held " << to.held;
   }
   // Frames in flight both ways cross: each step takes the next frame off both wires before either
   // side answers, as two sides that send at once do.
@@ -174,28 +175,35 @@ class Pair {
   }
 
  private:
+  // A FrameOutlet that carries `from`'s frames to `to`.
+  struct Wire final : evrdma::FrameOutlet {
+    Wire(Side& sender, Side& receiver) : from(sender), to(receiver) {}
+    int submit(const SendOp& op) noexcept override {
+      const auto* bytes = reinterpret_cast<const uint8_t*>(op.header.length > 0 ? op.header.addr : op.sge.addr);
+      const size_t length = op.header.length > 0 ? op.header.length : op.sge.length;
+      to.inbound.emplace_back(bytes, bytes + length);
+      if (op.frameSlot >= 0) from.inFlightSlots.push_back(op.frameSlot);
+      Frame frame;
+      const char* why = "";
+      if (evrdma::parseFrame(bytes, length, frame, why) == 0 && frame.type != FrameType::Data &&
+          frame.type != FrameType::Hello)
+        ++from.protocolFramesSent;
+      return 0;
+    }
+    Side& from;
+    Side& to;
+  };
   void join(Side& from, Side& to) {
-    from.sender = std::make_unique<FramedSender>(from.depth, from.slots.data(), kSlots, 1, from.stats,
-                                                 [&from, &to](const SendOp& op) {
-                                                   const auto* bytes = reinterpret_cast<const uint8_t*>(
-                                                       op.header.length > 0 ? op.header.addr : op.sge.addr);
-                                                   const size_t length =
-                                                       op.header.length > 0 ? op.header.length : op.sge.length;
-                                                   to.inbound.emplace_back(bytes, bytes + length);
-                                                   if (op.frameSlot >= 0) from.inFlightSlots.push_back(op.frameSlot);
-                                                   Frame frame;
-                                                   const char* why = "";
-                                                   if (evrdma::parseFrame(bytes, length, frame, why) == 0 &&
-                                                       frame.type != FrameType::Data && frame.type != FrameType::Hello)
-                                                     ++from.protocolFramesSent;
-                                                   return 0;
-                                                 });
+    from.ledger = std::make_unique<evrdma::CreditLedger>(from.depth);
+    wires_.push_back(std::make_unique<Wire>(from, to));
+    from.sender = std::make_unique<FramedSender>(*from.ledger, from.slots.data(), kSlots, 1, from.stats, *wires_.back());
   }
   static void repost(Side& s) {
     ++s.posted;
-    s.sender->onReceiveReposted();
+    s.ledger->onReceiveReposted();
   }
 
+  std::vector<std::unique_ptr<Wire>> wires_;  // before the sides: destroyed after their senders
   Side a_, b_;
 };
 

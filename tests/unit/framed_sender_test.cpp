@@ -26,11 +26,19 @@ class FramedSenderTest : public ::testing::Test {
  protected:
   FramedSenderTest()
       : slots(kSlots * FramedSender::kSlotSize),
-        sender(kRecvDepth, slots.data(), kSlots, 42, stats, [this](const SendOp& op) {
-          if (failPosts != 0) return failPosts;
-          sent.push_back(op);
-          return 0;
-        }) {}
+        ledger(kRecvDepth),
+        sender(ledger, slots.data(), kSlots, 42, stats, outlet) {}
+
+  // Where the sender's frames go: kept here, or refused with failPosts.
+  struct Outlet final : evrdma::FrameOutlet {
+    explicit Outlet(FramedSenderTest& owner) : test(owner) {}
+    int submit(const SendOp& op) noexcept override {
+      if (test.failPosts != 0) return test.failPosts;
+      test.sent.push_back(op);
+      return 0;
+    }
+    FramedSenderTest& test;
+  };
 
   // The frame a request carries: its header (a frame slot, or the copy buffer) and its payload.
   Frame frameOf(const SendOp& op) {
@@ -72,7 +80,7 @@ class FramedSenderTest : public ::testing::Test {
   // the peer's frames have returned `credits` so far.
   void helloThenCredits(uint32_t credits) {
     ASSERT_EQ(sender.sendHello(64), 0);
-    sender.onCreditsReturned(static_cast<uint16_t>(credits));
+    ledger.onCreditsReturned(static_cast<uint16_t>(credits));
   }
 
   // Every request sent so far completed: their frame slots come back.
@@ -86,6 +94,8 @@ class FramedSenderTest : public ::testing::Test {
   std::vector<SendOp> sent;
   std::vector<std::vector<uint8_t>> keep;
   int failPosts = 0;
+  Outlet outlet{*this};
+  evrdma::CreditLedger ledger;  // the connection's flow control: the receive path feeds it
   FramedSender sender;
 };
 
@@ -99,7 +109,7 @@ TEST_F(FramedSenderTest, TheHelloGoesOutAtOnceInAFrameSlotAndGrantsEveryReceiveB
   EXPECT_EQ(hello.type, FrameType::Hello);
   EXPECT_EQ(hello.maxMessageSize, 4096u);
   EXPECT_EQ(hello.credits, kRecvDepth - 1);
-  EXPECT_EQ(sender.credits().credits(), 0u) << "the one credit assumed at the start paid for the hello";
+  EXPECT_EQ(ledger.credits(), 0u) << "the one credit assumed at the start paid for the hello";
 }
 
 TEST_F(FramedSenderTest, AMessageWithoutCreditsWaitsAndGoesOutWhenThePeerReturnsSome) {
@@ -112,8 +122,8 @@ TEST_F(FramedSenderTest, AMessageWithoutCreditsWaitsAndGoesOutWhenThePeerReturns
   EXPECT_EQ(stats.creditWaits, 1u);
   ASSERT_EQ(sender.pump(), 0);
   EXPECT_EQ(stats.creditWaits, 1u) << "one wait is counted once";
-  sender.onReceiveReposted();  // we owe the peer one: it rides on the message
-  sender.onCreditsReturned(4);
+  ledger.onReceiveReposted();  // we owe the peer one: it rides on the message
+  ledger.onCreditsReturned(4);
   ASSERT_EQ(sender.pump(), 0);
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(sent[1].tag, 7u);
@@ -140,11 +150,11 @@ TEST_F(FramedSenderTest, TheWaitHookFiresOnceWhenTheHeadOfTheLineBeginsToWaitAnd
   ASSERT_EQ(sender.pump(), 0);
   EXPECT_EQ(waits, 1) << "still the same wait";
   EXPECT_EQ(sender.creditsSpent(), spent) << "nothing went";
-  sender.onCreditsReturned(2);  // 3 left after the first message, 2 after the wait asked: 4, one message's worth
+  ledger.onCreditsReturned(2);  // 3 left after the first message, 2 after the wait asked: 4, one message's worth
   ASSERT_EQ(sender.pump(), 0);
   EXPECT_EQ(sender.creditsSpent(), spent + 1) << "the head went";
   EXPECT_EQ(waits, 2) << "the next head begins its own wait";
-  sender.onCreditsReturned(8);
+  ledger.onCreditsReturned(8);
   ASSERT_EQ(sender.pump(), 0);
   EXPECT_FALSE(sender.waitingForCredits());
   EXPECT_EQ(sender.creditsSpent(), spent + 2);
@@ -157,7 +167,7 @@ TEST_F(FramedSenderTest, WritesAndReadsIssuedBehindAWaitingSendKeepTheirPlace) {
   ASSERT_EQ(sender.sendZeroCopy(zeroCopy(2, OpType::Write)), 0);
   ASSERT_EQ(sender.sendZeroCopy(zeroCopy(3, OpType::Read)), 0);
   EXPECT_EQ(sent.size(), before) << "a write or read needs no credit, but must not overtake the send";
-  sender.onCreditsReturned(5);
+  ledger.onCreditsReturned(5);
   ASSERT_EQ(sender.pump(), 0);
   ASSERT_EQ(sent.size(), before + 3);
   EXPECT_EQ(sent[before].tag, 1u);
@@ -175,7 +185,7 @@ TEST_F(FramedSenderTest, AMessageNeedsFourCreditsSoThePeerAlwaysHasThreeReceives
   EXPECT_EQ(frameOf(sent[3]).type, FrameType::Credit);
   EXPECT_TRUE(frameOf(sent[3]).asksForCredits);
   EXPECT_EQ(sender.waiting(), 1u);
-  EXPECT_EQ(sender.credits().credits(), 2u);
+  EXPECT_EQ(ledger.credits(), 2u);
 }
 
 TEST_F(FramedSenderTest, ALineWaitingForCreditsAsksOnceAndNotAgainAfterAnAnswerThatGotItNoFurther) {
@@ -186,12 +196,12 @@ TEST_F(FramedSenderTest, ALineWaitingForCreditsAsksOnceAndNotAgainAfterAnAnswerT
   Frame ask = frameOf(sent.back());
   EXPECT_EQ(ask.type, FrameType::Credit);
   EXPECT_TRUE(ask.asksForCredits);
-  EXPECT_EQ(sender.credits().credits(), 2u) << "an ask is a protocol frame: one credit";
+  EXPECT_EQ(ledger.credits(), 2u) << "an ask is a protocol frame: one credit";
   ASSERT_EQ(sender.sendZeroCopy(zeroCopy(2, OpType::Send)), 0);
-  sender.onCreditsReturned(1);  // the peer returned only the ask's receive
+  ledger.onCreditsReturned(1);  // the peer returned only the ask's receive
   ASSERT_EQ(sender.pump(), 0);
   EXPECT_EQ(sent.size(), before + 1) << "one ask until the peer answers it";
-  sender.onCreditsReturned(4);
+  ledger.onCreditsReturned(4);
   ASSERT_EQ(sender.pump(), 0);
   ASSERT_EQ(sent.size(), before + 3);
   EXPECT_EQ(sent[before + 1].tag, 1u);
@@ -200,13 +210,13 @@ TEST_F(FramedSenderTest, ALineWaitingForCreditsAsksOnceAndNotAgainAfterAnAnswerT
   for (uint64_t tag = 3; tag <= 5; ++tag) ASSERT_EQ(sender.sendZeroCopy(zeroCopy(tag, OpType::Send)), 0);
   ASSERT_EQ(sent.size(), before + 6) << "two more went; the fifth waits: a new wait, a new ask";
   EXPECT_TRUE(frameOf(sent.back()).asksForCredits);
-  const uint32_t afterAsk = sender.credits().credits();
-  sender.onCreditsReturned(1);  // the answer made up for the ask's credit, no more
-  sender.onAnswer();
+  const uint32_t afterAsk = ledger.credits();
+  ledger.onCreditsReturned(1);  // the answer made up for the ask's credit, no more
+  ledger.onAnswer();
   ASSERT_EQ(sender.pump(), 0);
   EXPECT_EQ(sent.size(), before + 6) << "an answer that got it no further than where it asked: the peer has no more";
-  EXPECT_EQ(sender.credits().credits(), afterAsk + 1);
-  sender.onCreditsReturned(1);
+  EXPECT_EQ(ledger.credits(), afterAsk + 1);
+  ledger.onCreditsReturned(1);
   ASSERT_EQ(sender.pump(), 0);
   ASSERT_EQ(sent.size(), before + 7) << "the fifth goes once four credits are there";
   EXPECT_EQ(sent.back().tag, 5u);
@@ -219,17 +229,17 @@ TEST_F(FramedSenderTest, KeepaliveFramesGoAheadOfMessagesWaitingForCreditsTheLas
   ASSERT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::Send)), 0);
   ASSERT_EQ(sender.sendKeepaliveProbe(), 0);
   EXPECT_TRUE(sent.empty()) << "no credit at all: even a probe waits";
-  sender.onCreditsReturned(1);
+  ledger.onCreditsReturned(1);
   ASSERT_EQ(sender.pump(), 0);
   EXPECT_TRUE(sent.empty()) << "the last credit, with nothing owed to return: the probe waits";
-  sender.onReceiveReposted();
+  ledger.onReceiveReposted();
   ASSERT_EQ(sender.pump(), 0);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(frameOf(sent[0]).type, FrameType::KeepaliveProbe) << "ahead of the waiting message";
   EXPECT_FALSE(frameOf(sent[0]).asksForCredits) << "only a credit-only frame asks";
   EXPECT_EQ(frameOf(sent[0]).credits, 1u);
-  sender.queueKeepaliveReply();
-  sender.onCreditsReturned(2);
+  ledger.onProbe();
+  ledger.onCreditsReturned(2);
   ASSERT_EQ(sender.pump(), 0);
   ASSERT_GE(sent.size(), 2u);
   EXPECT_EQ(frameOf(sent[1]).type, FrameType::KeepaliveReply);
@@ -259,21 +269,21 @@ TEST_F(FramedSenderTest, AZeroCopySendGetsItsHeaderInAFrameSlotAndWaitsWhenNoneI
 
 TEST_F(FramedSenderTest, AWriteWithImmediateSpendsACreditButCarriesNoHeader) {
   helloThenCredits(4);
-  const uint32_t before = sender.credits().credits();
+  const uint32_t before = ledger.credits();
   ASSERT_EQ(sender.sendZeroCopy(zeroCopy(1, OpType::WriteWithImm)), 0);
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(sent[1].header.length, 0u);
   EXPECT_EQ(sent[1].frameSlot, -1);
-  EXPECT_EQ(sender.credits().credits(), before - 1);
+  EXPECT_EQ(ledger.credits(), before - 1);
 }
 
 TEST_F(FramedSenderTest, ACreditOnlyFrameGoesOutOnceEnoughReceivesAreOwed) {
   helloThenCredits(2);  // owes nothing now
-  const uint32_t threshold = sender.credits().threshold();
-  for (uint32_t i = 0; i + 1 < threshold; ++i) sender.onReceiveReposted();
+  const uint32_t threshold = ledger.threshold();
+  for (uint32_t i = 0; i + 1 < threshold; ++i) ledger.onReceiveReposted();
   sender.maybeSendCreditFrame();
   EXPECT_EQ(sent.size(), 1u) << "below the threshold, credits wait to ride on a message";
-  sender.onReceiveReposted();
+  ledger.onReceiveReposted();
   sender.maybeSendCreditFrame();
   ASSERT_EQ(sent.size(), 2u);
   Frame credit = frameOf(sent[1]);
@@ -291,8 +301,8 @@ TEST_F(FramedSenderTest, StoppingHandsBackWhatWaitedInOrderAndSendsNothingMore) 
   ASSERT_EQ(never.size(), 2u);
   EXPECT_EQ(never[0].tag, 1u);
   EXPECT_EQ(never[1].tag, 2u);
-  sender.onCreditsReturned(10);
-  for (int i = 0; i < 10; ++i) sender.onReceiveReposted();
+  ledger.onCreditsReturned(10);
+  for (int i = 0; i < 10; ++i) ledger.onReceiveReposted();
   EXPECT_EQ(sender.pump(), 0);
   sender.maybeSendCreditFrame();
   EXPECT_EQ(sent.size(), before) << "nothing goes out after stop()";
@@ -308,19 +318,19 @@ TEST_F(FramedSenderTest, ProbesThatComeWhileAKeepaliveReplyWaitsForCreditsShareI
   helloThenCredits(0);
   const size_t before = sent.size();
   for (int probe = 0; probe < 1000; ++probe) {
-    sender.queueKeepaliveReply();
+    ledger.onProbe();
     ASSERT_EQ(sender.pump(), 0);
   }
   EXPECT_EQ(sent.size(), before);
   EXPECT_EQ(sender.waiting(), 0u) << "a peer that withholds credits and keeps probing must not grow the line";
   EXPECT_EQ(stats.keepaliveRepliesSent, 0u) << "the counter counts replies that went out";
   sender.releaseSlot(sent[0].frameSlot);  // the hello completed
-  sender.onCreditsReturned(5);
+  ledger.onCreditsReturned(5);
   ASSERT_EQ(sender.pump(), 0);
   ASSERT_EQ(sent.size(), before + 1);
   EXPECT_EQ(frameOf(sent.back()).type, FrameType::KeepaliveReply);
   EXPECT_EQ(stats.keepaliveRepliesSent, 1u);
-  sender.queueKeepaliveReply();  // a later probe gets a reply of its own
+  ledger.onProbe();  // a later probe gets a reply of its own
   ASSERT_EQ(sender.pump(), 0);
   EXPECT_EQ(sent.size(), before + 2);
   EXPECT_EQ(stats.keepaliveRepliesSent, 2u);
@@ -342,14 +352,14 @@ TEST_F(FramedSenderTest, ACopiedMessageGoesStraightOutOnlyWhenNothingWaitsAheadO
   helloThenCredits(100);
   sender.releaseSlot(sent[0].frameSlot);  // the hello completed
   sent.clear();
-  sender.onReceiveReposted();  // we owe the peer one: it rides on the first message
+  ledger.onReceiveReposted();  // we owe the peer one: it rides on the first message
   std::vector<uint8_t> first, second, third;
   const SendOp message1 = copied(1, first);
   ASSERT_EQ(sender.sendCopied(message1, first.data()), 0);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sender.sentStraightOut(), 1u) << "nothing waited: past the line";
   EXPECT_EQ(frameOf(sent[0]).credits, 1u) << "straight out, it still carries what is owed";
-  EXPECT_EQ(sender.credits().credits(), 99u);
+  EXPECT_EQ(ledger.credits(), 99u);
   // Every frame slot taken: a zero-copy send waits for one, and a copied message (which needs no
   // slot, and has credits) must not overtake it.
   for (uint64_t tag = 2; tag < 2 + kSlots; ++tag) ASSERT_EQ(sender.sendZeroCopy(zeroCopy(tag, OpType::Send)), 0);
@@ -366,7 +376,7 @@ TEST_F(FramedSenderTest, ACopiedMessageGoesStraightOutOnlyWhenNothingWaitsAheadO
   EXPECT_EQ(sent.back().tag, 11u) << "in the order issued";
   // A keepalive reply waiting goes ahead of the next message, which then takes the line too.
   completeSent();
-  sender.queueKeepaliveReply();
+  ledger.onProbe();
   const SendOp message12 = copied(12, third);
   ASSERT_EQ(sender.sendCopied(message12, third.data()), 0);
   EXPECT_EQ(sender.sentStraightOut(), 1u);
