@@ -115,6 +115,7 @@ ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, i
     error = -ENOMEM;
     return nullptr;
   }
+  (void)bev::fieldsAgree(reactor.base());  // once per process: see BuffereventView.h
   bufferevent* pair[2] = {nullptr, nullptr};
   if (bufferevent_pair_new(reactor.base(), BEV_OPT_DEFER_CALLBACKS, pair) != 0) {
     delete stream;
@@ -140,6 +141,12 @@ ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, i
     error = -ENOMEM;
     return nullptr;
   }
+  stream->userIn_ = inputOf(stream->user_);
+  stream->userOut_ = outputOf(stream->user_);
+  stream->pairIn_ = inputOf(pair[0]);
+  stream->pairOut_ = outputOf(pair[0]);
+  stream->oursIn_ = inputOf(stream->ours_);
+  stream->oursOut_ = outputOf(stream->ours_);
   bufferevent_setwatermark(pair[0], EV_WRITE, 0, kHeldUnderProgram);
   bufferevent_setwatermark(stream->ours_, EV_READ, 0, std::max<size_t>(options.sendWindow, 1));
   bufferevent_setcb(stream->ours_, onProgramWrote, nullptr, nullptr, stream);
@@ -198,7 +205,7 @@ void ByteStream::onEstablished(Connection& c) noexcept {
   // What the program wrote while connecting waited in its output evbuffer: the pump took it
   // straight, or it comes down now. (Triggered with nothing left, the pair's end under the
   // program was left unfreed, under ASan, by kv-client, which frees its end after its loop.)
-  if (programHoldsItsEnd() && evbuffer_get_length(outputOf(user_)) > 0)
+  if (programHoldsItsEnd() && evbuffer_get_length(userOut_) > 0)
     bufferevent_trigger(userPair_, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
 }
 
@@ -243,8 +250,8 @@ StreamStats ByteStream::stats() const noexcept {
   out.connected = connected_;
   out.waitingForPeer = blocked_;
   out.receivingPaused = receivingPaused_;
-  out.heldForProgram = ours_ != nullptr ? evbuffer_get_length(outputOf(ours_)) : 0;
-  if (programHoldsItsEnd()) out.heldForProgram += evbuffer_get_length(inputOf(userPair_));
+  out.heldForProgram = ours_ != nullptr ? evbuffer_get_length(oursOut_) : 0;
+  if (programHoldsItsEnd()) out.heldForProgram += evbuffer_get_length(pairIn_);
   out.connection = connection_ != nullptr ? connection_->stats() : lastStats_;
   out.bytesLent = bytesLent_;
   out.bytesCopied = bytesCopied_;

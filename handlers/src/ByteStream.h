@@ -98,6 +98,7 @@ class ByteStream final : public ReactorMember {
   // (the pair's end under it, our end's input), and its output holds no more than
   // kStraightOutMost (bulk goes down the pair: see ByteStreamWriting.cpp).
   bool straightWayOut() const noexcept;
+  bool straightWayOut(bool reachable) const noexcept;  // programReachable() asked already
   static void onPumpDue(evutil_socket_t, short, void* self);  // pumpDue_'s callback
   // Adds a received message to `to`: in its receive buffer with `loan` (ReceiveLoan), else copied
   // (and counted). False only if libevent could not add it.
@@ -145,6 +146,16 @@ class ByteStream final : public ReactorMember {
   Client::Ptr client_;
   ConnectionStats lastStats_;  // the connection's, kept once it is gone
   Handler* handler_ = nullptr;  // while the connection holds it
+  // The evbuffers of the ends, through libevent's getters once, when the ends are made: an end
+  // keeps its evbuffers for its whole life, and a getter call per use (several a message) cost a
+  // ping-pong's round trip ~100 instructions. Valid while the end they belong to is.
+  evbuffer* userIn_ = nullptr;   // user_'s: the program's input and output
+  evbuffer* userOut_ = nullptr;
+  evbuffer* pairIn_ = nullptr;   // userPair_'s, the pair's end under the program
+  evbuffer* pairOut_ = nullptr;
+  evbuffer* oursIn_ = nullptr;   // ours_'s
+  evbuffer* oursOut_ = nullptr;
+  bool oursReading_ = false;  // ours_ reads (EV_READ enabled): only pump changes it
   // Made active when the program writes and the straight way out is open: the pump runs once the
   // program's callback has returned, so a turn's writes leave as one message.
   event* pumpDue_ = nullptr;

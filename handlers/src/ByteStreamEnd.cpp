@@ -28,7 +28,9 @@ void ByteStream::connectionEnded() noexcept {
     // An accepted stream whose connection never came up: its end was never the program's.
     bufferevent* end = user_;
     user_ = nullptr;
+    userIn_ = userOut_ = nullptr;
     userPair_ = nullptr;
+    pairIn_ = pairOut_ = nullptr;
     bufferevent_free(end);  // onProgramFreed follows, from the loop
     return;
   }
@@ -47,7 +49,9 @@ void ByteStream::letGo() noexcept {
   programGone_ = true;
   keepWhatTheProgramWrote();
   user_ = nullptr;
+  userIn_ = userOut_ = nullptr;
   userPair_ = nullptr;  // freed with the program's end
+  pairIn_ = pairOut_ = nullptr;
 }
 
 void ByteStream::beforeLinger() noexcept {
@@ -153,6 +157,7 @@ void ByteStream::onReactorGone() noexcept {
     // own finalization was at times never run, and both ends of the pair leaked.
     bufferevent_free(ours_);
     ours_ = nullptr;
+    oursIn_ = oursOut_ = nullptr;
   }
   // A delete scheduled with defer() was dropped with the Reactor's deferred closures.
   if (endFinalized_) delete this;

@@ -12,13 +12,6 @@
 #include "evrdma/Connection.h"
 
 namespace evrdma::detail {
-namespace {
-
-using bev::inputOf;
-using bev::outputOf;
-
-}  // namespace
-
 bool ByteStream::onStreamBytes(Connection& c, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept {
   if (length == 0) {
     peerFinished_ = true;
@@ -30,7 +23,7 @@ bool ByteStream::onStreamBytes(Connection& c, const uint8_t* data, size_t length
     return true;
   }
   if (straightWayIn(length)) {
-    if (deliverInto(inputOf(user_), data, length, loan)) {
+    if (deliverInto(userIn_, data, length, loan)) {
       ++messagesStraightIn_;
       bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
       return true;
@@ -38,11 +31,11 @@ bool ByteStream::onStreamBytes(Connection& c, const uint8_t* data, size_t length
     loan = nullptr;  // deliverInto gave it back: copied from here on
   }
   // The pair carries it to the program as it reads (our end's output callback moves it across).
-  if (!deliverInto(outputOf(ours_), data, length, loan)) {
+  if (!deliverInto(oursOut_, data, length, loan)) {
     StreamPort(c).fail(-ENOMEM, "evbuffer_add");  // a stream missing bytes must not go on: the program hears ENOMEM
     return true;
   }
-  if (!receivingPaused_ && evbuffer_get_length(outputOf(ours_)) >= options_.receiveWindow) {
+  if (!receivingPaused_ && evbuffer_get_length(oursOut_) >= options_.receiveWindow) {
     receivingPaused_ = true;  // the connection pauses on our answer: the peer's credits stop, it waits
     return false;
   }
@@ -65,15 +58,15 @@ bool ByteStream::deliverInto(evbuffer* to, const uint8_t* data, size_t length, R
 }
 
 bool ByteStream::longWayEmpty() const noexcept {
-  return evbuffer_get_length(outputOf(ours_)) == 0 &&
-         evbuffer_get_length(inputOf(userPair_)) == 0;
+  return evbuffer_get_length(oursOut_) == 0 &&
+         evbuffer_get_length(pairIn_) == 0;
 }
 
 bool ByteStream::straightWayIn(size_t length) const noexcept {
   if (!handedOut_ || !bev::readEnabled(user_) || !longWayEmpty()) return false;
   if (bev::hasReadTimeout(user_)) return false;
   const size_t high = bev::readHighWatermark(user_);
-  return high == 0 || evbuffer_get_length(inputOf(user_)) + length <= high;
+  return high == 0 || evbuffer_get_length(userIn_) + length <= high;
 }
 
 void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, void* self) {
@@ -82,14 +75,14 @@ void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, voi
 
 void ByteStream::afterDelivery() noexcept {
   if (!programReachable()) return;
-  const size_t held = evbuffer_get_length(outputOf(ours_));
+  const size_t held = evbuffer_get_length(oursOut_);
   if (receivingPaused_ && held <= options_.receiveWindow / 2 && connection_ != nullptr) {
     receivingPaused_ = false;
     (void)connection_->resumeReceiving();
   }
   // EOF after the last byte: once none is left on its way to the program's input (what reached
   // the pair's end under it has been handed on: its read callback runs before this event's).
-  if (peerFinished_ && !eofTold_ && held == 0 && evbuffer_get_length(inputOf(userPair_)) == 0) {
+  if (peerFinished_ && !eofTold_ && held == 0 && evbuffer_get_length(pairIn_) == 0) {
     eofTold_ = true;
     tellProgram(BEV_EVENT_EOF | BEV_EVENT_READING, 0);
   }

@@ -25,8 +25,6 @@ constexpr uint64_t kFinTag = 1;
 // against 5 500 for 64 MiB in 64 KiB writes, 14 % more CPU per GB); moved down the pair, they do not.
 constexpr size_t kStraightOutMost = 16 << 10;
 
-using bev::inputOf;
-using bev::outputOf;
 
 }  // namespace
 
@@ -51,12 +49,14 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
   return evbuffer_remove_buffer(from, to, most) >= 0 ? BEV_OK : BEV_ERROR;
 }
 
-bool ByteStream::straightWayOut() const noexcept {
-  if (!connected_ || !programReachable() || !bev::writeEnabled(user_)) return false;
+bool ByteStream::straightWayOut() const noexcept { return straightWayOut(programReachable()); }
+
+bool ByteStream::straightWayOut(bool reachable) const noexcept {
+  if (!connected_ || !reachable || !bev::writeEnabled(user_)) return false;
   if (bev::hasWriteTimeout(user_)) return false;
-  return evbuffer_get_length(inputOf(ours_)) == 0 &&
-         evbuffer_get_length(outputOf(userPair_)) == 0 &&
-         evbuffer_get_length(outputOf(user_)) <= kStraightOutMost;
+  return evbuffer_get_length(oursIn_) == 0 &&
+         evbuffer_get_length(pairOut_) == 0 &&
+         evbuffer_get_length(userOut_) <= kStraightOutMost;
 }
 
 void ByteStream::onPumpDue(evutil_socket_t, short, void* self) {
@@ -67,8 +67,11 @@ void ByteStream::onPumpDue(evutil_socket_t, short, void* self) {
 
 void ByteStream::pump() noexcept {
   if (!connected_ || connection_ == nullptr || finSent_) return;
+  // Whether the program may be told: unchanged through the pump, which calls nothing of the
+  // program's (its callbacks are deferred), so asked once (each ask is a call into libevent).
+  const bool reachable = programReachable();
   Connection& c = *connection_;
-  evbuffer* const longWay = inputOf(ours_);
+  evbuffer* const longWay = oursIn_;
   const size_t most = std::min<size_t>(c.maxMessageSize(), c.peerMaxMessageSize());
   StreamPort port(c);
   bool tookStraight = false;
@@ -83,9 +86,9 @@ void ByteStream::pump() noexcept {
   bool sentOne = false;
   while (true) {
     // What came the long way goes first; then, with nothing left there, the program's output.
-    if (!straight && straightWayOut()) {
+    if (!straight && straightWayOut(reachable)) {
       straight = true;
-      input = outputOf(user_);
+      input = userOut_;
     }
     const size_t available = evbuffer_get_length(input);
     size_t length = std::min(available, most);
@@ -125,12 +128,12 @@ void ByteStream::pump() noexcept {
     }
   }
   if (batched) (void)c.endBatch();
-  if (programReachable()) {
+  if (reachable) {
     if (tookStraight) {
       // The program's write callback, at its low watermark, as the filter calls it when it passes bytes on.
       bufferevent_trigger(user_, EV_WRITE, 0);
-    } else if (connected_ && !finSent_ && !straightWayOut() && bev::writeEnabled(user_) &&
-               evbuffer_get_length(outputOf(user_)) > 0) {
+    } else if (connected_ && !finSent_ && !straightWayOut(reachable) && bev::writeEnabled(user_) &&
+               evbuffer_get_length(userOut_) > 0) {
       // What the straight way left in the program's output, now closed to it (a write timeout was
       // set meanwhile, or the turn's writes grew past kStraightOutMost), goes the long way.
       (void)bufferevent_flush(user_, EV_WRITE, BEV_NORMAL);
@@ -138,7 +141,8 @@ void ByteStream::pump() noexcept {
   }
   // Take more from the program only while it can go out: else it waits in the program's output.
   const bool takeMore = !blocked_ && !finSent_ && connected_;
-  if (takeMore != bev::readEnabled(ours_)) {
+  if (takeMore != oursReading_) {
+    oursReading_ = takeMore;
     if (takeMore)
       bufferevent_enable(ours_, EV_READ);
     else

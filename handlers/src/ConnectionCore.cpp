@@ -332,21 +332,22 @@ void ConnectionCore::onCreditTick() noexcept {
 // ---- Each event to its part.
 
 void ConnectionCore::onCompletion(const ibv_wc& wc) noexcept {
-  if (detail::wrid::isSend(wc.wr_id))
+  if (detail::wrid::isSend(wc.wr_id)) {
     sender.onCompletion(wc);
-  else
-    onReceiveCompletion(wc);
+    return;
+  }
+  // A receive: what it says of the transport first, then the receiver takes it, then what that
+  // sets off on the send side. Downward only.
+  if (!peerReached_ || life_ != detail::Life::Established) noteTransport(wc);
+  if (receiver.onCompletion(wc)) afterReceiving();
 }
 
-void ConnectionCore::onReceiveCompletion(const ibv_wc& wc) noexcept {
-  if (!peerReached_ || life_ != detail::Life::Established) {
-    // A flush is our QP's error, not the peer.
-    if (!peerReached_ && wc.status != IBV_WC_WR_FLUSH_ERR) notePeerReached();
-    // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
-    if (wc.status == IBV_WC_SUCCESS && (life_ == detail::Life::Accepting || life_ == detail::Life::Connecting))
-      transportUp(true);
-  }
-  if (receiver.onCompletion(wc)) afterReceiving();
+void ConnectionCore::noteTransport(const ibv_wc& wc) noexcept {
+  // A flush is our QP's error, not the peer.
+  if (!peerReached_ && wc.status != IBV_WC_WR_FLUSH_ERR) notePeerReached();
+  // The peer may send as soon as it is established, before our ESTABLISHED event arrives.
+  if (wc.status == IBV_WC_SUCCESS && (life_ == detail::Life::Accepting || life_ == detail::Life::Connecting))
+    transportUp(true);
 }
 
 void ConnectionCore::afterReceiving() noexcept {

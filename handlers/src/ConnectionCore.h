@@ -6,8 +6,9 @@
 // its part: ConnectionSender, ConnectionReceiver, ConnectionTeardown. A role (ClientCore,
 // AgentCore) implements the hooks its states can meet. Not installed.
 //
-// Its fields are open to its parts, which are its own rooms; nothing else but the roles and the
-// Connection facade includes this header.
+// Its fields are open to its parts, which are its own rooms; nothing else but the roles, the
+// Connection facade and StreamPort.cpp (the port a byte stream reaches its connection through)
+// includes this header.
 #pragma once
 
 #include <chrono>
@@ -156,9 +157,10 @@ class ConnectionCore : public CmEventHandler,
   // CmEventHandler, CompletionHandler, ReactorMember, RegionExchange::Events.
   void onCmEvent(const CmEvent& event) noexcept override;
   void onCompletion(const ibv_wc& wc) noexcept final;
-  // A receive: what it says of the transport first (the peer reached us; connecting, the
-  // connection is up), then the receiver takes it, then afterReceiving. Downward only.
-  void onReceiveCompletion(const ibv_wc& wc) noexcept;
+  // What a receive says of the transport, before the receiver takes it (while the peer is not
+  // yet reached or the connection not established): the peer reached us; connecting, it is up.
+  // Out of line and cold: the receive path's common case (established, peer reached) skips it.
+  [[gnu::cold, gnu::noinline]] void noteTransport(const ibv_wc& wc) noexcept;
   void onAsyncError(ibv_event_type type) noexcept override;
   void onCompletionQueueError(int err, const char* op) noexcept override;
   void onDeviceRemoved() noexcept override { teardown.onDeviceRemoved(); }

@@ -40,16 +40,8 @@ int ConnectionSender::copyAndSend(const void* data, size_t length, bool hasImm, 
   return copyIn(length, [data, length](uint8_t* to) { std::memcpy(to, data, length); }, hasImm, imm, tag);
 }
 
-template <typename Filler>
-int ConnectionSender::copyIn(size_t length, Filler&& fill, bool hasImm, uint32_t imm, uint64_t tag) noexcept {
-  uint8_t* data = nullptr;
-  const int slot = takeSendBuffer(length, hasImm, data);
-  if (slot < 0) return slot;
-  if (length > 0) fill(data);
-  return sendTaken(slot, data, length, hasImm, imm, tag);
-}
-
-int ConnectionSender::takeSendBuffer(size_t length, bool hasImm, uint8_t*& data) noexcept {
+// Inline, and used in this file only: copyIn (every copied message) makes no call for them.
+inline int ConnectionSender::acquireSendBuffer(size_t length, bool hasImm, uint8_t*& data) noexcept {
   if (!c_.sendable()) return -ENOTCONN;
   const ConnectionOptions& options = c_.options_;
   if (length > options.maxMessageSize) return -EMSGSIZE;
@@ -65,8 +57,8 @@ int ConnectionSender::takeSendBuffer(size_t length, bool hasImm, uint8_t*& data)
   return slot;
 }
 
-int ConnectionSender::sendTaken(int slot, uint8_t* data, size_t length, bool hasImm, uint32_t imm,
-                                uint64_t tag) noexcept {
+inline int ConnectionSender::sendAcquired(int slot, uint8_t* data, size_t length, bool hasImm, uint32_t imm,
+                                           uint64_t tag) noexcept {
   SendOp op;
   op.tag = tag;
   op.sge.lkey = c_.queuePair_->sendBuffers().lkey();
@@ -74,6 +66,24 @@ int ConnectionSender::sendTaken(int slot, uint8_t* data, size_t length, bool has
   op.hasImm = hasImm;
   op.imm = imm;
   return sendMessageIn(op, data - (c_.options_.framed ? Frame::kHeaderSize : 0), length);
+}
+
+template <typename Filler>
+int ConnectionSender::copyIn(size_t length, Filler&& fill, bool hasImm, uint32_t imm, uint64_t tag) noexcept {
+  uint8_t* data = nullptr;
+  const int slot = acquireSendBuffer(length, hasImm, data);
+  if (slot < 0) return slot;
+  if (length > 0) fill(data);
+  return sendAcquired(slot, data, length, hasImm, imm, tag);
+}
+
+int ConnectionSender::takeSendBuffer(size_t length, bool hasImm, uint8_t*& data) noexcept {
+  return acquireSendBuffer(length, hasImm, data);
+}
+
+int ConnectionSender::sendTaken(int slot, uint8_t* data, size_t length, bool hasImm, uint32_t imm,
+                                uint64_t tag) noexcept {
+  return sendAcquired(slot, data, length, hasImm, imm, tag);
 }
 
 int ConnectionSender::sendReceiveBuffer(uint32_t buffer, size_t length, uint64_t tag) noexcept {
@@ -130,7 +140,7 @@ int ConnectionSender::dispatch(const SendOp& op, uint8_t* copiedHeader) noexcept
 
 int ConnectionSender::framedPosted(int rc) noexcept {
   if (rc != 0) c_.failLater(rc, "ibv_post_send");
-  noteBacklog();
+  if (!backlogged_) noteBacklog();  // once noted, it stays so until onWritable
   return rc;
 }
 
@@ -162,7 +172,7 @@ int ConnectionSender::endBatch() noexcept {
   if (queue == nullptr) return -ENOTCONN;
   int rc = queue->endBatch();
   if (rc != 0) c_.failLater(rc, "ibv_post_send");
-  noteBacklog();
+  if (!backlogged_) noteBacklog();  // once noted, it stays so until onWritable
   return rc;
 }
 

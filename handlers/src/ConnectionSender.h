@@ -63,6 +63,9 @@ class ConnectionSender {
   // through a pointer per message.
   template <typename Filler>
   int copyIn(size_t length, Filler&& fill, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
+  // What takeSendBuffer and sendTaken do, inlined into copyIn.
+  int acquireSendBuffer(size_t length, bool hasImm, uint8_t*& data) noexcept;
+  int sendAcquired(int slot, uint8_t* data, size_t length, bool hasImm, uint32_t imm, uint64_t tag) noexcept;
   // A message of `length` bytes in `buffer` (after room for the frame header, framed: written
   // here) sent from there; `op` says whose buffer it is (lkey, slot), its tag and immediate.
   int sendMessageIn(SendOp& op, uint8_t* buffer, size_t length) noexcept;
