@@ -336,8 +336,10 @@ void ConnectionCore::onCompletion(const ibv_wc& wc) noexcept {
     sender.onCompletion(wc);
     return;
   }
-  // A receive: what it says of the transport first, then the receiver takes it, then what that
-  // sets off on the send side. Downward only.
+  // A receive: counted as consumed first (what anybody hears of it, onEstablished included, sees
+  // one receive fewer posted), then what it says of the transport, then the receiver takes it,
+  // then what that sets off on the send side. Downward only.
+  queuePair_->onReceiveCompleted();
   if (!peerReached_ || life_ != detail::Life::Established) noteTransport(wc);
   if (receiver.onCompletion(wc)) afterReceiving();
 }

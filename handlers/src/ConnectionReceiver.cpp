@@ -146,8 +146,7 @@ void ConnectionReceiver::keep(uint32_t slot) noexcept {
 }
 
 bool ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
-  const uint32_t slot = wrid::index(wc.wr_id);
-  c_.queuePair_->onReceiveCompleted();
+  const uint32_t slot = wrid::index(wc.wr_id);  // counted as consumed by the core already
   if (wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && deliversAtOnce()) {
     deliverPlain(slot, wc);
     return false;

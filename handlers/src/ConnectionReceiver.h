@@ -28,7 +28,8 @@ class ConnectionReceiver {
   ConnectionReceiver(const ConnectionReceiver&) = delete;
   ConnectionReceiver& operator=(const ConnectionReceiver&) = delete;
 
-  // A completion of a receive (success, error or flush).
+  // A completion of a receive (success, error or flush), already counted as consumed
+  // (QueuePair::onReceiveCompleted, by ConnectionCore::onCompletion).
   // True when a message was taken (delivered, held or kept): the caller then does what receiving
   // sets off on the send side (ConnectionCore::afterReceiving). False for the short way and for a
   // failed receive, which need none of it.
