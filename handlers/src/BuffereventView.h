@@ -56,22 +56,21 @@ inline bool fieldsAgree(event_base* base) noexcept {
   return agrees;
 }
 
-// Each read below is the field's once fieldsAgree() said so, else the getter's.
-inline bool fieldsRead() noexcept { return layout::state.load(std::memory_order_relaxed) == layout::kAgrees; }
-
-inline short enabledOf(bufferevent* end) noexcept { return fieldsRead() ? end->enabled : bufferevent_get_enabled(end); }
-inline bool readEnabled(bufferevent* end) noexcept { return (enabledOf(end) & EV_READ) != 0; }
-inline bool writeEnabled(bufferevent* end) noexcept { return (enabledOf(end) & EV_WRITE) != 0; }
+// Each read below is the field's with `fields` (what fieldsAgree() answered: a stream asks once,
+// when it is made, and keeps the answer), else the getter's.
+inline short enabledOf(bufferevent* end, bool fields) noexcept { return fields ? end->enabled : bufferevent_get_enabled(end); }
+inline bool readEnabled(bufferevent* end, bool fields) noexcept { return (enabledOf(end, fields) & EV_READ) != 0; }
+inline bool writeEnabled(bufferevent* end, bool fields) noexcept { return (enabledOf(end, fields) & EV_WRITE) != 0; }
 // The read high watermark (0: none).
-inline size_t readHighWatermark(bufferevent* end) noexcept {
-  if (fieldsRead()) return end->wm_read.high;
+inline size_t readHighWatermark(bufferevent* end, bool fields) noexcept {
+  if (fields) return end->wm_read.high;
   size_t low = 0, high = 0;
   return bufferevent_getwatermark(end, EV_READ, &low, &high) == 0 ? high : 0;
 }
 // Whether the end has a read callback: libevent clears the pair's end's under a filter the moment
 // the program's last reference on the filter goes.
-inline bool hasReadCallback(bufferevent* end) noexcept {
-  if (fieldsRead()) return end->readcb != nullptr;
+inline bool hasReadCallback(bufferevent* end, bool fields) noexcept {
+  if (fields) return end->readcb != nullptr;
   bufferevent_data_cb readcb = nullptr;
   bufferevent_getcb(end, &readcb, nullptr, nullptr, nullptr);
   return readcb != nullptr;

@@ -14,7 +14,7 @@
 #include <cerrno>
 #include <new>
 
-#include "BuffereventView.h"
+#include "ByteStreamChecks.h"
 #include "LingeringHandler.h"
 #include "ReactorCore.h"
 #include "ReceiveLoan.h"
@@ -115,7 +115,7 @@ ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, i
     error = -ENOMEM;
     return nullptr;
   }
-  (void)bev::fieldsAgree(reactor.base());  // once per process: see BuffereventView.h
+  stream->fieldsRead_ = bev::fieldsAgree(reactor.base());  // checked once per process: see BuffereventView.h
   bufferevent* pair[2] = {nullptr, nullptr};
   if (bufferevent_pair_new(reactor.base(), BEV_OPT_DEFER_CALLBACKS, pair) != 0) {
     delete stream;
@@ -194,6 +194,7 @@ std::unique_ptr<ConnectionHandler> ByteStream::makeHandler() {
 void ByteStream::onEstablished(Connection& c) noexcept {
   connection_ = &c;
   connected_ = true;
+  messageMost_ = std::min<size_t>(c.maxMessageSize(), c.peerMaxMessageSize());  // the peer's came in its hello
   if (handler_ != nullptr)
     StreamPort(c).deliverTo(*handler_, options_.lendFrom != SIZE_MAX ? std::max<size_t>(options_.lendFrom, 1) : 0);
   if (established_) {
@@ -209,17 +210,7 @@ void ByteStream::onEstablished(Connection& c) noexcept {
     bufferevent_trigger(userPair_, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
 }
 
-bool ByteStream::programReachable() const noexcept { return !reactorLingers_ && programHoldsItsEnd(); }
 
-bool ByteStream::programHoldsItsEnd() const noexcept {
-  // While userPair_ is set we hold a reference on it (heldPair_): the pair stays linked.
-  if (programGone_ || userPair_ == nullptr) return false;
-  // When the program's end loses its last reference (bufferevent_free, or the deferred callback
-  // that ran when it freed it), libevent unlinks the filter at once: the pair's end under it loses
-  // its callbacks. Its finalizer (our onProgramFreed) runs later, and until then our reference
-  // keeps the pair linked: a trigger on the program's end in between would finalize it twice.
-  return bev::hasReadCallback(userPair_);
-}
 
 void ByteStream::tellProgram(short what, int err) noexcept {
   if (!handedOut_ || !programReachable()) return;

@@ -96,7 +96,7 @@ class ByteStream final : public ReactorMember {
   // callback): the connection is up, the program's end is enabled for writing with no write
   // timeout (the filter restarts it as bytes pass), nothing it wrote before waits on the long way
   // (the pair's end under it, our end's input), and its output holds no more than
-  // kStraightOutMost (bulk goes down the pair: see ByteStreamWriting.cpp).
+  // kStraightOutMost (bulk goes down the pair: see ByteStreamChecks.h).
   bool straightWayOut() const noexcept;
   bool straightWayOut(bool reachable) const noexcept;  // programReachable() asked already
   static void onPumpDue(evutil_socket_t, short, void* self);  // pumpDue_'s callback
@@ -170,6 +170,8 @@ class ByteStream final : public ReactorMember {
   bool blocked_ = false;         // no send buffer free: the pump waits for onWritable
   bool finWanted_ = false;       // shutdownWrite, or the program freed its end
   bool finSent_ = false;
+  bool fieldsRead_ = false;      // libevent's fields read in place of their getters (BuffereventView.h)
+  size_t messageMost_ = 0;       // the longest message both sides take (once connected)
   uint64_t taken_ = 0;           // bytes taken from the program and sent
   uint64_t finAt_ = 0;           // with finWanted_: the FIN goes once this many are taken
   uint64_t bytesLent_ = 0, bytesCopied_ = 0;  // received

@@ -9,6 +9,7 @@
 #include <cerrno>
 
 #include "ByteStream.h"
+#include "ByteStreamChecks.h"
 #include "StreamPort.h"
 #include "evrdma/Connection.h"
 #include "evrdma/Reactor.h"

@@ -5,8 +5,8 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
-#include "BuffereventView.h"
 #include "ByteStream.h"
+#include "ByteStreamChecks.h"
 #include "ReceiveLoan.h"
 #include "StreamPort.h"
 #include "evrdma/Connection.h"
@@ -57,17 +57,7 @@ bool ByteStream::deliverInto(evbuffer* to, const uint8_t* data, size_t length, R
   return true;
 }
 
-bool ByteStream::longWayEmpty() const noexcept {
-  return evbuffer_get_length(oursOut_) == 0 &&
-         evbuffer_get_length(pairIn_) == 0;
-}
 
-bool ByteStream::straightWayIn(size_t length) const noexcept {
-  if (!handedOut_ || !bev::readEnabled(user_) || !longWayEmpty()) return false;
-  if (bev::hasReadTimeout(user_)) return false;
-  const size_t high = bev::readHighWatermark(user_);
-  return high == 0 || evbuffer_get_length(userIn_) + length <= high;
-}
 
 void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, void* self) {
   if (info->n_deleted > 0) static_cast<ByteStream*>(self)->afterDelivery();

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "BuffereventView.h"
 #include "ByteStream.h"
+#include "ByteStreamChecks.h"
 #include "StreamPort.h"
 #include "evrdma/Connection.h"
 
@@ -19,12 +19,6 @@ namespace {
 
 constexpr uint64_t kDataTag = 0;
 constexpr uint64_t kFinTag = 1;
-// The most a program's output may hold for the pump to take it straight from there. Bulk writes
-// go the long way: taken from the program's output, their evbuffer chains fill and free in a
-// pattern that made glibc's heap fault in fresh pages for most of the bytes (17 000 minor faults
-// against 5 500 for 64 MiB in 64 KiB writes, 14 % more CPU per GB); moved down the pair, they do not.
-constexpr size_t kStraightOutMost = 16 << 10;
-
 
 }  // namespace
 
@@ -49,15 +43,6 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
   return evbuffer_remove_buffer(from, to, most) >= 0 ? BEV_OK : BEV_ERROR;
 }
 
-bool ByteStream::straightWayOut() const noexcept { return straightWayOut(programReachable()); }
-
-bool ByteStream::straightWayOut(bool reachable) const noexcept {
-  if (!connected_ || !reachable || !bev::writeEnabled(user_)) return false;
-  if (bev::hasWriteTimeout(user_)) return false;
-  return evbuffer_get_length(oursIn_) == 0 &&
-         evbuffer_get_length(pairOut_) == 0 &&
-         evbuffer_get_length(userOut_) <= kStraightOutMost;
-}
 
 void ByteStream::onPumpDue(evutil_socket_t, short, void* self) {
   auto* stream = static_cast<ByteStream*>(self);
@@ -72,7 +57,7 @@ void ByteStream::pump() noexcept {
   const bool reachable = programReachable();
   Connection& c = *connection_;
   evbuffer* const longWay = oursIn_;
-  const size_t most = std::min<size_t>(c.maxMessageSize(), c.peerMaxMessageSize());
+  const size_t most = messageMost_;
   StreamPort port(c);
   bool tookStraight = false;
   // Once open, the straight way stays open through the pump: the program writes nothing meanwhile,
@@ -125,6 +110,7 @@ void ByteStream::pump() noexcept {
     if (straight) {
       tookStraight = true;
       ++messagesStraightOut_;
+      if (length == available && !finWanted_) break;  // the program's output is empty: it writes nothing meanwhile
     }
   }
   if (batched) (void)c.endBatch();
@@ -132,7 +118,7 @@ void ByteStream::pump() noexcept {
     if (tookStraight) {
       // The program's write callback, at its low watermark, as the filter calls it when it passes bytes on.
       bufferevent_trigger(user_, EV_WRITE, 0);
-    } else if (connected_ && !finSent_ && !straightWayOut(reachable) && bev::writeEnabled(user_) &&
+    } else if (connected_ && !finSent_ && !straightWayOut(reachable) && bev::writeEnabled(user_, fieldsRead_) &&
                evbuffer_get_length(userOut_) > 0) {
       // What the straight way left in the program's output, now closed to it (a write timeout was
       // set meanwhile, or the turn's writes grew past kStraightOutMost), goes the long way.

@@ -93,7 +93,7 @@ int ConnectionCore::setUpVerbs(const char*& op, detail::PreparedMappings* prepar
           failLater(sent, errorText_.c_str());
           return sent;
         }
-        return sender.framedPosted(sent);
+        return sender.ownPosted(sent);
       },
       [this, pd, account = &account](uint64_t bytes, int access, RemoteRegion& remote, MemoryCharge& charge,
                                      int& error) -> detail::RegionExchange::LentRegion {
@@ -232,7 +232,7 @@ void ConnectionCore::transportUp(bool peerSpoke) noexcept {
     return;
   }
   helloSent_ = true;
-  sender.framedPosted(framedSender_->sendHello(options_.maxMessageSize));
+  sender.ownPosted(framedSender_->sendHello(options_.maxMessageSize));
 }
 
 void ConnectionCore::notePeerReached() noexcept {
@@ -252,7 +252,7 @@ void ConnectionCore::markEstablished() noexcept {
   establishedAt_ = std::chrono::steady_clock::now();
   startLivenessChecks();
   onEstablishedByRole();  // e.g. the client's connect timer stops, whoever announced it
-  if (framedSender_) sender.framedPosted(framedSender_->maybeSendCreditFrame());  // tell the peer about our receives first
+  if (framedSender_) sender.ownPosted(framedSender_->maybeSendCreditFrame());  // tell the peer about our receives first
   handler_->onEstablished(facade());
 }
 
@@ -354,7 +354,7 @@ void ConnectionCore::noteTransport(const ibv_wc& wc) noexcept {
 
 void ConnectionCore::afterReceiving() noexcept {
   if (!closing()) {
-    if (framedSender_) sender.framedPosted(framedSender_->pump());
+    if (framedSender_) sender.ownPosted(framedSender_->pump());
     sender.notifyWritableIfDrained();
   }
   teardown.maybeFinish();

@@ -117,7 +117,7 @@ int ConnectionReceiver::postRecv() noexcept {
   if (int rc = repost(idleSlots_.back()); rc != 0) return rc;
   idleSlots_.pop_back();
   noteHeld();
-  if (c_.framedSender_) c_.sender.framedPosted(c_.framedSender_->maybeSendCreditFrame());
+  if (c_.framedSender_) c_.sender.ownPosted(c_.framedSender_->maybeSendCreditFrame());
   return 0;
 }
 

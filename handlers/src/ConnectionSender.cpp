@@ -153,6 +153,11 @@ int ConnectionSender::submit(const SendOp& op) noexcept {
   return rc;
 }
 
+int ConnectionSender::ownPosted(int rc) noexcept {
+  if (rc != 0) c_.failLater(rc, "ibv_post_send");
+  return rc;
+}
+
 void ConnectionSender::noteBacklog() noexcept {
   if (backlog() > 0) backlogged_ = true;  // onWritable once it drains
 }
@@ -238,7 +243,7 @@ void ConnectionSender::onCompletion(const ibv_wc& wc) noexcept {
   });
   if (rc != 0) c_.fail(rc, "ibv_post_send");
   if (!c_.closing()) {
-    if (c_.framedSender_) framedPosted(c_.framedSender_->pump());  // a frame slot may have come free
+    if (c_.framedSender_) ownPosted(c_.framedSender_->pump());  // a frame slot may have come free
     notifyWritableIfDrained();
   }
   c_.teardown.maybeFinish();

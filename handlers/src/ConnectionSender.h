@@ -43,6 +43,10 @@ class ConnectionSender {
   // What a call of the FramedSender returned (`rc`, a failed post's -errno or 0): a failure fails
   // the connection on a later turn, and what had to wait is noted for onWritable. Returns `rc`.
   int framedPosted(int rc) noexcept;
+  // What evrdma's own frames, or the FramedSender's pump, posted: a failure fails the connection
+  // on a later turn. Nothing of the program's joins the backlog there (the pump only moves what
+  // waited, noted when it was sent), so the backlog is not asked. Returns `rc`.
+  int ownPosted(int rc) noexcept;
   void beginBatch() noexcept;
   int endBatch() noexcept;
   int requestRegion(uint64_t bytes, int access, uint64_t tag) noexcept;
