@@ -78,8 +78,21 @@ int ListenerCore::listen(const std::string& address, uint16_t port, int backlog)
   int error = 0;
   CmDispatcher* cm = coreOf(reactor_).cm(error);
   if (cm == nullptr) return error;
+  // Port 0: the RDMA CM picks a port that is free in its own port space. On iWARP the listen is a
+  // TCP listen too, and a TCP socket of this machine (a client's, say) may hold the port picked:
+  // rdma_listen says EADDRINUSE. Another pick then; a port the caller named is its own to fix.
+  constexpr int kPortPicks = 16;
+  int rc = 0;
+  for (int pick = 0; pick < kPortPicks; ++pick) {
+    rc = bindAndListen(*cm, local, backlog);
+    if (rc != -EADDRINUSE || port != 0) return rc;
+  }
+  return rc;
+}
+
+int ListenerCore::bindAndListen(CmDispatcher& cm, sockaddr_storage& local, int backlog) noexcept {
   CmId id;
-  if (int rc = cm->createId(this, RDMA_PS_TCP, id); rc != 0) return rc;
+  if (int rc = cm.createId(this, RDMA_PS_TCP, id); rc != 0) return rc;
   if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&local)) != 0) return errno ? -errno : -EINVAL;
   // An address of this machine that no RDMA device serves (its netdev has none, or its device is
   // gone) binds all the same, and such a listener would never hear a request: refused instead. A

@@ -15,7 +15,11 @@
 #include "ReactorMember.h"
 #include "evrdma/Listener.h"
 
+struct sockaddr_storage;
+
 namespace evrdma {
+
+class CmDispatcher;
 
 namespace detail {
 class AgentHome;
@@ -54,6 +58,8 @@ class ListenerCore final : public CmEventHandler, public detail::ReactorMember {
   void onReactorGone() noexcept override;  // may free the listener
 
  private:
+  // One listening id bound to `local`, made id_: 0 or -errno (EADDRINUSE: the port is taken).
+  int bindAndListen(CmDispatcher& cm, sockaddr_storage& local, int backlog) noexcept;
   void onConnectRequest(const CmEvent& event) noexcept;
   // Asks the factory, then admits the request here or hands it to a worker; or rejects it.
   void answer(const CmEvent& event) noexcept;
