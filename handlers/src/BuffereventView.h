@@ -9,7 +9,13 @@
 //   about seven of them a round trip, ~240 instructions (3.5 % of its round trip). They are read
 //   from the fields only once fieldsAgree() has found, on a scratch bufferevent set to values of
 //   its own, that every field says what its getter says; a libevent whose layout differs is read
-//   through the getters instead, never wrongly.
+//   through the getters instead, never wrongly;
+// - writing enabled again must send what waits, as a socket's end does, but a libevent filter's
+//   enable only (re)starts its write timeout: the one thing that moves is the timeout's event
+//   (`ev_write`). So the program's end's write-timeout event is evrdma's (hookWriteEnable), and
+//   with no write timeout of the program's its timeout holds a mark (kEnableMark) in place of
+//   none: bufferevent_enable(EV_WRITE) adds the event, which tells the stream on the loop's next
+//   pass. Behind the same layout check; without it, the difference stays (docs/streams.md).
 // The input and output evbuffers are taken through their getters, once per end (ByteStream).
 #pragma once
 
@@ -41,6 +47,8 @@ inline bool fieldsAgree(event_base* base) noexcept {
   bufferevent* end = pair[0];
   bufferevent_setcb(end, layout::markRead, nullptr, nullptr, nullptr);
   bufferevent_setwatermark(end, EV_READ, 3, 12345);
+  const timeval writeTimeout{5, 6};
+  bufferevent_set_timeouts(end, nullptr, &writeTimeout);
   bufferevent_enable(end, EV_READ);
   bufferevent_disable(end, EV_WRITE);
   size_t low = 0, high = 0;
@@ -48,7 +56,9 @@ inline bool fieldsAgree(event_base* base) noexcept {
   bufferevent_getwatermark(end, EV_READ, &low, &high);
   bufferevent_getcb(end, &readcb, nullptr, nullptr, nullptr);
   const bool agrees = end->enabled == bufferevent_get_enabled(end) && end->enabled == EV_READ &&
-                      end->wm_read.high == high && high == 12345 && end->readcb == readcb && readcb == layout::markRead;
+                      end->wm_read.high == high && high == 12345 && end->readcb == readcb && readcb == layout::markRead &&
+                      end->timeout_write.tv_sec == 5 && end->timeout_write.tv_usec == 6 && end->timeout_read.tv_sec == 0 &&
+                      event_get_base(&end->ev_write) == base && event_get_callback(&end->ev_write) != nullptr;
   bufferevent_free(pair[0]);
   bufferevent_free(pair[1]);
   state = agrees ? layout::kAgrees : layout::kDiffers;
@@ -75,12 +85,48 @@ inline bool hasReadCallback(bufferevent* end, bool fields) noexcept {
   bufferevent_getcb(end, &readcb, nullptr, nullptr, nullptr);
   return readcb != nullptr;
 }
+// The mark a hooked end's write timeout holds while the program has set none (1 µs: no program
+// asks for that).
+inline constexpr timeval kEnableMark{0, 1};
+inline bool isEnableMark(const timeval& t) noexcept {
+  return t.tv_sec == kEnableMark.tv_sec && t.tv_usec == kEnableMark.tv_usec;
+}
+
 // No getter in libevent 2.1: the fields.
 inline bool hasReadTimeout(const bufferevent* end) noexcept {
   return end->timeout_read.tv_sec != 0 || end->timeout_read.tv_usec != 0;
 }
+// A write timeout of the program's (the mark is none).
 inline bool hasWriteTimeout(const bufferevent* end) noexcept {
-  return end->timeout_write.tv_sec != 0 || end->timeout_write.tv_usec != 0;
+  const timeval& t = end->timeout_write;
+  return (t.tv_sec != 0 || t.tv_usec != 0) && !isEnableMark(t);
 }
+
+// Makes `end`'s write-timeout event call `callback(arg)`, and puts the mark in its write timeout;
+// the event's own callback and argument are kept in `ownCallback` and `ownArg` (a timeout of the
+// program's runs them). Only where the fields agree, on an end whose event is not pending (a new
+// one). False, and nothing changed, otherwise.
+inline bool hookWriteEnable(bufferevent* end, event_callback_fn callback, void* arg, event_callback_fn& ownCallback,
+                            void*& ownArg) noexcept {
+  event* timeout = &end->ev_write;
+  if (event_pending(timeout, EV_TIMEOUT, nullptr)) return false;
+  event_callback_fn own = event_get_callback(timeout);
+  void* const ownContext = event_get_callback_arg(timeout);
+  const int priority = event_get_priority(timeout);
+  if (own == nullptr || event_assign(timeout, event_get_base(timeout), -1, event_get_events(timeout), callback, arg) != 0)
+    return false;
+  ownCallback = own;
+  ownArg = ownContext;
+  (void)event_priority_set(timeout, priority);
+  end->timeout_write = kEnableMark;
+  return true;
+}
+// The mark again where the program has cleared its timeouts (bufferevent_set_timeouts with NULL).
+inline void keepEnableMark(bufferevent* end) noexcept {
+  if (end->timeout_write.tv_sec == 0 && end->timeout_write.tv_usec == 0) end->timeout_write = kEnableMark;
+}
+// Whether the hooked event fired for the mark (writing enabled, or the filter passed bytes on),
+// not for a write timeout of the program's.
+inline bool firedForEnableMark(const bufferevent* end) noexcept { return isEnableMark(end->timeout_write); }
 
 }  // namespace evrdma::detail::bev

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <sys/socket.h>
 
 #include <cstddef>
@@ -100,6 +101,9 @@ class ByteStream final : public ReactorMember {
   bool straightWayOut() const noexcept;
   bool straightWayOut(bool reachable) const noexcept;  // programReachable() asked already
   static void onPumpDue(evutil_socket_t, short, void* self);  // pumpDue_'s callback
+  // The program's end's write-timeout event, hooked (BuffereventView.h): writing was enabled
+  // again, or the filter passed bytes on; or a write timeout of the program's ran out.
+  static void onWriteTimeoutEvent(evutil_socket_t fd, short what, void* self);
   // Adds a received message to `to`: in its receive buffer with `loan` (ReceiveLoan), else copied
   // (and counted). False only if libevent could not add it.
   bool deliverInto(evbuffer* to, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept;
@@ -160,6 +164,9 @@ class ByteStream final : public ReactorMember {
   // program's callback has returned, so a turn's writes leave as one message.
   event* pumpDue_ = nullptr;
   bool pumpIsDue_ = false;  // pumpDue_ is active
+  bool enableHooked_ = false;    // the program's end's write-timeout event is ours (BuffereventView.h)
+  event_callback_fn ownTimeoutCallback_ = nullptr;  // what it called before: a timeout of the program's
+  void* ownTimeoutArg_ = nullptr;
   std::function<void(ByteStream&, Connection&)> established_;
   bool connected_ = false;       // established, and not closed
   bool handedOut_ = true;        // the program has its end (an accepted stream's only once up)

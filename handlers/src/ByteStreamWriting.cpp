@@ -44,6 +44,20 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
 }
 
 
+void ByteStream::onWriteTimeoutEvent(evutil_socket_t fd, short what, void* self) {
+  auto* stream = static_cast<ByteStream*>(self);
+  bufferevent* end = stream->user_;
+  if (end == nullptr) return;  // let go of (its events are deleted with it: not reached)
+  if (!bev::firedForEnableMark(end)) {
+    stream->ownTimeoutCallback_(fd, what, stream->ownTimeoutArg_);  // the program's write timeout ran out
+    return;
+  }
+  // Writing was enabled again (or the filter passed bytes on): what waits in the program's output
+  // goes now, as a socket's end writes it once writable, the way a write would send it.
+  if (bev::writeEnabled(end, stream->fieldsRead_) && evbuffer_get_length(stream->userOut_) > 0)
+    (void)bufferevent_flush(end, EV_WRITE, BEV_NORMAL);
+}
+
 void ByteStream::onPumpDue(evutil_socket_t, short, void* self) {
   auto* stream = static_cast<ByteStream*>(self);
   stream->pumpIsDue_ = false;
@@ -55,6 +69,7 @@ void ByteStream::pump() noexcept {
   // Whether the program may be told: unchanged through the pump, which calls nothing of the
   // program's (its callbacks are deferred), so asked once (each ask is a call into libevent).
   const bool reachable = programReachable();
+  if (enableHooked_ && reachable) bev::keepEnableMark(user_);  // cleared with the program's timeouts
   Connection& c = *connection_;
   evbuffer* const longWay = oursIn_;
   const size_t most = messageMost_;

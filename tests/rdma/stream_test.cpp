@@ -789,7 +789,7 @@ TEST_F(StreamTest, WhatAProgramWritesLeavesStraightFromItsOutputWhileItMayWriteA
   ASSERT_TRUE(runUntil(reactor, [&] { return markReader.received == sizeof mark; }, 60s));
   EXPECT_EQ(reader.received, before) << "bytes left a program that had disabled writing";
   EXPECT_EQ(evbuffer_get_length(bufferevent_get_output(writer.bev)), kMessage);
-  // Enabled again, its next write takes them along, in order.
+  // Enabled again, they go (with no write: see bufferevent_conformance), and the next write after them.
   bufferevent_enable(writer.bev, EV_WRITE);
   writeOne();
   ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == writer.sent; }, 60s)) << reader.received;

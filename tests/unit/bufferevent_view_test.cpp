@@ -53,4 +53,73 @@ TEST(BuffereventView, TheFieldsAgreeWithTheGettersHereAndEveryReadSaysWhatItsGet
   event_base_free(base);
 }
 
+struct HookSeen {
+  int enables = 0;  // our callback, for the mark
+  int timeouts = 0;  // the program's event callback, BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING
+  event_callback_fn own = nullptr;
+  void* ownArg = nullptr;
+  bufferevent* end = nullptr;
+};
+
+void onHookedWriteEvent(evutil_socket_t fd, short what, void* arg) {
+  auto* seen = static_cast<HookSeen*>(arg);
+  if (bev::firedForEnableMark(seen->end))
+    ++seen->enables;
+  else
+    seen->own(fd, what, seen->ownArg);  // as the stream does: the program's timeout ran out
+}
+
+void onEndEvent(bufferevent*, short what, void* arg) {
+  if (what == (BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING)) ++static_cast<HookSeen*>(arg)->timeouts;
+}
+
+// Runs `base` until `done`, a pass at a time (a deadline of 10 s bounds a hang).
+template <typename Done>
+bool runUntil(event_base* base, Done done) {
+  timeval tenMs{0, 10000};
+  for (int pass = 0; pass < 1000 && !done(); ++pass) {
+    event_base_loopexit(base, &tenMs);
+    event_base_loop(base, EVLOOP_ONCE);
+  }
+  return done();
+}
+
+// A filter's bufferevent_enable(EV_WRITE) reaches whoever owns its write-timeout event once it is
+// hooked (that is how a stream hears of it), and a write timeout the program sets still runs as
+// libevent's own, its event callback told BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING.
+TEST(BuffereventView, AHookedFilterTellsOfWritingEnabledAgainAndTheProgramsOwnWriteTimeoutStillRuns) {
+  event_base* base = event_base_new();
+  ASSERT_NE(base, nullptr);
+  ASSERT_TRUE(bev::fieldsAgree(base));
+  bufferevent* pair[2] = {nullptr, nullptr};
+  ASSERT_EQ(bufferevent_pair_new(base, 0, pair), 0);
+  bufferevent* end = bufferevent_filter_new(pair[0], nullptr, nullptr, BEV_OPT_CLOSE_ON_FREE, nullptr, nullptr);
+  ASSERT_NE(end, nullptr);
+  HookSeen seen;
+  seen.end = end;
+  ASSERT_TRUE(bev::hookWriteEnable(end, onHookedWriteEvent, &seen, seen.own, seen.ownArg));
+  EXPECT_FALSE(bev::hasWriteTimeout(end)) << "the mark is no timeout of the program's";
+  bufferevent_setcb(end, nullptr, nullptr, onEndEvent, &seen);
+
+  bufferevent_disable(end, EV_WRITE);
+  bufferevent_enable(end, EV_WRITE);
+  EXPECT_TRUE(runUntil(base, [&] { return seen.enables == 1; })) << seen.enables;
+
+  const timeval fiftyMs{0, 50000};
+  bufferevent_set_timeouts(end, nullptr, &fiftyMs);
+  EXPECT_TRUE(bev::hasWriteTimeout(end));
+  bufferevent_disable(end, EV_WRITE);
+  bufferevent_enable(end, EV_WRITE);  // the program's timeout starts
+  EXPECT_TRUE(runUntil(base, [&] { return seen.timeouts == 1; })) << seen.timeouts;
+  EXPECT_EQ(seen.enables, 1);
+
+  bufferevent_set_timeouts(end, nullptr, nullptr);
+  bev::keepEnableMark(end);  // as the stream's pump does
+  bufferevent_enable(end, EV_WRITE);  // disabled by the timeout
+  EXPECT_TRUE(runUntil(base, [&] { return seen.enables == 2; })) << seen.enables;
+  bufferevent_free(end);
+  bufferevent_free(pair[1]);
+  event_base_free(base);
+}
+
 }  // namespace
