@@ -49,7 +49,10 @@ void ByteStream::onWriteTimeoutEvent(evutil_socket_t fd, short what, void* self)
   bufferevent* end = stream->user_;
   if (end == nullptr) return;  // let go of (its events are deleted with it: not reached)
   if (!bev::firedForEnableMark(end)) {
-    stream->ownTimeoutCallback_(fd, what, stream->ownTimeoutArg_);  // the program's write timeout ran out
+    // The program's write timeout ran out. A socket's runs only while written bytes wait in its
+    // output (its write event goes once the output is empty); a filter restarts its timeout as
+    // bytes pass and leaves it running after the last: with nothing waiting, it is not told.
+    if (evbuffer_get_length(stream->userOut_) > 0) stream->ownTimeoutCallback_(fd, what, stream->ownTimeoutArg_);
     return;
   }
   // Writing was enabled again (or the filter passed bytes on): what waits in the program's output

@@ -134,7 +134,8 @@ static void close_link(struct link* link) {
 struct seen {
   struct evbuffer* bytes; /* what this end read, in order */
   int reads, writes, events;
-  short last_event;
+  short event[8]; /* the first events, in order */
+  int keep; /* the read callback leaves the input as it is */
   void (*on_read)(struct bufferevent*, struct seen*); /* a case's step, once per read callback */
   size_t held_when_read; /* the output's length the first time this end read */
 };
@@ -142,7 +143,7 @@ struct seen {
 static void seen_read(struct bufferevent* bev, void* arg) {
   struct seen* seen = arg;
   if (seen->reads++ == 0) seen->held_when_read = evbuffer_get_length(bufferevent_get_output(bev));
-  evbuffer_add_buffer(seen->bytes, bufferevent_get_input(bev));
+  if (!seen->keep) evbuffer_add_buffer(seen->bytes, bufferevent_get_input(bev));
   if (seen->on_read != NULL) seen->on_read(bev, seen);
 }
 static void seen_write(struct bufferevent* bev, void* arg) {
@@ -152,8 +153,8 @@ static void seen_write(struct bufferevent* bev, void* arg) {
 static void seen_event(struct bufferevent* bev, short what, void* arg) {
   struct seen* seen = arg;
   (void)bev;
+  if (seen->events < 8) seen->event[seen->events] = what;
   ++seen->events;
-  seen->last_event = what;
 }
 
 static void watch(struct bufferevent* bev, struct seen* seen) {
@@ -251,6 +252,118 @@ static void bytes_go_both_ways_intact_and_in_order(enum transport t) {
   evbuffer_free(server.bytes);
 }
 
+static int has_event(void* arg) { return ((const struct seen*)arg)->events > 0; }
+
+/* A write timeout runs out only while written bytes wait to be written: bytes that went out
+ * start no timeout (a read timeout later than it is the first event), and bytes the peer does
+ * not take time out (BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING). */
+static void a_write_timeout_runs_out_only_while_written_bytes_wait(enum transport t) {
+  enum { kBytes = 1000 };
+  static const size_t kStuck = 32u << 20; /* past what TCP's buffers and a stream's windows hold */
+  unsigned char data[kBytes];
+  unsigned char* stuck;
+  struct link link;
+  struct seen client, server;
+  struct wait_bytes all = {&server, kBytes};
+  const struct timeval read_timeout = {0, 600000}, write_timeout = {0, 150000}, stuck_timeout = {0, 500000};
+  if (open_link(t, &link) != 0) {
+    check("the link opens", t, 0);
+    return;
+  }
+  watch(link.client, &client);
+  watch(link.server, &server);
+  fill(data, kBytes, 3);
+  bufferevent_set_timeouts(link.client, &read_timeout, &write_timeout);
+  bufferevent_write(link.client, data, kBytes);
+  check("the bytes reach the server", t, run_until(has_bytes, &all, 30));
+  check("the client's first event is its read timeout", t, run_until(has_event, &client, 30));
+  check("a read timeout, no write timeout, though the write timeout is the shorter", t,
+        client.events >= 1 && client.event[0] == (BEV_EVENT_TIMEOUT | BEV_EVENT_READING));
+
+  /* The server stops reading: the client's bytes wait, and its write timeout runs out. */
+  bufferevent_disable(link.server, EV_READ);
+  client.events = 0;
+  bufferevent_set_timeouts(link.client, NULL, &stuck_timeout);
+  bufferevent_enable(link.client, EV_READ | EV_WRITE);
+  stuck = malloc(kStuck);
+  if (stuck != NULL) {
+    memset(stuck, 7, kStuck);
+    bufferevent_write(link.client, stuck, kStuck);
+    free(stuck);
+  }
+  check("with the server not reading, the client's write timeout runs out", t,
+        run_until(has_event, &client, 60) && client.event[0] == (BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING));
+  close_link(&link);
+  evbuffer_free(client.bytes);
+  evbuffer_free(server.bytes);
+}
+
+struct wait_input {
+  struct bufferevent* end;
+  size_t at_least;
+};
+static int input_has(void* arg) {
+  const struct wait_input* wait = arg;
+  return evbuffer_get_length(bufferevent_get_input(wait->end)) >= wait->at_least;
+}
+static int has_read(void* arg) { return ((const struct seen*)arg)->reads > 0; }
+
+/* The read low watermark holds the read callback back until that many bytes are in: 60 of 100
+ * arrive without a call, the next 40 make one, with all 100. */
+static void the_read_low_watermark_holds_the_read_callback_until_enough_arrived(enum transport t) {
+  unsigned char data[100];
+  struct link link;
+  struct seen client, server;
+  struct wait_input sixty;
+  if (open_link(t, &link) != 0) {
+    check("the link opens", t, 0);
+    return;
+  }
+  watch(link.client, &client);
+  watch(link.server, &server);
+  fill(data, sizeof data, 4);
+  bufferevent_setwatermark(link.server, EV_READ, 100, 0);
+  sixty.end = link.server;
+  sixty.at_least = 60;
+  bufferevent_write(link.client, data, 60);
+  check("60 bytes reach the server's input", t, run_until(input_has, &sixty, 30));
+  check("with no read callback (below the low watermark)", t, server.reads == 0);
+  bufferevent_write(link.client, data + 60, 40);
+  check("40 more make one read callback", t, run_until(has_read, &server, 30) && server.reads == 1);
+  check("which reads all 100, intact", t,
+        evbuffer_get_length(server.bytes) == 100 && memcmp(evbuffer_pullup(server.bytes, -1), data, 100) == 0);
+  close_link(&link);
+  evbuffer_free(client.bytes);
+  evbuffer_free(server.bytes);
+}
+
+static void free_on_read(struct bufferevent* bev, struct seen* seen) {
+  (void)seen;
+  bufferevent_free(bev);
+}
+
+/* An end freed from inside its own read callback, having read everything: the peer reads EOF
+ * (BEV_EVENT_EOF | BEV_EVENT_READING), and nothing of the freed end runs again. */
+static void an_end_freed_in_its_read_callback_gives_the_peer_eof(enum transport t) {
+  struct link link;
+  struct seen client, server;
+  if (open_link(t, &link) != 0) {
+    check("the link opens", t, 0);
+    return;
+  }
+  watch(link.client, &client);
+  watch(link.server, &server);
+  server.on_read = free_on_read;
+  bufferevent_write(link.client, "0123456789", 10);
+  check("the client hears an event", t, run_until(has_event, &client, 30));
+  check("EOF while reading", t, client.event[0] == (BEV_EVENT_EOF | BEV_EVENT_READING));
+  check("the server read once and heard nothing after", t, server.reads == 1 && server.events == 0 &&
+                                                             evbuffer_get_length(server.bytes) == 10);
+  bufferevent_free(link.client);
+  evbuffer_free(client.bytes);
+  evbuffer_free(server.bytes);
+}
+
 struct test_case {
   const char* name;
   void (*run)(enum transport);
@@ -259,6 +372,9 @@ struct test_case {
 static const struct test_case cases[] = {
     CASE(bytes_go_both_ways_intact_and_in_order),
     CASE(bytes_written_while_writing_is_disabled_leave_once_it_is_enabled_again),
+    CASE(a_write_timeout_runs_out_only_while_written_bytes_wait),
+    CASE(the_read_low_watermark_holds_the_read_callback_until_enough_arrived),
+    CASE(an_end_freed_in_its_read_callback_gives_the_peer_eof),
 };
 
 int main(int argc, char** argv) {
