@@ -124,11 +124,6 @@ static int open_link(enum transport t, struct link* link) {
   return 0;
 }
 
-static void close_link(struct link* link) {
-  bufferevent_free(link->client);
-  bufferevent_free(link->server);
-}
-
 /* ---- What a case sees: bytes read on each end, callbacks counted. */
 
 struct seen {
@@ -164,6 +159,25 @@ static void watch(struct bufferevent* bev, struct seen* seen) {
   bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 
+/* A case's start: a link over `t` with both ends watched; -1 (and a failed check) if it did not open. */
+static int begin(enum transport t, struct link* link, struct seen* client, struct seen* server) {
+  if (open_link(t, link) != 0) {
+    check("the link opens", t, 0);
+    return -1;
+  }
+  watch(link->client, client);
+  watch(link->server, server);
+  return 0;
+}
+
+/* A case's end: both ends freed (the server's unless the case freed it), what they read with them. */
+static void finish(struct link* link, struct seen* client, struct seen* server, int server_freed) {
+  bufferevent_free(link->client);
+  if (!server_freed) bufferevent_free(link->server);
+  evbuffer_free(client->bytes);
+  evbuffer_free(server->bytes);
+}
+
 struct wait_bytes {
   struct seen* seen;
   size_t at_least;
@@ -195,12 +209,7 @@ static void bytes_written_while_writing_is_disabled_leave_once_it_is_enabled_aga
   struct link link;
   struct seen client, server;
   struct wait_bytes one = {&client, 1}, all = {&server, kBytes};
-  if (open_link(t, &link) != 0) {
-    check("the link opens", t, 0);
-    return;
-  }
-  watch(link.client, &client);
-  watch(link.server, &server);
+  if (begin(t, &link, &client, &server) != 0) return;
   fill(data, kBytes, 1);
   bufferevent_disable(link.client, EV_WRITE);
   bufferevent_write(link.client, data, kBytes);
@@ -212,9 +221,7 @@ static void bytes_written_while_writing_is_disabled_leave_once_it_is_enabled_aga
   check("intact and in order", t,
         evbuffer_get_length(server.bytes) == kBytes && memcmp(evbuffer_pullup(server.bytes, -1), data, kBytes) == 0);
   check("and the client's write callback runs", t, run_until(has_written, &client, 30));
-  close_link(&link);
-  evbuffer_free(client.bytes);
-  evbuffer_free(server.bytes);
+  finish(&link, &client, &server, 0);
 }
 
 static void echo(struct bufferevent* bev, struct seen* seen) {
@@ -230,12 +237,7 @@ static void bytes_go_both_ways_intact_and_in_order(enum transport t) {
   struct seen client, server;
   struct wait_bytes all = {&client, kBytes};
   size_t at = 0, step = 1;
-  if (open_link(t, &link) != 0) {
-    check("the link opens", t, 0);
-    return;
-  }
-  watch(link.client, &client);
-  watch(link.server, &server);
+  if (begin(t, &link, &client, &server) != 0) return;
   server.on_read = echo;
   fill(data, kBytes, 2);
   while (at < kBytes) {
@@ -247,9 +249,7 @@ static void bytes_go_both_ways_intact_and_in_order(enum transport t) {
   check("every byte comes back", t, run_until(has_bytes, &all, 60));
   check("intact and in order", t,
         evbuffer_get_length(client.bytes) == kBytes && memcmp(evbuffer_pullup(client.bytes, -1), data, kBytes) == 0);
-  close_link(&link);
-  evbuffer_free(client.bytes);
-  evbuffer_free(server.bytes);
+  finish(&link, &client, &server, 0);
 }
 
 static int has_event(void* arg) { return ((const struct seen*)arg)->events > 0; }
@@ -266,12 +266,7 @@ static void a_write_timeout_runs_out_only_while_written_bytes_wait(enum transpor
   struct seen client, server;
   struct wait_bytes all = {&server, kBytes};
   const struct timeval read_timeout = {0, 600000}, write_timeout = {0, 150000}, stuck_timeout = {0, 500000};
-  if (open_link(t, &link) != 0) {
-    check("the link opens", t, 0);
-    return;
-  }
-  watch(link.client, &client);
-  watch(link.server, &server);
+  if (begin(t, &link, &client, &server) != 0) return;
   fill(data, kBytes, 3);
   bufferevent_set_timeouts(link.client, &read_timeout, &write_timeout);
   bufferevent_write(link.client, data, kBytes);
@@ -293,9 +288,7 @@ static void a_write_timeout_runs_out_only_while_written_bytes_wait(enum transpor
   }
   check("with the server not reading, the client's write timeout runs out", t,
         run_until(has_event, &client, 60) && client.event[0] == (BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING));
-  close_link(&link);
-  evbuffer_free(client.bytes);
-  evbuffer_free(server.bytes);
+  finish(&link, &client, &server, 0);
 }
 
 struct wait_input {
@@ -315,12 +308,7 @@ static void the_read_low_watermark_holds_the_read_callback_until_enough_arrived(
   struct link link;
   struct seen client, server;
   struct wait_input sixty;
-  if (open_link(t, &link) != 0) {
-    check("the link opens", t, 0);
-    return;
-  }
-  watch(link.client, &client);
-  watch(link.server, &server);
+  if (begin(t, &link, &client, &server) != 0) return;
   fill(data, sizeof data, 4);
   bufferevent_setwatermark(link.server, EV_READ, 100, 0);
   sixty.end = link.server;
@@ -332,9 +320,7 @@ static void the_read_low_watermark_holds_the_read_callback_until_enough_arrived(
   check("40 more make one read callback", t, run_until(has_read, &server, 30) && server.reads == 1);
   check("which reads all 100, intact", t,
         evbuffer_get_length(server.bytes) == 100 && memcmp(evbuffer_pullup(server.bytes, -1), data, 100) == 0);
-  close_link(&link);
-  evbuffer_free(client.bytes);
-  evbuffer_free(server.bytes);
+  finish(&link, &client, &server, 0);
 }
 
 static void free_on_read(struct bufferevent* bev, struct seen* seen) {
@@ -347,21 +333,14 @@ static void free_on_read(struct bufferevent* bev, struct seen* seen) {
 static void an_end_freed_in_its_read_callback_gives_the_peer_eof(enum transport t) {
   struct link link;
   struct seen client, server;
-  if (open_link(t, &link) != 0) {
-    check("the link opens", t, 0);
-    return;
-  }
-  watch(link.client, &client);
-  watch(link.server, &server);
+  if (begin(t, &link, &client, &server) != 0) return;
   server.on_read = free_on_read;
   bufferevent_write(link.client, "0123456789", 10);
   check("the client hears an event", t, run_until(has_event, &client, 30));
   check("EOF while reading", t, client.event[0] == (BEV_EVENT_EOF | BEV_EVENT_READING));
   check("the server read once and heard nothing after", t, server.reads == 1 && server.events == 0 &&
                                                              evbuffer_get_length(server.bytes) == 10);
-  bufferevent_free(link.client);
-  evbuffer_free(client.bytes);
-  evbuffer_free(server.bytes);
+  finish(&link, &client, &server, 1);
 }
 
 struct test_case {
