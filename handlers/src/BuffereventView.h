@@ -22,6 +22,7 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_struct.h>
 #include <event2/event.h>
+#include <event2/util.h>
 
 #include <atomic>
 #include <cstddef>
@@ -89,17 +90,14 @@ inline bool hasReadCallback(bufferevent* end, bool fields) noexcept {
 // asks for that).
 inline constexpr timeval kEnableMark{0, 1};
 inline bool isEnableMark(const timeval& t) noexcept {
-  return t.tv_sec == kEnableMark.tv_sec && t.tv_usec == kEnableMark.tv_usec;
+  return evutil_timercmp(&t, &kEnableMark, ==);
 }
 
 // No getter in libevent 2.1: the fields.
-inline bool hasReadTimeout(const bufferevent* end) noexcept {
-  return end->timeout_read.tv_sec != 0 || end->timeout_read.tv_usec != 0;
-}
+inline bool hasReadTimeout(const bufferevent* end) noexcept { return evutil_timerisset(&end->timeout_read); }
 // A write timeout of the program's (the mark is none).
 inline bool hasWriteTimeout(const bufferevent* end) noexcept {
-  const timeval& t = end->timeout_write;
-  return (t.tv_sec != 0 || t.tv_usec != 0) && !isEnableMark(t);
+  return evutil_timerisset(&end->timeout_write) && !isEnableMark(end->timeout_write);
 }
 
 // Makes `end`'s write-timeout event call `callback(arg)`, and puts the mark in its write timeout;
@@ -123,7 +121,7 @@ inline bool hookWriteEnable(bufferevent* end, event_callback_fn callback, void* 
 }
 // The mark again where the program has cleared its timeouts (bufferevent_set_timeouts with NULL).
 inline void keepEnableMark(bufferevent* end) noexcept {
-  if (end->timeout_write.tv_sec == 0 && end->timeout_write.tv_usec == 0) end->timeout_write = kEnableMark;
+  if (!evutil_timerisset(&end->timeout_write)) end->timeout_write = kEnableMark;
 }
 // Whether the hooked event fired for the mark (writing enabled, or the filter passed bytes on),
 // not for a write timeout of the program's.

@@ -213,8 +213,6 @@ void ByteStream::onEstablished(Connection& c) noexcept {
     bufferevent_trigger(userPair_, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
 }
 
-
-
 void ByteStream::tellProgram(short what, int err) noexcept {
   if (!handedOut_ || !programReachable()) return;
   // Both ends' callbacks are deferred: libevent keeps this errno for the program's callback.

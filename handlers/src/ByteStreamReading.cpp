@@ -57,8 +57,6 @@ bool ByteStream::deliverInto(evbuffer* to, const uint8_t* data, size_t length, R
   return true;
 }
 
-
-
 void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, void* self) {
   if (info->n_deleted > 0) static_cast<ByteStream*>(self)->afterDelivery();
 }

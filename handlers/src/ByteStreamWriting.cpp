@@ -19,7 +19,6 @@ namespace {
 
 constexpr uint64_t kDataTag = 0;
 constexpr uint64_t kFinTag = 1;
-
 }  // namespace
 
 bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer* to, ev_ssize_t limit,
@@ -42,7 +41,6 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
   const size_t most = limit < 0 ? evbuffer_get_length(from) : static_cast<size_t>(limit);
   return evbuffer_remove_buffer(from, to, most) >= 0 ? BEV_OK : BEV_ERROR;
 }
-
 
 void ByteStream::onWriteTimeoutEvent(evutil_socket_t fd, short what, void* self) {
   auto* stream = static_cast<ByteStream*>(self);

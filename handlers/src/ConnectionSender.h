@@ -40,8 +40,9 @@ class ConnectionSender {
                     uint32_t imm, uint64_t tag) noexcept;
   // To the send queue (unframed); a failed post fails the connection on a later turn.
   int submit(const SendOp& op) noexcept;
-  // What a call of the FramedSender returned (`rc`, a failed post's -errno or 0): a failure fails
-  // the connection on a later turn, and what had to wait is noted for onWritable. Returns `rc`.
+  // What the FramedSender returned for a message of the program's (`rc`, a failed post's -errno
+  // or 0): a failure fails the connection on a later turn, and what had to wait is noted for
+  // onWritable. Returns `rc`.
   int framedPosted(int rc) noexcept;
   // What evrdma's own frames, or the FramedSender's pump, posted: a failure fails the connection
   // on a later turn. Nothing of the program's joins the backlog there (the pump only moves what
