@@ -27,6 +27,9 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
   // Until the connection is up, what the program writes stays in its output evbuffer, and its
   // write callback waits, as a connecting socket's do.
   if (!stream->connected_) return BEV_NEED_MORE;
+  // A flush (BEV_FLUSH, BEV_FINISHED) while writing is disabled sends nothing, as a socket's
+  // flush does nothing: the bytes wait for the enable. (libevent asks in BEV_NORMAL only while enabled.)
+  if (mode != BEV_NORMAL && !bev::writeEnabled(stream->user_, stream->fieldsRead_)) return BEV_NEED_MORE;
   // Already due this turn: the pump looks again at what it may take (a program's many small
   // writes in one turn pay for the checks once), unless the turn's writes have become bulk: then
   // down the long way at once, as writes come (what waits before them goes along, in order).

@@ -58,6 +58,41 @@ static void bytes_arriving_while_reading_is_disabled_come_once_it_is_enabled(enu
   finish(&link, &client, &server);
 }
 
+struct flushes {
+  int normal, flush, finished; /* what bufferevent_flush returned in each mode */
+};
+
+/* bufferevent_flush sends nothing while writing is disabled, in any mode (a socket's flush does
+ * nothing); writing enabled, the bytes go; a flush with BEV_FINISHED ends nothing: bytes written
+ * after it go too, and the peer hears no event. */
+static void flushing_sends_nothing_while_writing_is_disabled_and_finishes_nothing(enum transport t) {
+  enum { kBytes = 1000 };
+  unsigned char data[kBytes];
+  struct link link;
+  struct seen client, server;
+  struct wait_bytes one = {&client, 1}, first = {&server, 500}, all = {&server, kBytes};
+  struct flushes flushed;
+  if (begin(t, &link, &client, &server) != 0) return;
+  fill(data, kBytes, 7);
+  bufferevent_disable(link.client, EV_WRITE);
+  bufferevent_write(link.client, data, 500);
+  flushed.normal = bufferevent_flush(link.client, EV_WRITE, BEV_NORMAL);
+  flushed.flush = bufferevent_flush(link.client, EV_WRITE, BEV_FLUSH);
+  bufferevent_write(link.server, "x", 1); /* a pass of the client's loop that reads */
+  check("the client reads while its writing is disabled", t, run_until(has_bytes, &one, 30));
+  check("what it wrote and flushed meanwhile is still in its output", t, client.held_when_read == 500);
+  check("no flush failed", t, flushed.normal >= 0 && flushed.flush >= 0);
+  bufferevent_enable(link.client, EV_WRITE);
+  check("writing enabled, the bytes go", t, run_until(has_bytes, &first, 30));
+  bufferevent_write(link.client, data + 500, 300);
+  flushed.finished = bufferevent_flush(link.client, EV_WRITE, BEV_FINISHED);
+  bufferevent_write(link.client, data + 800, 200);
+  check("bytes written after a flush with BEV_FINISHED go too", t, run_until(has_bytes, &all, 30));
+  check("intact and in order", t, read_exactly(&server, data, kBytes) && flushed.finished >= 0);
+  check("and the server heard no event", t, server.events == 0);
+  finish(&link, &client, &server);
+}
+
 static void free_on_write(struct bufferevent* bev, struct seen* seen) {
   seen->freed = 1;
   bufferevent_free(bev);
@@ -289,6 +324,7 @@ static void a_peer_killed_after_its_bytes_were_read_ends_the_stream_after_every_
 
 const struct test_case ends_cases[] = {
     CASE(bytes_arriving_while_reading_is_disabled_come_once_it_is_enabled),
+    CASE(flushing_sends_nothing_while_writing_is_disabled_and_finishes_nothing),
     CASE(an_end_freed_in_its_read_callback_gives_the_peer_eof),
     CASE(an_end_freed_in_its_write_callback_gives_the_peer_every_byte_then_eof),
     CASE(an_end_freed_in_its_eof_callback_gives_the_peer_eof),
