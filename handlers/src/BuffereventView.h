@@ -17,6 +17,11 @@
 //   none: bufferevent_enable(EV_WRITE) adds the event, which tells the stream on the loop's next
 //   pass. Behind the same layout check; without it, the difference stays (docs/streams.md).
 // The input and output evbuffers are taken through their getters, once per end (ByteStream).
+// Read rate limits (bufferevent_set_rate_limit, rate-limit groups) are applied by libevent in
+// socket bufferevents only, not in filters: a stream applies its program's end's own, through
+// libevent's figure (bufferevent_get_max_to_read) and libevent's own accounting
+// (bufferevent_decrement_read_buckets_, which suspends reading once a bucket is spent and resumes
+// it on the refill, as a socket's reads do).
 #pragma once
 
 #include <event2/bufferevent.h>
@@ -26,6 +31,9 @@
 
 #include <atomic>
 #include <cstddef>
+
+struct bufferevent_private;  // libevent's own; its first member is the struct bufferevent
+extern "C" int bufferevent_decrement_read_buckets_(bufferevent_private* end, ev_ssize_t bytes);
 
 namespace evrdma::detail::bev {
 
@@ -126,5 +134,17 @@ inline void keepEnableMark(bufferevent* end) noexcept {
 // Whether the hooked event fired for the mark (writing enabled, or the filter passed bytes on),
 // not for a write timeout of the program's.
 inline bool firedForEnableMark(const bufferevent* end) noexcept { return isEnableMark(end->timeout_write); }
+
+// What the program's end may read now under its rate limits (its own and its group's), and
+// whether a limit binds: libevent's figure is max_single_read where none does, 16 KiB unless the
+// program changed it (a program that lowered it is held to it, as a socket's reads are).
+inline ev_ssize_t readAllowance(bufferevent* end) noexcept { return bufferevent_get_max_to_read(end); }
+inline constexpr ev_ssize_t kDefaultMaxSingleRead = 16384;  // libevent 2.1's MAX_SINGLE_READ_DEFAULT
+inline bool readLimitBinds(ev_ssize_t allowance) noexcept { return allowance < kDefaultMaxSingleRead; }
+// `bytes` read by the program's end, charged to its buckets (nothing where it has no rate limit).
+inline void chargeRead(bufferevent* end, size_t bytes) noexcept {
+  (void)bufferevent_decrement_read_buckets_(reinterpret_cast<bufferevent_private*>(end),
+                                            static_cast<ev_ssize_t>(bytes));
+}
 
 }  // namespace evrdma::detail::bev

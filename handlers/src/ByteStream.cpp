@@ -129,9 +129,9 @@ ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, i
   bufferevent_incref(pair[0]);
   stream->heldPair_ = pair[0];
   // The program's end: a filter that passes the bytes through unchanged (those it writes once the
-  // connection is up), so that libevent tells us when the program frees it (and frees the pair's
-  // end under it).
-  stream->user_ = bufferevent_filter_new(pair[0], nullptr, passOnceConnected,
+  // connection is up; those it reads within its read rate limit), so that libevent tells us when
+  // the program frees it (and frees the pair's end under it).
+  stream->user_ = bufferevent_filter_new(pair[0], passWithinReadLimit, passOnceConnected,
                                          BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS, onProgramFreed, stream);
   if (stream->user_ == nullptr) {
     bufferevent_decref(pair[0]);

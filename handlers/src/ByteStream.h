@@ -88,6 +88,8 @@ class ByteStream final : public ReactorMember {
   static void onProgramFreed(void* self);  // the filter's free_context
   static bufferevent_filter_result passOnceConnected(evbuffer* from, evbuffer* to, ev_ssize_t limit,
                                                      bufferevent_flush_mode mode, void* self);  // its output filter
+  static bufferevent_filter_result passWithinReadLimit(evbuffer* from, evbuffer* to, ev_ssize_t limit,
+                                                       bufferevent_flush_mode mode, void* self);  // its input filter
 
   // What the program wrote goes out as messages, as long as send buffers last; then the FIN if
   // one was asked for.
@@ -109,9 +111,10 @@ class ByteStream final : public ReactorMember {
   bool deliverInto(evbuffer* to, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept;
   // Whether a message `length` bytes long may go straight into the program's input, past the pair
   // and the filter (each hop an evbuffer move, callbacks and a deferred activation): only while
-  // the program reads (its end enabled, below its read high watermark with the message), nothing
-  // received waits on the long way (the bytes keep their order), and no read timeout is set (the
-  // filter restarts it as bytes pass through it; the straight way does not).
+  // the program reads (its end enabled, below its read high watermark with the message, within
+  // its read rate limit), nothing received waits on the long way (the bytes keep their order),
+  // and no read timeout is set (the filter restarts it as bytes pass through it; the straight way
+  // does not).
   bool straightWayIn(size_t length) const noexcept;
   // Nothing received waits in our end's output or in the pair's end under the program.
   bool longWayEmpty() const noexcept;

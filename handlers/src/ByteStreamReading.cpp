@@ -5,6 +5,8 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include <algorithm>
+
 #include "ByteStream.h"
 #include "ByteStreamChecks.h"
 #include "ReceiveLoan.h"
@@ -24,6 +26,7 @@ bool ByteStream::onStreamBytes(Connection& c, const uint8_t* data, size_t length
   }
   if (straightWayIn(length)) {
     if (deliverInto(userIn_, data, length, loan)) {
+      bev::chargeRead(user_, length);
       ++messagesStraightIn_;
       bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
       return true;
@@ -55,6 +58,30 @@ bool ByteStream::deliverInto(evbuffer* to, const uint8_t* data, size_t length, R
   if (evbuffer_add(to, data, length) != 0) return false;
   bytesCopied_ += length;
   return true;
+}
+
+bufferevent_filter_result ByteStream::passWithinReadLimit(evbuffer* from, evbuffer* to, ev_ssize_t limit,
+                                                          bufferevent_flush_mode mode, void* self) {
+  auto* stream = static_cast<ByteStream*>(self);
+  size_t most = limit < 0 ? evbuffer_get_length(from) : static_cast<size_t>(limit);
+  bool binds = false;
+  if (mode == BEV_NORMAL) {
+    const ev_ssize_t allowance = bev::readAllowance(stream->user_);
+    binds = bev::readLimitBinds(allowance);
+    if (binds) most = allowance > 0 ? std::min(most, static_cast<size_t>(allowance)) : 0;
+  }
+  const int moved = most > 0 ? evbuffer_remove_buffer(from, to, most) : 0;
+  if (moved < 0) return BEV_ERROR;
+  if (mode == BEV_NORMAL) bev::chargeRead(stream->user_, static_cast<size_t>(moved));
+  if (binds && evbuffer_get_length(from) > 0) {
+    // The rate limit holds the rest back. Charged, the program's end has stopped reading (libevent
+    // suspends it, and with it the pair's end under it) until the refill resumes it; the pair
+    // moves bytes across only when our end's output has some, so the rest goes back there.
+    evbuffer_unfreeze(stream->oursOut_, 1);  // the pair keeps its front frozen between moves
+    (void)evbuffer_prepend_buffer(stream->oursOut_, from);
+    evbuffer_freeze(stream->oursOut_, 1);
+  }
+  return moved > 0 ? BEV_OK : BEV_NEED_MORE;
 }
 
 void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, void* self) {

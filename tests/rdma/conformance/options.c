@@ -34,6 +34,42 @@ static void a_stream_tells_its_base_and_has_no_fd_and_no_priority(enum transport
   finish(&link, &client, &server);
 }
 
+/* A read rate limit bounds what each read callback finds, as the high watermark does: 20 000
+ * bytes reach a reader allowed 2 000 per tick in callbacks that each find at most 2 000, intact.
+ * The same with the reader in a rate-limit group. */
+static void a_read_rate_limit_bounds_what_each_read_callback_finds(enum transport t) {
+  enum { kBytes = 20000, kPerTick = 2000 };
+  static unsigned char data[kBytes];
+  const struct timeval tick = {0, 20000};
+  struct ev_token_bucket_cfg* cfg = ev_token_bucket_cfg_new(kPerTick, kPerTick, EV_RATE_LIMIT_MAX, EV_RATE_LIMIT_MAX, &tick);
+  struct bufferevent_rate_limit_group* group;
+  struct link link;
+  struct seen client, server;
+  struct wait_bytes all = {&server, kBytes}, twice = {&server, 2 * kBytes};
+  if (cfg == NULL || begin(t, &link, &client, &server) != 0) {
+    if (cfg != NULL) ev_token_bucket_cfg_free(cfg);
+    return;
+  }
+  fill(data, kBytes, 11);
+  check("bufferevent_set_rate_limit: taken", t, bufferevent_set_rate_limit(link.server, cfg) == 0);
+  bufferevent_write(link.client, data, kBytes);
+  check("every byte arrives", t, run_until(has_bytes, &all, 60));
+  check("intact and in order", t, read_exactly(&server, data, kBytes));
+  check("no read callback found more than a tick's allowance", t, server.most_found <= kPerTick);
+  bufferevent_set_rate_limit(link.server, NULL);
+  group = bufferevent_rate_limit_group_new(base, cfg);
+  server.most_found = 0;
+  check("bufferevent_add_to_rate_limit_group: taken", t,
+        group != NULL && bufferevent_add_to_rate_limit_group(link.server, group) == 0);
+  bufferevent_write(link.client, data, kBytes);
+  check("in a group, every byte arrives", t, run_until(has_bytes, &twice, 60));
+  check("no read callback found more than the group's allowance", t, server.most_found <= kPerTick);
+  bufferevent_remove_from_rate_limit_group(link.server);
+  finish(&link, &client, &server);
+  if (group != NULL) bufferevent_rate_limit_group_free(group);
+  ev_token_bucket_cfg_free(cfg);
+}
+
 static int cleaned;
 static void clean_up(const void* data, size_t length, void* arg) {
   (void)data;
@@ -73,6 +109,7 @@ static void a_file_and_a_reference_in_the_output_arrive_intact(enum transport t)
 
 const struct test_case options_cases[] = {
     CASE(a_stream_tells_its_base_and_has_no_fd_and_no_priority),
+    CASE(a_read_rate_limit_bounds_what_each_read_callback_finds),
     CASE(a_file_and_a_reference_in_the_output_arrive_intact),
     CASES_END,
 };
