@@ -17,11 +17,11 @@
 //   none: bufferevent_enable(EV_WRITE) adds the event, which tells the stream on the loop's next
 //   pass. Behind the same layout check; without it, the difference stays (docs/streams.md).
 // The input and output evbuffers are taken through their getters, once per end (ByteStream).
-// Read rate limits (bufferevent_set_rate_limit, rate-limit groups) are applied by libevent in
-// socket bufferevents only, not in filters: a stream applies its program's end's own, through
-// libevent's figure (bufferevent_get_max_to_read) and libevent's own accounting
-// (bufferevent_decrement_read_buckets_, which suspends reading once a bucket is spent and resumes
-// it on the refill, as a socket's reads do).
+// Rate limits (bufferevent_set_rate_limit, rate-limit groups) are applied by libevent in socket
+// bufferevents only, not in filters: a stream applies its program's end's own, through libevent's
+// figures (bufferevent_get_max_to_read / _write) and libevent's own accounting
+// (bufferevent_decrement_{read,write}_buckets_, which suspend reading or writing once a bucket is
+// spent and resume it on the refill, as a socket's do).
 #pragma once
 
 #include <event2/bufferevent.h>
@@ -31,9 +31,11 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstring>
 
 struct bufferevent_private;  // libevent's own; its first member is the struct bufferevent
 extern "C" int bufferevent_decrement_read_buckets_(bufferevent_private* end, ev_ssize_t bytes);
+extern "C" int bufferevent_decrement_write_buckets_(bufferevent_private* end, ev_ssize_t bytes);
 
 namespace evrdma::detail::bev {
 
@@ -44,6 +46,33 @@ namespace layout {
 enum : int { kUnchecked, kAgrees, kDiffers };
 inline std::atomic<int> state{kUnchecked};
 inline void markRead(bufferevent*, void*) {}  // a read callback to recognise
+// libevent 2.1's struct bufferevent_private (bufferevent-internal.h) up to its rate limits: only
+// the offsets of the last three fields are used, and only where fieldsAgree() has found the two
+// largest where this says and the third empty, then set as the scratch end got a rate limit.
+struct PrivatePrefix {
+  bufferevent bev;
+  void* readWatermarksCb;
+  unsigned ownLock : 1, readcbPending : 1, writecbPending : 1, connecting : 1, connectionRefused : 1;
+  short eventcbPending;
+  ev_uint16_t readSuspended, writeSuspended;
+  int errnoPending;
+  int dnsError;
+  event_callback deferred;
+  int options;
+  int refcnt;
+  void* lock;
+  ev_ssize_t maxSingleRead, maxSingleWrite;
+  void* rateLimiting;
+};
+template <typename T>
+T readAt(const bufferevent* end, size_t offset) noexcept {
+  T value;
+  std::memcpy(&value, reinterpret_cast<const char*>(end) + offset, sizeof value);
+  return value;
+}
+inline bool rateLimited(const bufferevent* end) noexcept {
+  return readAt<void*>(end, offsetof(PrivatePrefix, rateLimiting)) != nullptr;
+}
 }  // namespace layout
 
 // Whether the fields may be read in place of the getters: checked once per process, on a pair
@@ -60,6 +89,12 @@ inline bool fieldsAgree(event_base* base) noexcept {
   bufferevent_set_timeouts(end, nullptr, &writeTimeout);
   bufferevent_enable(end, EV_READ);
   bufferevent_disable(end, EV_WRITE);
+  bufferevent_set_max_single_read(end, 12346);
+  bufferevent_set_max_single_write(end, 23457);
+  const bool unlimited = !layout::rateLimited(end);
+  const timeval tick{1, 0};
+  ev_token_bucket_cfg* limit = ev_token_bucket_cfg_new(1000, 1000, 1000, 1000, &tick);
+  const bool limits = limit != nullptr && bufferevent_set_rate_limit(end, limit) == 0 && layout::rateLimited(end);
   size_t low = 0, high = 0;
   bufferevent_data_cb readcb = nullptr;
   bufferevent_getwatermark(end, EV_READ, &low, &high);
@@ -67,9 +102,13 @@ inline bool fieldsAgree(event_base* base) noexcept {
   const bool agrees = end->enabled == bufferevent_get_enabled(end) && end->enabled == EV_READ &&
                       end->wm_read.high == high && high == 12345 && end->readcb == readcb && readcb == layout::markRead &&
                       end->timeout_write.tv_sec == 5 && end->timeout_write.tv_usec == 6 && end->timeout_read.tv_sec == 0 &&
-                      event_get_base(&end->ev_write) == base && event_get_callback(&end->ev_write) != nullptr;
+                      event_get_base(&end->ev_write) == base && event_get_callback(&end->ev_write) != nullptr &&
+                      layout::readAt<ev_ssize_t>(end, offsetof(layout::PrivatePrefix, maxSingleRead)) == 12346 &&
+                      layout::readAt<ev_ssize_t>(end, offsetof(layout::PrivatePrefix, maxSingleWrite)) == 23457 &&
+                      unlimited && limits;
   bufferevent_free(pair[0]);
   bufferevent_free(pair[1]);
+  if (limit != nullptr) ev_token_bucket_cfg_free(limit);
   state = agrees ? layout::kAgrees : layout::kDiffers;
   layout::state.store(state, std::memory_order_relaxed);
   return agrees;
@@ -135,16 +174,35 @@ inline void keepEnableMark(bufferevent* end) noexcept {
 // not for a write timeout of the program's.
 inline bool firedForEnableMark(const bufferevent* end) noexcept { return isEnableMark(end->timeout_write); }
 
-// What the program's end may read now under its rate limits (its own and its group's), and
-// whether a limit binds: libevent's figure is max_single_read where none does, 16 KiB unless the
-// program changed it (a program that lowered it is held to it, as a socket's reads are).
-inline ev_ssize_t readAllowance(bufferevent* end) noexcept { return bufferevent_get_max_to_read(end); }
-inline constexpr ev_ssize_t kDefaultMaxSingleRead = 16384;  // libevent 2.1's MAX_SINGLE_READ_DEFAULT
-inline bool readLimitBinds(ev_ssize_t allowance) noexcept { return allowance < kDefaultMaxSingleRead; }
-// `bytes` read by the program's end, charged to its buckets (nothing where it has no rate limit).
-inline void chargeRead(bufferevent* end, size_t bytes) noexcept {
+// What the program's end may read or write now under its rate limits (its own and its group's),
+// and whether a limit binds: libevent's figure is max_single_read / max_single_write where none
+// does, 16 KiB unless the program changed it (a program that lowered it is held to it, as a
+// socket's reads and writes are).
+// With `fields`, an end without a rate limit is answered from its fields (a call apiece cost a
+// 64 B round trip ~140 instructions).
+inline ev_ssize_t readAllowance(bufferevent* end, bool fields) noexcept {
+  if (fields && !layout::rateLimited(end))
+    return layout::readAt<ev_ssize_t>(end, offsetof(layout::PrivatePrefix, maxSingleRead));
+  return bufferevent_get_max_to_read(end);
+}
+inline ev_ssize_t writeAllowance(bufferevent* end, bool fields) noexcept {
+  if (fields && !layout::rateLimited(end))
+    return layout::readAt<ev_ssize_t>(end, offsetof(layout::PrivatePrefix, maxSingleWrite));
+  return bufferevent_get_max_to_write(end);
+}
+inline constexpr ev_ssize_t kDefaultMaxSingle = 16384;  // libevent 2.1's MAX_SINGLE_{READ,WRITE}_DEFAULT
+inline bool limitBinds(ev_ssize_t allowance) noexcept { return allowance < kDefaultMaxSingle; }
+// `bytes` read or written by the program's end, charged to its buckets (nothing where it has no
+// rate limit).
+inline void chargeRead(bufferevent* end, size_t bytes, bool fields) noexcept {
+  if (fields && !layout::rateLimited(end)) return;
   (void)bufferevent_decrement_read_buckets_(reinterpret_cast<bufferevent_private*>(end),
                                             static_cast<ev_ssize_t>(bytes));
+}
+inline void chargeWrite(bufferevent* end, size_t bytes, bool fields) noexcept {
+  if (fields && !layout::rateLimited(end)) return;
+  (void)bufferevent_decrement_write_buckets_(reinterpret_cast<bufferevent_private*>(end),
+                                             static_cast<ev_ssize_t>(bytes));
 }
 
 }  // namespace evrdma::detail::bev

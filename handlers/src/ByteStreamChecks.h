@@ -39,8 +39,8 @@ inline bool ByteStream::straightWayIn(size_t length) const noexcept {
   if (bev::hasReadTimeout(user_)) return false;
   const size_t high = bev::readHighWatermark(user_, fieldsRead_);
   if (high != 0 && evbuffer_get_length(userIn_) + length > high) return false;
-  const ev_ssize_t allowance = bev::readAllowance(user_);
-  return !bev::readLimitBinds(allowance) || static_cast<ev_ssize_t>(length) <= allowance;
+  const ev_ssize_t allowance = bev::readAllowance(user_, fieldsRead_);
+  return !bev::limitBinds(allowance) || static_cast<ev_ssize_t>(length) <= allowance;
 }
 
 inline bool ByteStream::straightWayOut(bool reachable) const noexcept {

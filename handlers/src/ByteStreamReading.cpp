@@ -26,7 +26,7 @@ bool ByteStream::onStreamBytes(Connection& c, const uint8_t* data, size_t length
   }
   if (straightWayIn(length)) {
     if (deliverInto(userIn_, data, length, loan)) {
-      bev::chargeRead(user_, length);
+      bev::chargeRead(user_, length, fieldsRead_);
       ++messagesStraightIn_;
       bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
       return true;
@@ -66,13 +66,13 @@ bufferevent_filter_result ByteStream::passWithinReadLimit(evbuffer* from, evbuff
   size_t most = limit < 0 ? evbuffer_get_length(from) : static_cast<size_t>(limit);
   bool binds = false;
   if (mode == BEV_NORMAL) {
-    const ev_ssize_t allowance = bev::readAllowance(stream->user_);
-    binds = bev::readLimitBinds(allowance);
+    const ev_ssize_t allowance = bev::readAllowance(stream->user_, stream->fieldsRead_);
+    binds = bev::limitBinds(allowance);
     if (binds) most = allowance > 0 ? std::min(most, static_cast<size_t>(allowance)) : 0;
   }
   const int moved = most > 0 ? evbuffer_remove_buffer(from, to, most) : 0;
   if (moved < 0) return BEV_ERROR;
-  if (mode == BEV_NORMAL) bev::chargeRead(stream->user_, static_cast<size_t>(moved));
+  if (mode == BEV_NORMAL) bev::chargeRead(stream->user_, static_cast<size_t>(moved), stream->fieldsRead_);
   if (binds && evbuffer_get_length(from) > 0) {
     // The rate limit holds the rest back. Charged, the program's end has stopped reading (libevent
     // suspends it, and with it the pair's end under it) until the refill resumes it; the pair

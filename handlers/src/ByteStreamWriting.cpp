@@ -41,8 +41,19 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
     event_active(stream->pumpDue_, EV_WRITE, 0);
     return BEV_NEED_MORE;
   }
-  const size_t most = limit < 0 ? evbuffer_get_length(from) : static_cast<size_t>(limit);
-  return evbuffer_remove_buffer(from, to, most) >= 0 ? BEV_OK : BEV_ERROR;
+  size_t most = limit < 0 ? evbuffer_get_length(from) : static_cast<size_t>(limit);
+  if (mode == BEV_NORMAL) {
+    // Within the program's write rate limit (the refill resumes writing: see onWriteTimeoutEvent).
+    const ev_ssize_t allowance = bev::writeAllowance(stream->user_, stream->fieldsRead_);
+    if (bev::limitBinds(allowance)) {
+      if (allowance <= 0) return BEV_NEED_MORE;
+      most = std::min(most, static_cast<size_t>(allowance));
+    }
+  }
+  const int moved = evbuffer_remove_buffer(from, to, most);
+  if (moved < 0) return BEV_ERROR;
+  if (mode == BEV_NORMAL) bev::chargeWrite(stream->user_, static_cast<size_t>(moved), stream->fieldsRead_);
+  return BEV_OK;
 }
 
 void ByteStream::onWriteTimeoutEvent(evutil_socket_t fd, short what, void* self) {
@@ -88,14 +99,24 @@ void ByteStream::pump() noexcept {
   // a program's small writes) is posted at once, without the batch's queueing.
   bool batched = false;
   bool sentOne = false;
+  // What the program's write rate limit lets the straight way take (the long way's bytes were
+  // charged as they passed the filter); asked once, when the straight way opens.
+  ev_ssize_t allowance = 0;
+  bool limited = false;
   while (true) {
     // What came the long way goes first; then, with nothing left there, the program's output.
     if (!straight && straightWayOut(reachable)) {
       straight = true;
       input = userOut_;
+      allowance = bev::writeAllowance(user_, fieldsRead_);
+      limited = bev::limitBinds(allowance);
     }
     const size_t available = evbuffer_get_length(input);
     size_t length = std::min(available, most);
+    if (straight && limited && !finWanted_) {
+      if (allowance <= 0) break;  // the refill resumes writing (onWriteTimeoutEvent)
+      length = std::min(length, static_cast<size_t>(allowance));
+    }
     if (finWanted_) {
       // After a half-close: what the program wrote before it, then the FIN (length 0).
       const uint64_t owed = finAt_ - taken_;
@@ -129,6 +150,8 @@ void ByteStream::pump() noexcept {
     if (straight) {
       tookStraight = true;
       ++messagesStraightOut_;
+      bev::chargeWrite(user_, length, fieldsRead_);
+      allowance -= static_cast<ev_ssize_t>(length);
       if (length == available && !finWanted_) break;  // the program's output is empty: it writes nothing meanwhile
     }
   }

@@ -122,4 +122,50 @@ TEST(BuffereventView, AHookedFilterTellsOfWritingEnabledAgainAndTheProgramsOwnWr
   event_base_free(base);
 }
 
+// The rate-limit figures read from the fields say what libevent's getters say, on an end without
+// a rate limit (its max_single_read / _write) and with one, alone and in a group; what is charged
+// is charged only where a limit is set.
+TEST(BuffereventView, RateLimitFiguresReadFromTheFieldsSayWhatLibeventsGettersSay) {
+  event_base* base = event_base_new();
+  ASSERT_NE(base, nullptr);
+  ASSERT_TRUE(bev::fieldsAgree(base));
+  bufferevent* pair[2] = {nullptr, nullptr};
+  ASSERT_EQ(bufferevent_pair_new(base, 0, pair), 0);
+  bufferevent* end = pair[0];
+  EXPECT_EQ(bev::readAllowance(end, true), bufferevent_get_max_to_read(end));
+  EXPECT_EQ(bev::writeAllowance(end, true), bufferevent_get_max_to_write(end));
+  EXPECT_FALSE(bev::limitBinds(bev::readAllowance(end, true)));
+  bufferevent_set_max_single_read(end, 4096);
+  EXPECT_EQ(bev::readAllowance(end, true), 4096) << "a program that lowered it is held to it";
+  bev::chargeRead(end, 1000, true);
+  EXPECT_EQ(bufferevent_get_read_limit(end), EV_SSIZE_MAX) << "nothing charged without a limit";
+
+  const timeval tick{10, 0};
+  ev_token_bucket_cfg* cfg = ev_token_bucket_cfg_new(3000, 3000, 5000, 5000, &tick);
+  ASSERT_NE(cfg, nullptr);
+  ASSERT_EQ(bufferevent_set_rate_limit(end, cfg), 0);
+  EXPECT_EQ(bev::readAllowance(end, true), 3000);
+  EXPECT_EQ(bev::writeAllowance(end, true), 5000);
+  EXPECT_TRUE(bev::limitBinds(bev::readAllowance(end, true)));
+  bev::chargeRead(end, 1000, true);
+  bev::chargeWrite(end, 2000, true);
+  EXPECT_EQ(bufferevent_get_read_limit(end), 2000);
+  EXPECT_EQ(bufferevent_get_write_limit(end), 3000);
+  EXPECT_EQ(bev::readAllowance(end, true), bufferevent_get_max_to_read(end));
+
+  bufferevent_set_rate_limit(end, nullptr);
+  bufferevent_rate_limit_group* group = bufferevent_rate_limit_group_new(base, cfg);
+  ASSERT_NE(group, nullptr);
+  ASSERT_EQ(bufferevent_add_to_rate_limit_group(end, group), 0);
+  EXPECT_EQ(bev::readAllowance(end, true), bufferevent_get_max_to_read(end));
+  bev::chargeRead(end, 500, true);
+  EXPECT_EQ(bufferevent_rate_limit_group_get_read_limit(group), 2500);
+  bufferevent_remove_from_rate_limit_group(end);
+  bufferevent_free(pair[0]);
+  bufferevent_free(pair[1]);
+  bufferevent_rate_limit_group_free(group);
+  ev_token_bucket_cfg_free(cfg);
+  event_base_free(base);
+}
+
 }  // namespace

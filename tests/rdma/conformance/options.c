@@ -70,6 +70,42 @@ static void a_read_rate_limit_bounds_what_each_read_callback_finds(enum transpor
   ev_token_bucket_cfg_free(cfg);
 }
 
+struct charged {
+  struct bufferevent* end;
+};
+static int write_bucket_spent(void* arg) {
+  return bufferevent_get_write_limit(((const struct charged*)arg)->end) <= 0;
+}
+
+/* A write rate limit holds the rest of a write back: 20 000 bytes written at once by a writer
+ * allowed 2 000 per tick; once its bucket is spent, its output still holds all but 2 000, and in
+ * the end every byte arrives, intact. */
+static void a_write_rate_limit_holds_back_what_its_bucket_does_not_allow(enum transport t) {
+  enum { kBytes = 20000, kPerTick = 2000 };
+  static unsigned char data[kBytes];
+  const struct timeval tick = {0, 50000};
+  struct ev_token_bucket_cfg* cfg = ev_token_bucket_cfg_new(EV_RATE_LIMIT_MAX, EV_RATE_LIMIT_MAX, kPerTick, kPerTick, &tick);
+  struct link link;
+  struct seen client, server;
+  struct wait_bytes all = {&server, kBytes};
+  struct charged charged;
+  if (cfg == NULL || begin(t, &link, &client, &server) != 0) {
+    if (cfg != NULL) ev_token_bucket_cfg_free(cfg);
+    return;
+  }
+  fill(data, kBytes, 13);
+  check("bufferevent_set_rate_limit: taken", t, bufferevent_set_rate_limit(link.client, cfg) == 0);
+  charged.end = link.client;
+  bufferevent_write(link.client, data, kBytes);
+  check("the writer's bucket is spent", t, run_until(write_bucket_spent, &charged, 30));
+  check("with all but a bucket's worth still in its output", t,
+        evbuffer_get_length(bufferevent_get_output(link.client)) >= kBytes - kPerTick);
+  check("every byte arrives", t, run_until(has_bytes, &all, 60));
+  check("intact and in order", t, read_exactly(&server, data, kBytes));
+  finish(&link, &client, &server);
+  ev_token_bucket_cfg_free(cfg);
+}
+
 static int cleaned;
 static void clean_up(const void* data, size_t length, void* arg) {
   (void)data;
@@ -110,6 +146,7 @@ static void a_file_and_a_reference_in_the_output_arrive_intact(enum transport t)
 const struct test_case options_cases[] = {
     CASE(a_stream_tells_its_base_and_has_no_fd_and_no_priority),
     CASE(a_read_rate_limit_bounds_what_each_read_callback_finds),
+    CASE(a_write_rate_limit_holds_back_what_its_bucket_does_not_allow),
     CASE(a_file_and_a_reference_in_the_output_arrive_intact),
     CASES_END,
 };
