@@ -333,7 +333,8 @@ int main(int argc, char **argv) {
     evrdma_stream_options_init(&options);
     options.send_timeout_ms = (unsigned)send_timeout * 1000u;
     rdma = rbase == NULL ? NULL
-                         : evrdma_listener_new_bind(rbase, on_rdma_accept, &server, 0, -1,
+                         : evrdma_listener_new_bind(rbase, on_rdma_accept, &server,
+                                                    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1,
                                                     (struct sockaddr *)&rdma_address, rdma_length, &options);
     if (rdma == NULL) {
       fprintf(stderr, "kv-server: listen on %s rdma port %s: %s\n", host, rdma_port, strerror(errno));

@@ -3,6 +3,8 @@
 #include "evrdma/evrdma.h"
 
 #include <arpa/inet.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
 #include <netinet/in.h>
 
 #include <cerrno>
@@ -22,6 +24,25 @@ struct evrdma_listener {
 };
 
 namespace {
+
+// The listener's LEV_OPT_* flags (docs/streams.md has each one's meaning on a stream).
+constexpr unsigned kListenerFlagsKnown = LEV_OPT_LEAVE_SOCKETS_BLOCKING | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC |
+                                         LEV_OPT_REUSEABLE | LEV_OPT_THREADSAFE | LEV_OPT_DISABLED |
+                                         LEV_OPT_DEFERRED_ACCEPT | LEV_OPT_REUSEABLE_PORT | LEV_OPT_BIND_IPV6ONLY;
+// A listener is served on its base's thread only; the RDMA CM spreads no port's requests over
+// listeners of several processes.
+constexpr unsigned kListenerFlagsRefused = LEV_OPT_THREADSAFE | LEV_OPT_REUSEABLE_PORT;
+
+// A stream's BEV_OPT_* options: 0, or EINVAL (unknown), or EOPNOTSUPP (THREADSAFE: a stream is
+// served on its base's thread only). CLOSE_ON_FREE and DEFER_CALLBACKS are what a stream always
+// does; UNLOCK_CALLBACKS has no lock to release.
+int checkBevOptions(const evrdma_stream_options* given) {
+  if (given == nullptr) return 0;
+  constexpr int kKnown = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_THREADSAFE | BEV_OPT_DEFER_CALLBACKS | BEV_OPT_UNLOCK_CALLBACKS;
+  if ((given->bev_options & ~kKnown) != 0) return EINVAL;
+  if ((given->bev_options & BEV_OPT_THREADSAFE) != 0) return EOPNOTSUPP;
+  return 0;
+}
 
 // The numeric host and the port of an IPv4 or IPv6 address; false for anything else.
 bool hostAndPort(const sockaddr* address, int socklen, std::string& host, uint16_t& port) {
@@ -111,6 +132,7 @@ void evrdma_stream_options_init(evrdma_stream_options* options) {
   options->lend_from = defaults.lendFrom;
   options->lending_buffers = defaults.lendingBuffers;
   options->send_timeout_ms = static_cast<unsigned>(defaults.connection.creditTimeout.count());
+  options->bev_options = 0;
 }
 
 bufferevent* evrdma_bufferevent_connect(evrdma_base* rbase, const sockaddr* address, int socklen,
@@ -119,6 +141,10 @@ bufferevent* evrdma_bufferevent_connect(evrdma_base* rbase, const sockaddr* addr
   uint16_t port = 0;
   if (rbase == nullptr || !hostAndPort(address, socklen, host, port)) {
     errno = EINVAL;
+    return nullptr;
+  }
+  if (int refused = checkBevOptions(options); refused != 0) {
+    errno = refused;
     return nullptr;
   }
   int error = 0;
@@ -148,9 +174,13 @@ evrdma_listener* evrdma_listener_new_bind_workers(evrdma_base* rbase, evrdma_lis
                                                   unsigned count) {
   std::string host;
   uint16_t port = 0;
-  if (rbase == nullptr || cb == nullptr || flags != 0 || !hostAndPort(address, socklen, host, port) ||
-      (count > 0 && workers == nullptr)) {
+  if (rbase == nullptr || cb == nullptr || (flags & ~kListenerFlagsKnown) != 0 ||
+      !hostAndPort(address, socklen, host, port) || (count > 0 && workers == nullptr)) {
     errno = EINVAL;
+    return nullptr;
+  }
+  if (int refused = (flags & kListenerFlagsRefused) != 0 ? EOPNOTSUPP : checkBevOptions(options); refused != 0) {
+    errno = refused;
     return nullptr;
   }
   for (unsigned i = 0; i < count; ++i) {
@@ -166,6 +196,8 @@ evrdma_listener* evrdma_listener_new_bind_workers(evrdma_base* rbase, evrdma_lis
   }
   evrdma::StreamListenerOptions listenerOptions;
   listenerOptions.stream = streamOptions(options);
+  listenerOptions.listener.reuseAddress = (flags & LEV_OPT_REUSEABLE) != 0;
+  listenerOptions.listener.ipv6Only = (flags & LEV_OPT_BIND_IPV6ONLY) != 0;
   for (unsigned i = 0; i < count; ++i) listenerOptions.listener.workers.push_back(&workers[i]->reactor);
   made->listener = evrdma::StreamListener::create(
       rbase->reactor,
@@ -178,6 +210,7 @@ evrdma_listener* evrdma_listener_new_bind_workers(evrdma_base* rbase, evrdma_lis
     errno = -rc;
     return nullptr;
   }
+  if ((flags & LEV_OPT_DISABLED) != 0) made->listener->disable();
   return made;
 }
 

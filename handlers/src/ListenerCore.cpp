@@ -93,6 +93,13 @@ int ListenerCore::listen(const std::string& address, uint16_t port, int backlog)
 int ListenerCore::bindAndListen(CmDispatcher& cm, sockaddr_storage& local, int backlog) noexcept {
   CmId id;
   if (int rc = cm.createId(this, RDMA_PS_TCP, id); rc != 0) return rc;
+  int on = 1;
+  if (options_.reuseAddress &&
+      rdma_set_option(id.get(), RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on, sizeof on) != 0)
+    return errno ? -errno : -EINVAL;
+  if (options_.ipv6Only && local.ss_family == AF_INET6 &&
+      rdma_set_option(id.get(), RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, sizeof on) != 0)
+    return errno ? -errno : -EINVAL;
   if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&local)) != 0) return errno ? -errno : -EINVAL;
   // An address of this machine that no RDMA device serves (its netdev has none, or its device is
   // gone) binds all the same, and such a listener would never hear a request: refused instead. A

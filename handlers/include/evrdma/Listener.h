@@ -56,6 +56,12 @@ struct ListenerStats {
 
 /// Admission control: what a Listener takes on before it refuses.
 struct ListenerOptions {
+  /// Lets the port be bound while connections accepted on it before live on (a listener freed
+  /// and made again), as SO_REUSEADDR does for TCP (RDMA_OPTION_ID_REUSEADDR).
+  bool reuseAddress = false;
+  /// Bound to an IPv6 address (the wildcard above all), takes IPv6 peers only, as IPV6_V6ONLY
+  /// (RDMA_OPTION_ID_AFONLY). Else the kernel's default (net.ipv6.bindv6only).
+  bool ipv6Only = false;
   /// The most agents at once (0: no limit); past it a request is rejected with "server busy: N
   /// agents (maxAgents)" before the factory is asked, and nothing is allocated for it.
   size_t maxAgents = 0;

@@ -74,6 +74,13 @@ struct evrdma_stream_options {
   unsigned send_timeout_ms;       /**< a peer that takes none of the bytes waiting to go to it for
                                        this long fails the stream (BEV_EVENT_ERROR, ETIMEDOUT): 60000
                                        (0: wait for ever; see ConnectionOptions::creditTimeout) */
+  int bev_options;                /**< BEV_OPT_* for the stream's bufferevent, as bufferevent_socket_new
+                                       takes them: 0. BEV_OPT_CLOSE_ON_FREE and BEV_OPT_DEFER_CALLBACKS
+                                       are what a stream always does (its callbacks are deferred
+                                       with or without the option), BEV_OPT_UNLOCK_CALLBACKS is
+                                       taken (there is no lock to release); BEV_OPT_THREADSAFE is
+                                       refused, EOPNOTSUPP: a stream is served on its base's thread
+                                       only. Anything else: EINVAL */
 };
 void evrdma_stream_options_init(struct evrdma_stream_options *options);
 
@@ -94,8 +101,18 @@ typedef void (*evrdma_listener_cb)(struct evrdma_listener *listener, struct buff
                                    const struct sockaddr *peer, int socklen, void *arg);
 
 /** Binds to `address` (port 0: any free one; see evrdma_listener_get_port) and listens
- * (`backlog` 0 or less: the kernel's limit; `flags` must be 0). NULL with errno set: EINVAL,
- * EADDRINUSE, EADDRNOTAVAIL, ENODEV... */
+ * (`backlog` 0 or less: the kernel's limit). `flags`: LEV_OPT_* as evconnlistener_new_bind takes
+ * them (docs/streams.md has the table):
+ * - honoured: LEV_OPT_REUSEABLE (the port may be bound again while streams accepted on it live),
+ *   LEV_OPT_DISABLED (made disabled: see evrdma_listener_disable), LEV_OPT_BIND_IPV6ONLY;
+ * - what a listener always does, so taken: LEV_OPT_CLOSE_ON_FREE, LEV_OPT_CLOSE_ON_EXEC (no
+ *   descriptor of evrdma's survives an exec), LEV_OPT_LEAVE_SOCKETS_BLOCKING (no socket is handed
+ *   out), LEV_OPT_DEFERRED_ACCEPT (a stream is handed out once the peer's hello came, not its first
+ *   byte);
+ * - refused, EOPNOTSUPP: LEV_OPT_THREADSAFE (a listener is served on its base's thread only),
+ *   LEV_OPT_REUSEABLE_PORT (the RDMA CM spreads no port's requests over several listeners).
+ * NULL with errno set: EINVAL (also for an unknown flag), EOPNOTSUPP, EADDRINUSE, EADDRNOTAVAIL,
+ * ENODEV... */
 struct evrdma_listener *evrdma_listener_new_bind(struct evrdma_base *rbase, evrdma_listener_cb cb, void *arg,
                                                  unsigned flags, int backlog, const struct sockaddr *address,
                                                  int socklen, const struct evrdma_stream_options *options);
@@ -113,7 +130,8 @@ struct evrdma_listener *evrdma_listener_new_bind_workers(struct evrdma_base *rba
  * watches an eventfd of its own, so its event_base always has an event. Call it on the base's
  * thread, or before its loop runs. 0 or -errno. */
 int evrdma_base_accept_posts(struct evrdma_base *rbase);
-/** While disabled, connect requests are refused; enabling takes them again. 0. */
+/** While disabled, connect requests are refused (the client hears ECONNREFUSED at once, where a
+ * socket listener's kernel would keep them in its backlog); enabling takes them again. 0. */
 int evrdma_listener_enable(struct evrdma_listener *listener);
 int evrdma_listener_disable(struct evrdma_listener *listener);
 /** The port listened on. */

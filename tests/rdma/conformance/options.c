@@ -4,9 +4,12 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/listener.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "conformance.h"
@@ -143,10 +146,299 @@ static void a_file_and_a_reference_in_the_output_arrive_intact(enum transport t)
   finish(&link, &client, &server);
 }
 
+/* ---- Listeners: one of the case's own over either transport, its accepts counted. */
+
+struct listener {
+  enum transport transport;
+  struct evconnlistener* tcp;
+  struct evrdma_listener* rdma;
+  int accepts;
+  struct bufferevent* last; /* the last accepted end */
+};
+
+static void count_tcp_accept(struct evconnlistener* l, evutil_socket_t fd, struct sockaddr* peer, int socklen,
+                             void* arg) {
+  struct listener* listener = arg;
+  (void)l;
+  (void)peer;
+  (void)socklen;
+  ++listener->accepts;
+  if (listener->last != NULL) bufferevent_free(listener->last);
+  listener->last = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+}
+static void count_rdma_accept(struct evrdma_listener* l, struct bufferevent* bev, const struct sockaddr* peer,
+                              int socklen, void* arg) {
+  struct listener* listener = arg;
+  (void)l;
+  (void)peer;
+  (void)socklen;
+  ++listener->accepts;
+  if (listener->last != NULL) bufferevent_free(listener->last);
+  listener->last = bev;
+}
+
+/* Listens at `at` with `flags`: 0, or -1 with errno set (what the listener's maker said). */
+static int listen_at(enum transport t, struct listener* listener, struct sockaddr_in* at, unsigned flags) {
+  memset(listener, 0, sizeof *listener);
+  listener->transport = t;
+  if (t == TCP) {
+    listener->tcp = evconnlistener_new_bind(base, count_tcp_accept, listener, flags, 16, (struct sockaddr*)at, sizeof *at);
+    if (listener->tcp == NULL) return -1;
+    {
+      socklen_t length = sizeof *at;
+      getsockname(evconnlistener_get_fd(listener->tcp), (struct sockaddr*)at, &length);
+    }
+  } else {
+    listener->rdma = evrdma_listener_new_bind(rbase, count_rdma_accept, listener, flags, 16, (struct sockaddr*)at,
+                                              sizeof *at, NULL);
+    if (listener->rdma == NULL) return -1;
+    at->sin_port = htons(evrdma_listener_get_port(listener->rdma));
+  }
+  return 0;
+}
+static void unlisten(struct listener* listener) {
+  if (listener->tcp != NULL) evconnlistener_free(listener->tcp);
+  if (listener->rdma != NULL) evrdma_listener_free(listener->rdma);
+  listener->tcp = NULL;
+  listener->rdma = NULL;
+}
+static void drop_accepted(struct listener* listener) {
+  if (listener->last != NULL) bufferevent_free(listener->last);
+  listener->last = NULL;
+}
+
+/* A client's end connecting to `at`, watched by `seen`. */
+static struct bufferevent* connect_to(enum transport t, const struct sockaddr_in* at, struct seen* seen) {
+  struct bufferevent* bev;
+  if (t == TCP) {
+    bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    watch(bev, seen);
+    if (bufferevent_socket_connect(bev, (const struct sockaddr*)at, sizeof *at) != 0) seen->events = -1;
+  } else {
+    bev = evrdma_bufferevent_connect(rbase, (const struct sockaddr*)at, sizeof *at, NULL);
+    if (bev != NULL) watch(bev, seen);
+  }
+  return bev;
+}
+static int was_accepted(void* arg) { return ((const struct listener*)arg)->accepts > 0; }
+
+/* Each LEV_OPT_* flag is taken or refused by name: a socket listener takes them all; a stream
+ * listener takes those it honours or always does, and refuses LEV_OPT_THREADSAFE and
+ * LEV_OPT_REUSEABLE_PORT with EOPNOTSUPP (docs/streams.md); an unknown flag is EINVAL. */
+static void each_listener_flag_is_taken_or_refused_by_name(enum transport t) {
+  static const unsigned flags[] = {LEV_OPT_LEAVE_SOCKETS_BLOCKING, LEV_OPT_CLOSE_ON_FREE, LEV_OPT_CLOSE_ON_EXEC,
+                                   LEV_OPT_REUSEABLE, LEV_OPT_THREADSAFE, LEV_OPT_DISABLED,
+                                   LEV_OPT_DEFERRED_ACCEPT, LEV_OPT_REUSEABLE_PORT};
+  static const char* const names[] = {"LEAVE_SOCKETS_BLOCKING", "CLOSE_ON_FREE", "CLOSE_ON_EXEC", "REUSEABLE",
+                                      "THREADSAFE", "DISABLED", "DEFERRED_ACCEPT", "REUSEABLE_PORT"};
+  size_t i;
+  char what[96];
+  for (i = 0; i < sizeof flags / sizeof flags[0]; ++i) {
+    struct sockaddr_in at = listener_address(t);
+    struct listener listener;
+    const int refused = t == RDMA && (flags[i] == LEV_OPT_THREADSAFE || flags[i] == LEV_OPT_REUSEABLE_PORT);
+    int rc;
+    at.sin_port = 0;
+    errno = 0;
+    rc = listen_at(t, &listener, &at, flags[i]);
+    snprintf(what, sizeof what, "LEV_OPT_%s: %s", names[i], refused ? "refused, EOPNOTSUPP" : "taken");
+    check(what, t, refused ? rc == -1 && errno == EOPNOTSUPP : rc == 0);
+    unlisten(&listener);
+  }
+  if (t == RDMA) {
+    struct sockaddr_in at = listener_address(t);
+    struct listener listener;
+    at.sin_port = 0;
+    errno = 0;
+    check("an unknown flag: EINVAL", t, listen_at(t, &listener, &at, 1u << 20) == -1 && errno == EINVAL);
+    unlisten(&listener);
+  }
+}
+
+/* LEV_OPT_DISABLED: the listener hands out nothing until enabled; then it takes connections. A
+ * socket's kernel meanwhile completes the client's connect and holds it in the backlog; a stream
+ * listener refuses it (ECONNREFUSED), as a disabled one does (docs/streams.md). */
+static void a_listener_made_disabled_takes_connections_once_enabled(enum transport t) {
+  struct sockaddr_in at = listener_address(t);
+  struct listener listener;
+  struct seen early, late;
+  struct bufferevent *first, *second;
+  at.sin_port = 0;
+  if (listen_at(t, &listener, &at, LEV_OPT_DISABLED | LEV_OPT_CLOSE_ON_FREE) != 0) {
+    check("a listener made disabled", t, 0);
+    return;
+  }
+  first = connect_to(t, &at, &early);
+  check("a connect to it ends in an event", t, first != NULL && run_until(has_event, &early, 30));
+  if (t == TCP)
+    check("CONNECTED (the kernel's backlog), and nothing handed out", t,
+          early.event[0] == BEV_EVENT_CONNECTED && listener.accepts == 0);
+  else
+    check("ERROR, ECONNREFUSED, and nothing handed out", t,
+          early.event[0] == BEV_EVENT_ERROR && early.error[0] == ECONNREFUSED && listener.accepts == 0);
+  if (t == TCP)
+    evconnlistener_enable(listener.tcp);
+  else
+    evrdma_listener_enable(listener.rdma);
+  second = connect_to(t, &at, &late);
+  check("enabled, it hands out connections", t, second != NULL && run_until(was_accepted, &listener, 30));
+  if (first != NULL) bufferevent_free(first);
+  if (second != NULL) bufferevent_free(second);
+  evbuffer_free(early.bytes);
+  if (second != NULL) evbuffer_free(late.bytes);
+  drop_accepted(&listener);
+  unlisten(&listener);
+}
+
+/* LEV_OPT_REUSEABLE: a listener freed while a connection it accepted lives on can be made again
+ * on the same port with it, and that new one takes connections. Without it a socket's port is in
+ * use (EADDRINUSE); the RDMA CM holds no port for the connections a listener accepted, so a stream
+ * listener may listen there again with or without it (docs/streams.md). */
+static void a_port_with_a_live_connection_is_listened_on_again_when_reuseable(enum transport t) {
+  struct sockaddr_in at = listener_address(t);
+  struct listener first, again;
+  struct seen client, next;
+  struct bufferevent *bev, *bev2 = NULL;
+  at.sin_port = 0;
+  if (listen_at(t, &first, &at, LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE) != 0) {
+    check("a reuseable listener", t, 0);
+    return;
+  }
+  bev = connect_to(t, &at, &client);
+  check("it takes a connection", t, bev != NULL && run_until(was_accepted, &first, 30));
+  unlisten(&first); /* the accepted end lives on */
+  errno = 0;
+  if (t == TCP)
+    check("without LEV_OPT_REUSEABLE, listening on its port again: EADDRINUSE", t,
+          listen_at(t, &again, &at, LEV_OPT_CLOSE_ON_FREE) == -1 && errno == EADDRINUSE);
+  else
+    check("without LEV_OPT_REUSEABLE, listening on its port again works too", t,
+          listen_at(t, &again, &at, LEV_OPT_CLOSE_ON_FREE) == 0);
+  unlisten(&again);
+  check("with it, listening there again works", t, listen_at(t, &again, &at, LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE) == 0);
+  if (again.tcp != NULL || again.rdma != NULL) {
+    bev2 = connect_to(t, &at, &next);
+    check("and the new listener takes connections", t, bev2 != NULL && run_until(was_accepted, &again, 30));
+  }
+  if (bev2 != NULL) {
+    bufferevent_free(bev2);
+    evbuffer_free(next.bytes);
+  }
+  if (bev != NULL) {
+    bufferevent_free(bev);
+    evbuffer_free(client.bytes);
+  }
+  drop_accepted(&first);
+  drop_accepted(&again);
+  unlisten(&again);
+}
+
+/* Whether a program exec'd now inherits a descriptor that is not a socket's or a standard one
+ * (RDMA devices, event and completion channels): 1 if none, 0 if some, -1 if it could not tell. */
+static int an_exec_inherits_no_event_or_device_descriptor(void) {
+  int out[2], status = 0, clean = 1;
+  char line[512];
+  FILE* list;
+  pid_t pid;
+  if (pipe(out) != 0) return -1;
+  fflush(stdout);
+  pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    execl("/bin/sh", "sh", "-c", "for f in /proc/$$/fd/*; do readlink \"$f\"; done", (char*)NULL);
+    _exit(127);
+  }
+  close(out[1]);
+  list = fdopen(out[0], "r");
+  while (list != NULL && fgets(line, sizeof line, list) != NULL) {
+    if (strstr(line, "infiniband") != NULL || strstr(line, "anon_inode") != NULL || strstr(line, "rdma") != NULL) {
+      printf("  inherited: %s", line);
+      clean = 0;
+    }
+  }
+  if (list != NULL) fclose(list);
+  waitpid(pid, &status, 0);
+  return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? clean : -1;
+}
+
+/* LEV_OPT_CLOSE_ON_EXEC, always: with a listener and a link open, a program exec'd inherits no
+ * device, event or completion-channel descriptor. */
+static void an_execed_program_inherits_no_descriptor_of_the_listeners_or_the_streams(enum transport t) {
+  struct link link;
+  struct seen client, server;
+  if (begin(t, &link, &client, &server) != 0) return;
+  check("an exec'd program inherits none", t, an_exec_inherits_no_event_or_device_descriptor() == 1);
+  finish(&link, &client, &server);
+}
+
+static int read_callbacks;
+static void count_read(struct bufferevent* bev, void* arg) {
+  (void)bev;
+  (void)arg;
+  ++read_callbacks;
+}
+static int a_read_callback_ran(void* arg) {
+  (void)arg;
+  return read_callbacks > 0;
+}
+
+/* The BEV_OPT_* options a connect takes: CLOSE_ON_FREE, DEFER_CALLBACKS and UNLOCK_CALLBACKS are
+ * taken (a stream's callbacks are deferred always: a read callback triggered on an end made
+ * without DEFER_CALLBACKS runs inside the trigger on a socket's, on the loop on a stream's);
+ * THREADSAFE is refused with EOPNOTSUPP, an unknown option with EINVAL (docs/streams.md). */
+static void each_connect_option_is_taken_or_refused_by_name(enum transport t) {
+  static const int taken[] = {BEV_OPT_CLOSE_ON_FREE, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS,
+                              BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS | BEV_OPT_UNLOCK_CALLBACKS};
+  struct sockaddr_in to = listener_address(t);
+  struct evrdma_stream_options options;
+  struct bufferevent* bev;
+  size_t i;
+  evrdma_stream_options_init(&options);
+  for (i = 0; i < sizeof taken / sizeof taken[0]; ++i) {
+    options.bev_options = taken[i];
+    bev = t == TCP ? bufferevent_socket_new(base, -1, taken[i])
+                   : evrdma_bufferevent_connect(rbase, (struct sockaddr*)&to, sizeof to, &options);
+    check("CLOSE_ON_FREE, DEFER_CALLBACKS, UNLOCK_CALLBACKS: taken", t, bev != NULL);
+    if (bev != NULL) bufferevent_free(bev);
+  }
+  if (t == RDMA) {
+    options.bev_options = BEV_OPT_THREADSAFE;
+    errno = 0;
+    check("BEV_OPT_THREADSAFE: refused, EOPNOTSUPP", t,
+          evrdma_bufferevent_connect(rbase, (struct sockaddr*)&to, sizeof to, &options) == NULL && errno == EOPNOTSUPP);
+    options.bev_options = 1 << 20;
+    errno = 0;
+    check("an unknown option: EINVAL", t,
+          evrdma_bufferevent_connect(rbase, (struct sockaddr*)&to, sizeof to, &options) == NULL && errno == EINVAL);
+  }
+  /* Without DEFER_CALLBACKS, where the read callback runs when triggered. */
+  options.bev_options = 0;
+  bev = t == TCP ? bufferevent_socket_new(base, -1, 0)
+                 : evrdma_bufferevent_connect(rbase, (struct sockaddr*)&to, sizeof to, &options);
+  if (bev == NULL) {
+    check("an end without options", t, 0);
+    return;
+  }
+  read_callbacks = 0;
+  bufferevent_setcb(bev, count_read, NULL, NULL, NULL);
+  bufferevent_trigger(bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS);
+  if (t == TCP)
+    check("a triggered read callback runs inside the trigger", t, read_callbacks == 1);
+  else
+    check("a triggered read callback runs on the loop, not inside the trigger", t,
+          read_callbacks == 0 && run_until(a_read_callback_ran, NULL, 30));
+  bufferevent_free(bev);
+}
+
 const struct test_case options_cases[] = {
     CASE(a_stream_tells_its_base_and_has_no_fd_and_no_priority),
     CASE(a_read_rate_limit_bounds_what_each_read_callback_finds),
     CASE(a_write_rate_limit_holds_back_what_its_bucket_does_not_allow),
     CASE(a_file_and_a_reference_in_the_output_arrive_intact),
+    CASE(each_connect_option_is_taken_or_refused_by_name),
+    CASE(each_listener_flag_is_taken_or_refused_by_name),
+    CASE(a_listener_made_disabled_takes_connections_once_enabled),
+    CASE(a_port_with_a_live_connection_is_listened_on_again_when_reuseable),
+    CASE(an_execed_program_inherits_no_descriptor_of_the_listeners_or_the_streams),
     CASES_END,
 };
