@@ -151,6 +151,22 @@ void ByteStream::onReactorGone() noexcept {
   connected_ = false;
   connection_ = nullptr;
   connectionGone_ = true;
+  if (!handedOut_ && user_ != nullptr) {
+    // An accepted stream whose connection was not up yet: its end was never the program's, and
+    // no onClosed will free it. Freed now, our end with it (not from inside the finalizer: see
+    // below); the finalizer (onProgramFreed, which deletes the stream) runs in a later turn or in
+    // event_base_free.
+    bufferevent* end = user_;
+    user_ = nullptr;
+    userIn_ = userOut_ = nullptr;
+    userPair_ = nullptr;
+    pairIn_ = pairOut_ = nullptr;
+    if (ours_ != nullptr) bufferevent_free(ours_);
+    ours_ = nullptr;
+    oursIn_ = oursOut_ = nullptr;
+    bufferevent_free(end);
+    return;
+  }
   tellProgram(BEV_EVENT_ERROR, ESHUTDOWN);
   if (programGone_ && ours_ != nullptr) {
     // Nothing will move through our end again. Freed now, while the base runs no finalizer: from
