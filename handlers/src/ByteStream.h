@@ -151,6 +151,8 @@ class ByteStream final : public ReactorMember {
   bufferevent* heldPair_ = nullptr;  // pair[0], referenced until the program's end is freed
   Connection* connection_ = nullptr;  // while it is open
   Client::Ptr client_;
+  // An accepted stream's end that never became the program's, freed (its finalizer follows).
+  void freeEndNeverHandedOut() noexcept;
   ConnectionStats lastStats_;  // the connection's, kept once it is gone
   Handler* handler_ = nullptr;  // while the connection holds it
   // The evbuffers of the ends, through libevent's getters once, when the ends are made: an end

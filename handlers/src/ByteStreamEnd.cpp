@@ -27,15 +27,19 @@ void ByteStream::connectionEnded() noexcept {
   connectionGone_ = true;
   if (!handedOut_ && user_ != nullptr) {
     // An accepted stream whose connection never came up: its end was never the program's.
-    bufferevent* end = user_;
-    user_ = nullptr;
-    userIn_ = userOut_ = nullptr;
-    userPair_ = nullptr;
-    pairIn_ = pairOut_ = nullptr;
-    bufferevent_free(end);  // onProgramFreed follows, from the loop
+    freeEndNeverHandedOut();  // onProgramFreed follows, from the loop
     return;
   }
   maybeEnd();
+}
+
+void ByteStream::freeEndNeverHandedOut() noexcept {
+  bufferevent* end = user_;
+  user_ = nullptr;
+  userIn_ = userOut_ = nullptr;
+  userPair_ = nullptr;
+  pairIn_ = pairOut_ = nullptr;
+  bufferevent_free(end);
 }
 
 void ByteStream::onProgramFreed(void* self) {
@@ -156,15 +160,10 @@ void ByteStream::onReactorGone() noexcept {
     // no onClosed will free it. Freed now, our end with it (not from inside the finalizer: see
     // below); the finalizer (onProgramFreed, which deletes the stream) runs in a later turn or in
     // event_base_free.
-    bufferevent* end = user_;
-    user_ = nullptr;
-    userIn_ = userOut_ = nullptr;
-    userPair_ = nullptr;
-    pairIn_ = pairOut_ = nullptr;
     if (ours_ != nullptr) bufferevent_free(ours_);
     ours_ = nullptr;
     oursIn_ = oursOut_ = nullptr;
-    bufferevent_free(end);
+    freeEndNeverHandedOut();
     return;
   }
   tellProgram(BEV_EVENT_ERROR, ESHUTDOWN);
