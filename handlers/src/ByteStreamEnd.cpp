@@ -155,25 +155,21 @@ void ByteStream::onReactorGone() noexcept {
   connected_ = false;
   connection_ = nullptr;
   connectionGone_ = true;
-  if (!handedOut_ && user_ != nullptr) {
-    // An accepted stream whose connection was not up yet: its end was never the program's, and
-    // no onClosed will free it. Freed now, our end with it (not from inside the finalizer: see
-    // below); the finalizer (onProgramFreed, which deletes the stream) runs in a later turn or in
-    // event_base_free.
-    if (ours_ != nullptr) bufferevent_free(ours_);
-    ours_ = nullptr;
-    oursIn_ = oursOut_ = nullptr;
-    freeEndNeverHandedOut();
-    return;
-  }
-  tellProgram(BEV_EVENT_ERROR, ESHUTDOWN);
-  if (programGone_ && ours_ != nullptr) {
+  tellProgram(BEV_EVENT_ERROR, ESHUTDOWN);  // (nothing, to an accepted stream not handed out)
+  // An accepted stream whose connection was not up yet: its end was never the program's, and no
+  // onClosed will free it.
+  const bool neverHandedOut = !handedOut_ && user_ != nullptr;
+  if ((programGone_ || neverHandedOut) && ours_ != nullptr) {
     // Nothing will move through our end again. Freed now, while the base runs no finalizer: from
     // inside the program's end's finalizer (onProgramFreed, which event_base_free may run), its
     // own finalization was at times never run, and both ends of the pair leaked.
     bufferevent_free(ours_);
     ours_ = nullptr;
     oursIn_ = oursOut_ = nullptr;
+  }
+  if (neverHandedOut) {
+    freeEndNeverHandedOut();  // its finalizer deletes the stream, in a later turn or in event_base_free
+    return;
   }
   // A delete scheduled with defer() was dropped with the Reactor's deferred closures.
   if (endFinalized_) delete this;
