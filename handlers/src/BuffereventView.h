@@ -75,6 +75,13 @@ inline bool rateLimited(const bufferevent* end) noexcept {
 }
 }  // namespace layout
 
+// Sets the end's DNS error, which bufferevent_socket_get_dns_error tells (libevent has no setter
+// for it). True.
+inline bool setDnsErrorField(bufferevent* end, int error) noexcept {
+  std::memcpy(reinterpret_cast<char*>(end) + offsetof(layout::PrivatePrefix, dnsError), &error, sizeof error);
+  return true;
+}
+
 // Whether the fields may be read in place of the getters: checked once per process, on a pair
 // made on `base` for it (any stream's base: the layout is the library's).
 inline bool fieldsAgree(event_base* base) noexcept {
@@ -92,6 +99,8 @@ inline bool fieldsAgree(event_base* base) noexcept {
   bufferevent_set_max_single_read(end, 12346);
   bufferevent_set_max_single_write(end, 23457);
   const bool unlimited = !layout::rateLimited(end);
+  const bool dnsError = setDnsErrorField(end, 4242) && bufferevent_socket_get_dns_error(end) == 4242 &&
+                        setDnsErrorField(end, 0);
   const timeval tick{1, 0};
   ev_token_bucket_cfg* limit = ev_token_bucket_cfg_new(1000, 1000, 1000, 1000, &tick);
   const bool limits = limit != nullptr && bufferevent_set_rate_limit(end, limit) == 0 && layout::rateLimited(end);
@@ -105,7 +114,7 @@ inline bool fieldsAgree(event_base* base) noexcept {
                       event_get_base(&end->ev_write) == base && event_get_callback(&end->ev_write) != nullptr &&
                       layout::readAt<ev_ssize_t>(end, offsetof(layout::PrivatePrefix, maxSingleRead)) == 12346 &&
                       layout::readAt<ev_ssize_t>(end, offsetof(layout::PrivatePrefix, maxSingleWrite)) == 23457 &&
-                      unlimited && limits;
+                      unlimited && limits && dnsError;
   bufferevent_free(pair[0]);
   bufferevent_free(pair[1]);
   if (limit != nullptr) ev_token_bucket_cfg_free(limit);
@@ -203,6 +212,12 @@ inline void chargeWrite(bufferevent* end, size_t bytes, bool fields) noexcept {
   if (fields && !layout::rateLimited(end)) return;
   (void)bufferevent_decrement_write_buckets_(reinterpret_cast<bufferevent_private*>(end),
                                              static_cast<ev_ssize_t>(bytes));
+}
+
+// A failed lookup's error, for bufferevent_socket_get_dns_error (where the fields agree; else the
+// program hears only the BEV_EVENT_ERROR).
+inline void setDnsError(bufferevent* end, int error, bool fields) noexcept {
+  if (fields) (void)setDnsErrorField(end, error);
 }
 
 }  // namespace evrdma::detail::bev

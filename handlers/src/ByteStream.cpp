@@ -162,6 +162,7 @@ ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, i
 }
 
 ByteStream::~ByteStream() {
+  cancelResolving();
   if (!reactorGone_) coreOf(reactor_).leave(this);
   if (handler_ != nullptr) handler_->stream_ = nullptr;
   if (pumpDue_ != nullptr) event_free(pumpDue_);

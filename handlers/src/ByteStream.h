@@ -23,6 +23,7 @@
 
 struct evbuffer;
 struct evbuffer_cb_info;
+struct evdns_getaddrinfo_request;
 
 namespace evrdma::detail {
 
@@ -57,6 +58,14 @@ class ByteStream final : public ReactorMember {
   }
   // The listener handed the program its end.
   void handOut() noexcept { handedOut_ = true; }
+  // Connecting by host name (StreamHostname.cpp): the name's lookup is pending; it is cancelled
+  // if the program frees its end or the Reactor goes first (its callback then hears
+  // EVUTIL_EAI_CANCEL and leaves the stream alone).
+  void startResolving(evdns_getaddrinfo_request* request) noexcept { resolving_ = request; }
+  void resolved() noexcept { resolving_ = nullptr; }
+  // The lookup, or the connect after it, failed: no connection comes, and the program hears
+  // BEV_EVENT_ERROR with `err` (0 for a lookup) and `dnsError` for bufferevent_socket_get_dns_error.
+  void failBeforeConnecting(int err, int dnsError) noexcept;
 
  private:
   class Handler;
@@ -153,6 +162,8 @@ class ByteStream final : public ReactorMember {
   Client::Ptr client_;
   // An accepted stream's end that never became the program's, freed (its finalizer follows).
   void freeEndNeverHandedOut() noexcept;
+  evdns_getaddrinfo_request* resolving_ = nullptr;  // connecting by name, the lookup pending
+  void cancelResolving() noexcept;
   ConnectionStats lastStats_;  // the connection's, kept once it is gone
   Handler* handler_ = nullptr;  // while the connection holds it
   // The evbuffers of the ends, through libevent's getters once, when the ends are made: an end

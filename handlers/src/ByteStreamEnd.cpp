@@ -4,6 +4,7 @@
 // then going; and the stream freed once both its program's end and its connection are gone.
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/dns.h>
 #include <event2/event.h>
 
 #include <cerrno>
@@ -107,6 +108,11 @@ void ByteStream::moveWrittenToOurEnd(bufferevent* under, bufferevent* program) n
 }
 
 void ByteStream::closeWhenSent() noexcept {
+  if (resolving_ != nullptr) {  // freed while its host name was looked up: no connection will come
+    cancelResolving();
+    connectionGone_ = true;
+    return;
+  }
   if (connection_ == nullptr) {
     if (client_ && !connectionGone_) client_->close();  // still connecting
     return;
@@ -146,10 +152,23 @@ void ByteStream::maybeEnd() noexcept {
   reactor_.defer([this] { delete this; });
 }
 
+void ByteStream::cancelResolving() noexcept {
+  evdns_getaddrinfo_request* request = resolving_;
+  resolving_ = nullptr;
+  if (request != nullptr) evdns_getaddrinfo_cancel(request);  // its callback hears EVUTIL_EAI_CANCEL
+}
+
+void ByteStream::failBeforeConnecting(int err, int dnsError) noexcept {
+  connectionGone_ = true;  // none will come: the stream ends once the program frees its end
+  if (dnsError != 0 && user_ != nullptr) bev::setDnsError(user_, dnsError, fieldsRead_);
+  tellProgram(BEV_EVENT_ERROR, err);
+}
+
 void ByteStream::onReactorGone() noexcept {
   // The connection is a closed shell now and says nothing more; the program still holds its end.
   reactorGone_ = true;
   reactorLingers_ = false;
+  cancelResolving();
   if (pumpDue_ != nullptr) event_free(pumpDue_);  // before the base it is on
   pumpDue_ = nullptr;
   connected_ = false;

@@ -4,10 +4,12 @@
 
 #include <arpa/inet.h>
 #include <event2/bufferevent.h>
+#include <event2/dns.h>
 #include <event2/listener.h>
 #include <netinet/in.h>
 
 #include <cerrno>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -16,6 +18,12 @@
 
 struct evrdma_base {
   explicit evrdma_base(event_base* base) : reactor(base) {}
+  // The lookups of connects by name given no evdns_base: made on first use. Freed after the
+  // Reactor (declared before it), which cancels the lookups of streams still looking up.
+  struct FreeDns {
+    void operator()(evdns_base* dns) const noexcept { evdns_base_free(dns, 0); }
+  };
+  std::unique_ptr<evdns_base, FreeDns> dns;
   evrdma::Reactor reactor;
 };
 
@@ -149,6 +157,33 @@ bufferevent* evrdma_bufferevent_connect(evrdma_base* rbase, const sockaddr* addr
   }
   int error = 0;
   bufferevent* bev = evrdma::Stream::connect(rbase->reactor, host, port, streamOptions(options), &error);
+  if (bev == nullptr) errno = -error;
+  return bev;
+}
+
+bufferevent* evrdma_bufferevent_connect_hostname(evrdma_base* rbase, evdns_base* dns_base, int family,
+                                                 const char* hostname, int port, const evrdma_stream_options* options) {
+  if (rbase == nullptr || hostname == nullptr || port < 0 || port > 65535) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (int refused = checkBevOptions(options); refused != 0) {
+    errno = refused;
+    return nullptr;
+  }
+  if (dns_base == nullptr) {
+    if (!rbase->dns)
+      rbase->dns.reset(evdns_base_new(rbase->reactor.base(),
+                                      EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE));
+    if (!rbase->dns) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    dns_base = rbase->dns.get();
+  }
+  int error = 0;
+  bufferevent* bev = evrdma::Stream::connectHostname(rbase->reactor, dns_base, family, hostname,
+                                                     static_cast<uint16_t>(port), streamOptions(options), &error);
   if (bev == nullptr) errno = -error;
   return bev;
 }

@@ -33,6 +33,7 @@
 #include "evrdma/Listener.h"
 
 struct bufferevent;
+struct evdns_base;
 
 namespace evrdma {
 
@@ -104,6 +105,14 @@ class Stream {
   /// numeric address, or unusable options), -ENODEV (no RDMA CM), -ESHUTDOWN, -ENOMEM.
   static bufferevent* connect(Reactor& reactor, const std::string& address, uint16_t port,
                               const StreamOptions& options = {}, int* error = nullptr) noexcept;
+  /// As connect, to a host name (or a numeric address) that `dns` looks up, as
+  /// bufferevent_socket_connect_hostname does, without blocking the loop (`family`: AF_UNSPEC,
+  /// AF_INET or AF_INET6). The bufferevent comes back at once; the connect goes to the first
+  /// address found. A failed lookup is BEV_EVENT_ERROR, its EVUTIL_EAI_* error then told by
+  /// bufferevent_socket_get_dns_error(bev), as libevent tells it. Null with `*error`: -EINVAL (no
+  /// `dns`, an empty name, another family), or as connect.
+  static bufferevent* connectHostname(Reactor& reactor, evdns_base* dns, int family, const std::string& host,
+                                      uint16_t port, const StreamOptions& options = {}, int* error = nullptr) noexcept;
   /// Half-close: what the program wrote so far goes out, then the peer gets EOF after the last
   /// byte; this side still reads what the peer sends. 0, -EINVAL (not a stream of evrdma's),
   /// -ENOTCONN (closed or failed), -EALREADY (done before).

@@ -23,6 +23,7 @@ extern "C" {
 
 struct event_base;
 struct bufferevent;
+struct evdns_base;
 
 /** evrdma on one event_base (a Reactor borrowing it: the base stays the program's). */
 struct evrdma_base;
@@ -89,6 +90,18 @@ void evrdma_stream_options_init(struct evrdma_stream_options *options);
  * unusable options), ENODEV (no RDMA CM), ENOMEM, or what the connect said at once. */
 struct bufferevent *evrdma_bufferevent_connect(struct evrdma_base *rbase, const struct sockaddr *address, int socklen,
                                                const struct evrdma_stream_options *options);
+/** As evrdma_bufferevent_connect, to a host name (or a numeric address), as
+ * bufferevent_socket_connect_hostname: `dns_base` looks the name up without blocking the loop
+ * (NULL: evrdma's own, made on first use from /etc/resolv.conf and /etc/hosts), `family` is
+ * AF_UNSPEC, AF_INET or AF_INET6, and the connect goes to the first address found. The
+ * bufferevent comes back at once; a failed lookup is BEV_EVENT_ERROR, its EVUTIL_EAI_* error then
+ * told by bufferevent_socket_get_dns_error(bev), as libevent tells it. A `dns_base` of the
+ * program's must outlive the lookups under way on it, as libevent requires; freeing the
+ * bufferevent meanwhile cancels its lookup. NULL with errno set: EINVAL
+ * (no name, a port out of range, another family, unusable options), or as evrdma_bufferevent_connect. */
+struct bufferevent *evrdma_bufferevent_connect_hostname(struct evrdma_base *rbase, struct evdns_base *dns_base,
+                                                        int family, const char *hostname, int port,
+                                                        const struct evrdma_stream_options *options);
 /** Half-close: what was written goes out, then the peer reads EOF; this side still reads.
  * 0, -EINVAL (not an evrdma stream), -ENOTCONN, -EALREADY. */
 int evrdma_bufferevent_shutdown_write(struct bufferevent *bev);

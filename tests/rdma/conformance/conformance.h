@@ -47,6 +47,9 @@ struct seen {
   int freed;               /* a step freed this end */
 };
 
+/* Completes a link whose client end `client` a case started connecting to listener_address(t):
+ * both ends exist and the client heard CONNECTED, or -1. */
+int await_link(enum transport t, struct link* link, struct bufferevent* client);
 /* Watches `bev` (callbacks set, reading and writing enabled). */
 void watch(struct bufferevent* bev, struct seen* seen);
 /* A case's start: a link over `t` with both ends watched; -1 (and a failed check) if it did not open. */
@@ -83,5 +86,6 @@ struct test_case {
 extern const struct test_case bytes_cases[];   /* bytes.c: bytes, watermarks, timeouts */
 extern const struct test_case ends_cases[];    /* ends.c: enable/disable, flush, free, EOF and errors */
 extern const struct test_case options_cases[]; /* options.c: options and the features stacked on a bufferevent */
+extern const struct test_case names_cases[];   /* names.c: connecting by host name */
 
 #endif

@@ -99,6 +99,18 @@ static int link_is_open(void* arg) {
   return link->connected && accepted != NULL;
 }
 
+int await_link(enum transport t, struct link* link, struct bufferevent* client) {
+  memset(link, 0, sizeof *link);
+  link->transport = t;
+  link->client = client;
+  accepted = NULL;
+  bufferevent_setcb(client, NULL, NULL, on_client_connect, link);
+  bufferevent_enable(client, EV_READ | EV_WRITE);
+  if (!run_until(link_is_open, link, 30)) return -1;
+  link->server = accepted;
+  return 0;
+}
+
 /* Opens a link over `t`: both ends exist, the client heard CONNECTED; no callbacks set on the server's end. */
 static int open_link(enum transport t, struct link* link) {
   struct sockaddr_in to = listener_address(t);
@@ -195,7 +207,7 @@ int read_exactly(struct seen* seen, const unsigned char* data, size_t length) {
 
 /* ---- Running the cases. */
 
-static const struct test_case* const groups[] = {bytes_cases, ends_cases, options_cases};
+static const struct test_case* const groups[] = {bytes_cases, ends_cases, options_cases, names_cases};
 
 int run_peer(int argc, char** argv); /* ends.c: the peer a case starts as a process of its own */
 
