@@ -240,12 +240,13 @@ class Bench:
         f = self.stream_bench(transport, ["--latency", "--size", "64", "--count", "2000"] + polling, polling)
         return float(f["half_rtt_us"]), float(f["p50_us"])
 
-    def stream_throughput(self, transport, size, total, poll=0, copy=False):
+    def stream_throughput(self, transport, size, total, poll=0, copy=False, tls=False):
         """Gb/s and CPU s per GB of client and server; `copy`: the receiving side (the server) copies
-        what it receives instead of lending its receive buffers."""
+        what it receives instead of lending its receive buffers; `tls`: TLS over the transport."""
         polling = ["--poll", str(poll)] if poll else []
-        f = self.stream_bench(transport, ["--throughput", "--size", str(size), "--bytes", str(total)] + polling,
-                              polling + (["--copy"] if copy else []))
+        tls_flag = ["--tls"] if tls else []
+        f = self.stream_bench(transport, ["--throughput", "--size", str(size), "--bytes", str(total)] + polling +
+                              tls_flag, polling + (["--copy"] if copy else []) + tls_flag)
         return float(f["gbps"]), float(f["client_cpu_s_per_gb"]), float(f["server_cpu_s_per_gb"])
 
     def streams(self):
@@ -284,6 +285,15 @@ class Bench:
         ours_64k = rows[-1][1]
         self.say(f"  64 KiB: blast send (evrdma's messages, {DEPTH} in flight) {blast_gbps:.3f} Gb/s; the stream "
                  f"{ours_64k / blast_gbps:.2f} x of it")
+        # TLS (libevent's OpenSSL filter on both ends' bufferevents) costs the same CPU on either
+        # transport: the ratio against TLS over TCP says what the stream under it adds or saves.
+        (tls_rdma, tls_ccpu, tls_scpu), (tls_tcp, tcp_ccpu, tcp_scpu) = self.medians([
+            lambda: self.stream_throughput("rdma", 65536, 8 << 20, tls=True),
+            lambda: self.stream_throughput("tcp", 65536, 8 << 20, tls=True)])
+        self.say(f"  64 KiB, TLS over the stream (stream-bench --tls, 8 MiB): {tls_rdma:.3f} Gb/s, CPU "
+                 f"{tls_ccpu:.1f}/{tls_scpu:.1f} s per GB; the plain stream {ours_64k:.3f} Gb/s "
+                 f"({ours_64k / tls_rdma:.1f} x); TLS over TCP {tls_tcp:.3f} Gb/s, CPU {tcp_ccpu:.1f}/{tcp_scpu:.1f} "
+                 f"(RDMA / TCP {tls_rdma / tls_tcp:.2f})")
         # rsockets' blocking calls poll the CQ for 10 us (its polling_time) before they sleep: the
         # same strategy as a 10 us polling window. Its default (non-blocking) mode spins throughout.
         (lat, p50), (lat10, _), (lat100, _), (_, rs_b, _, _), (_, rs_poll, _, _), (tcp_lat, _), \

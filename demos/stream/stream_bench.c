@@ -6,18 +6,22 @@
  *   verify:     --bytes of pseudo-random data in writes of random sizes (1 to 200,000 bytes), echoed
  *               by the server as they come (both ways at once), then a half-close: the SHA-256 of
  *               what came back must equal that of what was sent.
- * The server serves any number of runs, one after another or at once, until SIGINT.
+ * The server serves any number of runs, one after another or at once, until SIGINT. With --tls
+ * (both sides) every connection is TLS over the transport (libevent's OpenSSL filter): a run then
+ * ends by its announced byte count, since TLS over a bufferevent has no half-close.
  *
- *   usage: stream-bench --server (--tcp | --rdma) ADDRESS PORT
+ *   usage: stream-bench --server (--tcp | --rdma) ADDRESS PORT [--tls]
  *          stream-bench (--tcp | --rdma) ADDRESS PORT (--throughput | --latency | --verify) [--size N]
- *                       [--bytes N] [--count N] [--timeout SECONDS] [--poll USEC] [--copy]
+ *                       [--bytes N] [--count N] [--timeout SECONDS] [--poll USEC] [--copy] [--tls]
  */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <event2/util.h>
+#include <openssl/err.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +34,7 @@
 #include "address.h"
 #include "evrdma/evrdma.h"
 #include "sha256.h"
+#include "tls.h"
 
 enum { kOutputLow = 1 << 20, kOutputHigh = 4 << 20, kWarmup = 100, kLongestVerifyWrite = 200000 };
 
@@ -57,6 +62,7 @@ static void shutdown_write(struct bufferevent *bev, int rdma) {
 struct session {
   int mode;          /* 0: the first line is still coming; 'S': sink; 'E': echo */
   uint64_t bytes;
+  uint64_t announced; /* the bytes the client said it will send (TLS), else 0: until its EOF */
   double cpu_at_start;
   int closing;
 };
@@ -72,7 +78,11 @@ static void server_read(struct bufferevent *bev, void *arg) {
   if (session->mode == 0) {
     char *line = evbuffer_readln(in, NULL, EVBUFFER_EOL_LF);
     if (line == NULL) return;
-    session->mode = strcmp(line, "SINK") == 0 ? 'S' : strcmp(line, "ECHO") == 0 ? 'E' : '?';
+    char word[8] = "";
+    unsigned long long announced = 0;
+    if (sscanf(line, "%7s %llu", word, &announced) < 1) word[0] = 0;
+    session->mode = strcmp(word, "SINK") == 0 ? 'S' : strcmp(word, "ECHO") == 0 ? 'E' : '?';
+    session->announced = announced;
     session->cpu_at_start = cpu_seconds();
     free(line);
     if (session->mode == '?') {
@@ -80,11 +90,15 @@ static void server_read(struct bufferevent *bev, void *arg) {
       return;
     }
   }
+  session->bytes += evbuffer_get_length(in);
   if (session->mode == 'E') {
     bufferevent_write_buffer(bev, in);
   } else {
-    session->bytes += evbuffer_get_length(in);
     evbuffer_drain(in, evbuffer_get_length(in));
+    /* All announced bytes came: the answer, and the client closes once it has it. */
+    if (session->announced != 0 && session->bytes == session->announced)
+      evbuffer_add_printf(bufferevent_get_output(bev), "DONE %llu %.6f\n", (unsigned long long)session->bytes,
+                          cpu_seconds() - session->cpu_at_start);
   }
 }
 
@@ -122,17 +136,22 @@ static void serve(struct bufferevent *bev) {
   bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 
+/* A connection taken: TLS on top if the server was asked for it. */
+static void take(struct bufferevent *bev, SSL_CTX *tls) {
+  if (bev != NULL && tls != NULL) bev = tls_wrap(bev, tls, 1);
+  serve(bev);
+}
+
 static void on_tcp_accept(struct evconnlistener *listener, evutil_socket_t fd, struct sockaddr *peer, int socklen,
                           void *arg) {
-  (void)listener, (void)peer, (void)socklen;
-  serve(bufferevent_socket_new(arg, fd, BEV_OPT_CLOSE_ON_FREE));
+  (void)peer, (void)socklen;
+  take(bufferevent_socket_new(evconnlistener_get_base(listener), fd, BEV_OPT_CLOSE_ON_FREE), arg);
 }
 
 static void on_rdma_accept(struct evrdma_listener *listener, struct bufferevent *bev, const struct sockaddr *peer,
                            int socklen, void *arg) {
   (void)listener, (void)peer, (void)socklen;
-  (void)arg;
-  serve(bev);
+  take(bev, arg);
 }
 
 static void on_signal(evutil_socket_t signal, short what, void *arg) {
@@ -140,12 +159,12 @@ static void on_signal(evutil_socket_t signal, short what, void *arg) {
   event_base_loopexit(arg, NULL);
 }
 
-static int run_server(struct event_base *base, struct evrdma_base *rbase, int rdma, const char *host,
+static int run_server(struct event_base *base, struct evrdma_base *rbase, int rdma, SSL_CTX *tls, const char *host,
                       struct sockaddr *address, int length, const struct evrdma_stream_options *options) {
   struct evconnlistener *tcp = NULL;
   struct evrdma_listener *listener = NULL;
-  if (rdma) listener = evrdma_listener_new_bind(rbase, on_rdma_accept, base, 0, -1, address, length, options);
-  else tcp = evconnlistener_new_bind(base, on_tcp_accept, base, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1,
+  if (rdma) listener = evrdma_listener_new_bind(rbase, on_rdma_accept, tls, 0, -1, address, length, options);
+  else tcp = evconnlistener_new_bind(base, on_tcp_accept, tls, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, -1,
                                      address, length);
   if (listener == NULL && tcp == NULL) {
     fprintf(stderr, "stream-bench: listen on %s: %s\n", host, strerror(errno));
@@ -160,7 +179,7 @@ static int run_server(struct event_base *base, struct evrdma_base *rbase, int rd
   } else {
     port = evrdma_listener_get_port(listener);
   }
-  printf("stream-bench: listening on %s %s port %u\n", host, rdma ? "rdma" : "tcp", port);
+  printf("stream-bench: listening on %s %s%s port %u\n", host, rdma ? "rdma" : "tcp", tls ? "+tls" : "", port);
   fflush(stdout);
   struct event *interrupt = evsignal_new(base, SIGINT, on_signal, base);
   struct event *terminate = evsignal_new(base, SIGTERM, on_signal, base);
@@ -179,6 +198,7 @@ static int run_server(struct event_base *base, struct evrdma_base *rbase, int rd
 struct run {
   struct event_base *base;
   struct bufferevent *bev;
+  SSL_CTX *tls;  /* TLS on top of the transport, or NULL */
   int rdma, latency, verify, failed, done;
   uint64_t random;                 /* verify: the sizes' and the bytes' generator */
   struct sha256 sent_hash, received_hash;
@@ -216,6 +236,7 @@ static void write_more(struct run *run) {
   }
   if (run->written == run->bytes && !run->done) {
     run->done = 1;
+    if (run->tls) return; /* no half-close: the server counts what was announced */
     if (run->rdma) shutdown_write(run->bev, 1);
     else bufferevent_setwatermark(run->bev, EV_WRITE, 0, 0); /* TCP: shut down once it has gone */
   }
@@ -225,7 +246,7 @@ static void client_write(struct bufferevent *bev, void *arg) {
   struct run *run = arg;
   if (run->latency) return;
   if (!run->done) write_more(run);
-  else if (!run->rdma && evbuffer_get_length(bufferevent_get_output(bev)) == 0) shutdown_write(bev, 0);
+  else if (!run->rdma && !run->tls && evbuffer_get_length(bufferevent_get_output(bev)) == 0) shutdown_write(bev, 0);
 }
 
 static void start(struct run *run) {
@@ -257,6 +278,10 @@ static void client_read(struct bufferevent *bev, void *arg) {
       }
       evbuffer_drain(in, taken);
       run->received += taken;
+    }
+    if (run->tls && run->received == run->bytes) { /* all of the echo came back */
+      run->finished = seconds_now();
+      event_base_loopbreak(run->base);
     }
     return;
   }
@@ -298,7 +323,10 @@ static void client_event(struct bufferevent *bev, short what, void *arg) {
     event_base_loopbreak(run->base);
     return;
   }
-  if (what & BEV_EVENT_ERROR)
+  const unsigned long tls_error = run->tls != NULL ? bufferevent_get_openssl_error(bev) : 0;
+  if ((what & BEV_EVENT_ERROR) && tls_error != 0)
+    fprintf(stderr, "stream-bench: TLS over %s: %s\n", run->rdma ? "rdma" : "tcp", ERR_error_string(tls_error, NULL));
+  else if (what & BEV_EVENT_ERROR)
     fprintf(stderr, "stream-bench: over %s: %s\n", run->rdma ? "rdma" : "tcp",
             evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
   else
@@ -323,7 +351,7 @@ static int by_value(const void *a, const void *b) {
 
 static int run_client(struct run *run, struct evrdma_base *rbase, const char *host, struct sockaddr *address,
                       int length, long timeout, const struct evrdma_stream_options *options) {
-  const char *transport = run->rdma ? "rdma" : "tcp";
+  const char *transport = run->rdma ? (run->tls ? "rdma+tls" : "rdma") : (run->tls ? "tcp+tls" : "tcp");
   if (run->rdma) {
     run->bev = evrdma_bufferevent_connect(rbase, address, length, options);
   } else {
@@ -337,6 +365,10 @@ static int run_client(struct run *run, struct evrdma_base *rbase, const char *ho
     fprintf(stderr, "stream-bench: connect to %s over %s: %s\n", host, transport, strerror(errno));
     return 1;
   }
+  if (run->tls != NULL && (run->bev = tls_wrap(run->bev, run->tls, 0)) == NULL) {
+    fprintf(stderr, "stream-bench: TLS over %s: %s\n", transport, tls_last_error());
+    return 1;
+  }
   run->chunk = malloc(run->verify ? kLongestVerifyWrite : run->size);
   run->round_times = run->latency ? calloc((size_t)run->count, sizeof(double)) : NULL;
   if (run->chunk == NULL || (run->latency && run->round_times == NULL)) {
@@ -347,7 +379,11 @@ static int run_client(struct run *run, struct evrdma_base *rbase, const char *ho
   bufferevent_setcb(run->bev, client_read, client_write, client_event, run);
   if (run->latency) bufferevent_setwatermark(run->bev, EV_READ, run->size, 0);
   bufferevent_enable(run->bev, EV_READ | EV_WRITE);
-  bufferevent_write(run->bev, run->latency || run->verify ? "ECHO\n" : "SINK\n", 5);
+  /* With TLS the run's length is announced: the server ends it by count, not by a half-close. */
+  const uint64_t announced = run->latency ? (uint64_t)(run->count + kWarmup) * run->size : run->bytes;
+  if (run->tls) evbuffer_add_printf(bufferevent_get_output(run->bev), "%s %llu\n",
+                                    run->latency || run->verify ? "ECHO" : "SINK", (unsigned long long)announced);
+  else bufferevent_write(run->bev, run->latency || run->verify ? "ECHO\n" : "SINK\n", 5);
   struct timeval limit = {timeout, 0};
   struct event *deadline = evtimer_new(run->base, on_deadline, run);
   evtimer_add(deadline, &limit);
@@ -393,9 +429,9 @@ static int run_client(struct run *run, struct evrdma_base *rbase, const char *ho
 
 static int usage(const char *program, FILE *to, int status) {
   fprintf(to,
-          "usage: %s --server (--tcp | --rdma) ADDRESS PORT\n"
+          "usage: %s --server (--tcp | --rdma) ADDRESS PORT [--tls]\n"
           "       %s (--tcp | --rdma) ADDRESS PORT (--throughput | --latency | --verify) [--size N]\n"
-          "          [--bytes N] [--count N] [--timeout SECONDS] [--seed N] [--poll USEC] [--copy]\n"
+          "          [--bytes N] [--count N] [--timeout SECONDS] [--seed N] [--poll USEC] [--copy] [--tls]\n"
           "  A byte stream's throughput (--bytes in writes of --size, 64 KiB and 256 MiB by default) or\n"
           "  latency (ping-pong of --size bytes, --count times: 64 B, 10000), with CPU per GB, over\n"
           "  TCP or RDMA; or --verify: --bytes of random data in writes of random sizes echoed back\n"
@@ -403,7 +439,9 @@ static int usage(const char *program, FILE *to, int status) {
           "  one, printed) serves runs until SIGINT. --poll USEC (RDMA, either side): after a completion,\n"
           "  poll for USEC microseconds before the loop sleeps (evrdma_base_set_polling_window).\n"
           "  --copy (RDMA, either side): copy what this side receives into its input evbuffer instead\n"
-          "  of lending it the receive buffers (lend_from = SIZE_MAX), to compare.\n",
+          "  of lending it the receive buffers (lend_from = SIZE_MAX), to compare.\n"
+          "  --tls (both sides): TLS over the transport, libevent's OpenSSL filter on the bufferevent;\n"
+          "  the server makes a self-signed certificate at start, the client does not verify it.\n",
           program, program);
   return status;
 }
@@ -412,7 +450,7 @@ int main(int argc, char **argv) {
   const char *host = NULL, *port = NULL;
   int server = 0, rdma = -1, mode = -1;
   long size = -1, count = 10000, timeout = 300, poll = 0;
-  int copy = 0;
+  int copy = 0, tls = 0;
   unsigned long long bytes = 256ull << 20, seed = 1;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return usage(argv[0], stdout, 0);
@@ -429,6 +467,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) timeout = atol(argv[++i]);
     else if (strcmp(argv[i], "--poll") == 0 && i + 1 < argc) poll = atol(argv[++i]);
     else if (strcmp(argv[i], "--copy") == 0) copy = 1;
+    else if (strcmp(argv[i], "--tls") == 0) tls = 1;
     else if (argv[i][0] != '-' && host == NULL) host = argv[i];
     else if (argv[i][0] != '-' && port == NULL) port = argv[i];
     else return usage(argv[0], stderr, 2);
@@ -453,17 +492,20 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (rbase != NULL) evrdma_base_set_polling_window(rbase, (unsigned)poll);
+  SSL_CTX *tls_context = !tls ? NULL : server ? tls_server_context("stream-bench") : tls_client_context();
+  if (tls && tls_context == NULL) return 1;
   struct evrdma_stream_options options;
   evrdma_stream_options_init(&options);
   if (copy) options.lend_from = SIZE_MAX;
   int status;
   if (server) {
-    status = run_server(base, rbase, rdma, host, (struct sockaddr *)&address, length, &options);
+    status = run_server(base, rbase, rdma, tls_context, host, (struct sockaddr *)&address, length, &options);
   } else {
     struct run run;
     memset(&run, 0, sizeof run);
     run.base = base;
     run.rdma = rdma;
+    run.tls = tls_context;
     run.latency = mode == 1;
     run.verify = mode == 2;
     run.random = seed * 0x9e3779b97f4a7c15ull + 1;
@@ -474,5 +516,6 @@ int main(int argc, char **argv) {
   }
   if (rbase != NULL) evrdma_base_free(rbase);
   event_base_free(base);
+  if (tls_context != NULL) SSL_CTX_free(tls_context);
   return status;
 }
