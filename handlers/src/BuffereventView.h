@@ -16,6 +16,8 @@
 //   with no write timeout of the program's its timeout holds a mark (kEnableMark) in place of
 //   none: bufferevent_enable(EV_WRITE) adds the event, which tells the stream on the loop's next
 //   pass. Behind the same layout check; without it, the difference stays (docs/streams.md).
+//   Reading enabled again likewise (hookReadEnable): what reached the pair under the program's end
+//   while it did not read moves on, and an EOF held meanwhile is told.
 // The input and output evbuffers are taken through their getters, once per end (ByteStream).
 // Rate limits (bufferevent_set_rate_limit, rate-limit groups) are applied by libevent in socket
 // bufferevents only, not in filters: a stream applies its program's end's own, through libevent's
@@ -149,8 +151,10 @@ inline bool isEnableMark(const timeval& t) noexcept {
   return evutil_timercmp(&t, &kEnableMark, ==);
 }
 
-// No getter in libevent 2.1: the fields.
-inline bool hasReadTimeout(const bufferevent* end) noexcept { return evutil_timerisset(&end->timeout_read); }
+// No getter in libevent 2.1: the fields. A read timeout of the program's (the mark is none).
+inline bool hasReadTimeout(const bufferevent* end) noexcept {
+  return evutil_timerisset(&end->timeout_read) && !isEnableMark(end->timeout_read);
+}
 // A write timeout of the program's (the mark is none).
 inline bool hasWriteTimeout(const bufferevent* end) noexcept {
   return evutil_timerisset(&end->timeout_write) && !isEnableMark(end->timeout_write);
@@ -160,28 +164,46 @@ inline bool hasWriteTimeout(const bufferevent* end) noexcept {
 // the event's own callback and argument are kept in `ownCallback` and `ownArg` (a timeout of the
 // program's runs them). Only where the fields agree, on an end whose event is not pending (a new
 // one). False, and nothing changed, otherwise.
-inline bool hookWriteEnable(bufferevent* end, event_callback_fn callback, void* arg, event_callback_fn& ownCallback,
-                            void*& ownArg) noexcept {
-  event* timeout = &end->ev_write;
+inline bool hookEnable(event* timeout, timeval& timeoutField, event_callback_fn callback, void* arg,
+                       event_callback_fn& ownCallback, void*& ownArg) noexcept {
+  // (arg null: the event keeps its own, the bufferevent.)
   if (event_pending(timeout, EV_TIMEOUT, nullptr)) return false;
   event_callback_fn own = event_get_callback(timeout);
   void* const ownContext = event_get_callback_arg(timeout);
   const int priority = event_get_priority(timeout);
-  if (own == nullptr || event_assign(timeout, event_get_base(timeout), -1, event_get_events(timeout), callback, arg) != 0)
+  if (own == nullptr || event_assign(timeout, event_get_base(timeout), -1, event_get_events(timeout), callback,
+                                     arg != nullptr ? arg : ownContext) != 0)
     return false;
   ownCallback = own;
   ownArg = ownContext;
   (void)event_priority_set(timeout, priority);
-  end->timeout_write = kEnableMark;
+  timeoutField = kEnableMark;
   return true;
+}
+inline bool hookWriteEnable(bufferevent* end, event_callback_fn callback, void* arg, event_callback_fn& ownCallback,
+                            void*& ownArg) noexcept {
+  return hookEnable(&end->ev_write, end->timeout_write, callback, arg, ownCallback, ownArg);
+}
+// The same for reading: a filter's enable(EV_READ), whether the program's or libevent's own as a
+// watermark or a rate limit lets reading resume, adds the read-timeout event; the stream then
+// moves on what was left under the program's end (libevent's filter takes it only as more comes).
+// The event's argument stays the bufferevent: libevent finalizes a freed bufferevent with the
+// argument of its read-timeout event (event_callback_finalize_many_ takes the first of its events).
+inline bool hookReadEnable(bufferevent* end, event_callback_fn callback, event_callback_fn& ownCallback,
+                           void*& ownArg) noexcept {
+  return hookEnable(&end->ev_read, end->timeout_read, callback, nullptr, ownCallback, ownArg);
 }
 // The mark again where the program has cleared its timeouts (bufferevent_set_timeouts with NULL).
 inline void keepEnableMark(bufferevent* end) noexcept {
   if (!evutil_timerisset(&end->timeout_write)) end->timeout_write = kEnableMark;
 }
+inline void keepReadEnableMark(bufferevent* end) noexcept {
+  if (!evutil_timerisset(&end->timeout_read)) end->timeout_read = kEnableMark;
+}
 // Whether the hooked event fired for the mark (writing enabled, or the filter passed bytes on),
 // not for a write timeout of the program's.
 inline bool firedForEnableMark(const bufferevent* end) noexcept { return isEnableMark(end->timeout_write); }
+inline bool firedForReadEnableMark(const bufferevent* end) noexcept { return isEnableMark(end->timeout_read); }
 
 // What the program's end may read or write now under its rate limits (its own and its group's),
 // and whether a limit binds: libevent's figure is max_single_read / max_single_write where none

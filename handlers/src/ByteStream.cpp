@@ -141,9 +141,12 @@ ByteStream* ByteStream::create(Reactor& reactor, const StreamOptions& options, i
     error = -ENOMEM;
     return nullptr;
   }
-  if (stream->fieldsRead_)
+  if (stream->fieldsRead_) {
     stream->enableHooked_ = bev::hookWriteEnable(stream->user_, onWriteTimeoutEvent, stream,
                                                  stream->ownTimeoutCallback_, stream->ownTimeoutArg_);
+    stream->readEnableHooked_ = bev::hookReadEnable(stream->user_, onReadTimeoutEvent, stream->ownReadTimeoutCallback_,
+                                                    stream->ownReadTimeoutArg_);
+  }
   stream->userIn_ = inputOf(stream->user_);
   stream->userOut_ = outputOf(stream->user_);
   stream->pairIn_ = inputOf(pair[0]);

@@ -115,6 +115,7 @@ class ByteStream final : public ReactorMember {
   // The program's end's write-timeout event, hooked (BuffereventView.h): writing was enabled
   // again, or the filter passed bytes on; or a write timeout of the program's ran out.
   static void onWriteTimeoutEvent(evutil_socket_t fd, short what, void* self);
+  static void onReadTimeoutEvent(evutil_socket_t fd, short what, void* end);
   // Adds a received message to `to`: in its receive buffer with `loan` (ReceiveLoan), else copied
   // (and counted). False only if libevent could not add it.
   bool deliverInto(evbuffer* to, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept;
@@ -183,6 +184,9 @@ class ByteStream final : public ReactorMember {
   bool enableHooked_ = false;    // the program's end's write-timeout event is ours (BuffereventView.h)
   event_callback_fn ownTimeoutCallback_ = nullptr;  // what it called before: a timeout of the program's
   void* ownTimeoutArg_ = nullptr;
+  bool readEnableHooked_ = false;  // ... and its read-timeout event (reading enabled again)
+  event_callback_fn ownReadTimeoutCallback_ = nullptr;
+  void* ownReadTimeoutArg_ = nullptr;
   std::function<void(ByteStream&, Connection&)> established_;
   bool connected_ = false;       // established, and not closed
   bool handedOut_ = true;        // the program has its end (an accepted stream's only once up)

@@ -24,6 +24,7 @@ bool ByteStream::onStreamBytes(Connection& c, const uint8_t* data, size_t length
     if (loan != nullptr) ReceiveLoan::giveBack(data, length, loan);
     return true;
   }
+  if (readEnableHooked_) bev::keepReadEnableMark(user_);  // cleared with the program's timeouts
   if (straightWayIn(length)) {
     if (deliverInto(userIn_, data, length, loan)) {
       bev::chargeRead(user_, length, fieldsRead_);
@@ -84,6 +85,29 @@ bufferevent_filter_result ByteStream::passWithinReadLimit(evbuffer* from, evbuff
   return moved > 0 ? BEV_OK : BEV_NEED_MORE;
 }
 
+void ByteStream::onReadTimeoutEvent(evutil_socket_t fd, short what, void* arg) {
+  // The argument is the program's end (see hookReadEnable); the stream is our end's callback
+  // argument, our end the partner of the pair's end under it.
+  auto* end = static_cast<bufferevent*>(arg);
+  bufferevent* under = bufferevent_get_underlying(end);
+  bufferevent* ours = under != nullptr ? bufferevent_pair_get_partner(under) : nullptr;
+  auto* stream = ours != nullptr ? static_cast<ByteStream*>(ours->cbarg) : nullptr;
+  if (stream == nullptr || stream->user_ != end || stream->userPair_ == nullptr) return;  // let go of
+  if (!bev::firedForReadEnableMark(end)) {
+    stream->ownReadTimeoutCallback_(fd, what, stream->ownReadTimeoutArg_);  // the program's read timeout ran out
+    return;
+  }
+  // Reading enabled again (by the program, or as a watermark or a rate limit let it resume). What
+  // reached the pair's end under the program's end while it did not read stays there: libevent's
+  // filter takes it only as more arrives, and the peer may have sent its last. A socket's end
+  // reads what waits in its socket once enabled: this end takes what waits under it.
+  if (!bev::readEnabled(end, stream->fieldsRead_)) return;
+  if (evbuffer_get_length(stream->pairIn_) > 0)
+    bufferevent_trigger(stream->userPair_, EV_READ, BEV_TRIG_IGNORE_WATERMARKS);
+  else
+    stream->afterDelivery();  // an EOF held while the program did not read
+}
+
 void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, void* self) {
   if (info->n_deleted > 0) static_cast<ByteStream*>(self)->afterDelivery();
 }
@@ -96,8 +120,11 @@ void ByteStream::afterDelivery() noexcept {
     (void)connection_->resumeReceiving();
   }
   // EOF after the last byte: once none is left on its way to the program's input (what reached
-  // the pair's end under it has been handed on: its read callback runs before this event's).
-  if (peerFinished_ && !eofTold_ && held == 0 && evbuffer_get_length(pairIn_) == 0) {
+  // the pair's end under it has been handed on: its read callback runs before this event's), and
+  // while the program reads: a socket's end finds EOF only by reading (with the read hook, the
+  // enable calls this again).
+  if (peerFinished_ && !eofTold_ && held == 0 && evbuffer_get_length(pairIn_) == 0 &&
+      (!readEnableHooked_ || bev::readEnabled(user_, fieldsRead_))) {
     eofTold_ = true;
     tellProgram(BEV_EVENT_EOF | BEV_EVENT_READING, 0);
   }

@@ -58,6 +58,109 @@ static void bytes_arriving_while_reading_is_disabled_come_once_it_is_enabled(enu
   finish(&link, &client, &server);
 }
 
+static size_t read_at_eof; /* what the server had read when its EOF came */
+static void note_what_was_read_at_eof(struct bufferevent* bev, struct seen* seen, short what) {
+  if (what & BEV_EVENT_EOF) read_at_eof = evbuffer_get_length(seen->bytes) + evbuffer_get_length(bufferevent_get_input(bev));
+}
+
+static void shut_down_writing(struct link* link);
+
+/* A half-close that arrives while reading is disabled waits behind the bytes before it: no event
+ * while reading is disabled; reading enabled, every byte comes, then EOF (a program that stops
+ * reading for back-pressure must not hear EOF, and end its side, with bytes still to come). */
+static void an_eof_arriving_while_reading_is_disabled_comes_after_every_byte_once_it_is_enabled(enum transport t) {
+  enum { kBytes = 200000 };
+  static unsigned char data[kBytes];
+  struct link link;
+  struct seen client, server;
+  struct wait_bytes pong = {&client, 1};
+  if (begin(t, &link, &client, &server) != 0) return;
+  fill(data, kBytes, 11);
+  read_at_eof = 0;
+  server.on_event = note_what_was_read_at_eof;
+  bufferevent_disable(link.server, EV_READ);
+  bufferevent_setwatermark(link.client, EV_WRITE, 0, 0);
+  bufferevent_write(link.client, data, kBytes);
+  check("the client's bytes leave it", t, run_until(has_written, &client, 30));
+  shut_down_writing(&link);
+  bufferevent_write(link.server, "p", 1); /* the bytes and the half-close had a round trip to arrive */
+  check("the server's answer reaches the client", t, run_until(has_bytes, &pong, 30));
+  check("the server, not reading, has heard nothing", t, server.reads == 0 && server.events == 0);
+  bufferevent_enable(link.server, EV_READ);
+  check("reading enabled, EOF comes", t, run_until(has_event, &server, 30));
+  check("EOF while reading, after every byte", t,
+        server.event[0] == (BEV_EVENT_EOF | BEV_EVENT_READING) && read_at_eof == kBytes);
+  check("intact and in order", t, read_exactly(&server, data, kBytes));
+  finish(&link, &client, &server);
+}
+
+/* The same with the bytes already in the input, left there by the read callback: EOF waits until
+ * reading is enabled again (a socket's end finds it only by reading). */
+static void an_eof_behind_bytes_left_in_the_input_waits_until_reading_is_enabled(enum transport t) {
+  struct link link;
+  struct seen client, server;
+  struct wait_bytes pong = {&client, 1};
+  struct wait_input kept;
+  if (begin(t, &link, &client, &server) != 0) return;
+  server.keep = 1;
+  kept.end = link.server;
+  kept.at_least = 10;
+  bufferevent_setwatermark(link.client, EV_WRITE, 0, 0);
+  bufferevent_write(link.client, "0123456789", 10);
+  check("the bytes wait in the server's input", t, run_until(input_has, &kept, 30));
+  bufferevent_disable(link.server, EV_READ);
+  shut_down_writing(&link);
+  bufferevent_write(link.server, "p", 1); /* the half-close had a round trip to arrive */
+  check("the server's answer reaches the client", t, run_until(has_bytes, &pong, 30));
+  check("the server, not reading, has heard no event", t, server.events == 0);
+  bufferevent_enable(link.server, EV_READ);
+  check("reading enabled, EOF comes", t, run_until(has_event, &server, 30));
+  check("EOF while reading", t, server.event[0] == (BEV_EVENT_EOF | BEV_EVENT_READING));
+  finish(&link, &client, &server);
+}
+
+static void resume_reading(evutil_socket_t fd, short what, void* arg) {
+  (void)fd;
+  (void)what;
+  bufferevent_enable(arg, EV_READ);
+}
+static struct event* resume; /* resume_reading on a later turn */
+static void pause_reading_until_the_next_turn(struct bufferevent* bev, struct seen* seen) {
+  const struct timeval now = {0, 0};
+  (void)seen;
+  bufferevent_disable(bev, EV_READ);
+  evtimer_add(resume, &now);
+}
+
+/* A reader that pauses itself in each read callback (it drained its input, its sink is full) and
+ * resumes on a later loop turn, under a read high watermark, gets every byte and then EOF: the
+ * back-pressure of a proxy. (A stream once left what its pair held past the watermark unread
+ * when reading was enabled again, and the reader waited for ever.) */
+static void a_reader_that_pauses_in_each_read_callback_gets_every_byte_then_eof(enum transport t) {
+  enum { kBytes = 400000 };
+  static unsigned char data[kBytes];
+  struct link link;
+  struct seen client, server;
+  if (begin(t, &link, &client, &server) != 0) return;
+  fill(data, kBytes, 12);
+  read_at_eof = 0;
+  server.on_event = note_what_was_read_at_eof;
+  server.on_read = pause_reading_until_the_next_turn;
+  resume = evtimer_new(base, resume_reading, link.server);
+  bufferevent_setwatermark(link.server, EV_READ, 0, 20000);
+  bufferevent_setwatermark(link.client, EV_WRITE, 0, 0);
+  bufferevent_write(link.client, data, kBytes);
+  check("the client's bytes leave it", t, run_until(has_written, &client, 30));
+  shut_down_writing(&link); /* a socket's after its output went: else the bytes still there fail */
+  check("EOF comes", t, run_until(has_event, &server, 30));
+  check("EOF while reading, after every byte", t,
+        server.event[0] == (BEV_EVENT_EOF | BEV_EVENT_READING) && read_at_eof == kBytes);
+  check("intact and in order", t, read_exactly(&server, data, kBytes));
+  printf("  %d read callbacks\n", server.reads);
+  event_free(resume);
+  finish(&link, &client, &server);
+}
+
 struct flushes {
   int normal, flush, finished; /* what bufferevent_flush returned in each mode */
 };
@@ -324,6 +427,9 @@ static void a_peer_killed_after_its_bytes_were_read_ends_the_stream_after_every_
 
 const struct test_case ends_cases[] = {
     CASE(bytes_arriving_while_reading_is_disabled_come_once_it_is_enabled),
+    CASE(an_eof_arriving_while_reading_is_disabled_comes_after_every_byte_once_it_is_enabled),
+    CASE(a_reader_that_pauses_in_each_read_callback_gets_every_byte_then_eof),
+    CASE(an_eof_behind_bytes_left_in_the_input_waits_until_reading_is_enabled),
     CASE(flushing_sends_nothing_while_writing_is_disabled_and_finishes_nothing),
     CASE(an_end_freed_in_its_read_callback_gives_the_peer_eof),
     CASE(an_end_freed_in_its_write_callback_gives_the_peer_every_byte_then_eof),
