@@ -13,25 +13,11 @@
 #include <new>
 #include <string>
 
+#include "CApiInternal.h"
 #include "evrdma/Reactor.h"
 #include "evrdma/Stream.h"
 
-struct evrdma_base {
-  explicit evrdma_base(event_base* base) : reactor(base) {}
-  // The lookups of connects by name given no evdns_base: made on first use. Freed after the
-  // Reactor (declared before it), which cancels the lookups of streams still looking up.
-  struct FreeDns {
-    void operator()(evdns_base* dns) const noexcept { evdns_base_free(dns, 0); }
-  };
-  std::unique_ptr<evdns_base, FreeDns> dns;
-  evrdma::Reactor reactor;
-};
-
-struct evrdma_listener {
-  evrdma::StreamListener::Ptr listener;
-};
-
-namespace {
+namespace evrdma::capi {
 
 // The listener's LEV_OPT_* flags (docs/streams.md has each one's meaning on a stream).
 constexpr unsigned kListenerFlagsKnown = LEV_OPT_LEAVE_SOCKETS_BLOCKING | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC |
@@ -87,7 +73,9 @@ evrdma::StreamOptions streamOptions(const evrdma_stream_options* given) {
   return options;
 }
 
-}  // namespace
+}  // namespace evrdma::capi
+
+using namespace evrdma::capi;
 
 extern "C" {
 
@@ -209,8 +197,9 @@ evrdma_listener* evrdma_listener_new_bind_workers(evrdma_base* rbase, evrdma_lis
                                                   unsigned count) {
   std::string host;
   uint16_t port = 0;
-  if (rbase == nullptr || cb == nullptr || (flags & ~kListenerFlagsKnown) != 0 ||
-      !hostAndPort(address, socklen, host, port) || (count > 0 && workers == nullptr)) {
+  const bool tcpToo = (flags & EVRDMA_LEV_OPT_ALSO_TCP) != 0;
+  if (rbase == nullptr || cb == nullptr || (flags & ~(kListenerFlagsKnown | EVRDMA_LEV_OPT_ALSO_TCP)) != 0 ||
+      !hostAndPort(address, socklen, host, port) || (count > 0 && workers == nullptr) || (tcpToo && count > 0)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -241,29 +230,54 @@ evrdma_listener* evrdma_listener_new_bind_workers(evrdma_base* rbase, evrdma_lis
       [made, cb, arg](bufferevent* bev, const sockaddr* peer, int length) { cb(made, bev, peer, length, arg); },
       listenerOptions);
   if (int rc = made->listener->listen(host, port, backlog > 0 ? backlog : 0); rc != 0) {
-    delete made;
-    errno = -rc;
-    return nullptr;
+    // Taking TCP too, an address no RDMA device serves is served over TCP alone (as on a machine
+    // without RDMA): evrdma_listener_takes_rdma says so.
+    if (!tcpToo || (rc != -ENODEV && rc != -EADDRNOTAVAIL)) {
+      delete made;
+      errno = -rc;
+      return nullptr;
+    }
+    made->listener.reset();
   }
-  if ((flags & LEV_OPT_DISABLED) != 0) made->listener->disable();
+  if (made->listener && (flags & LEV_OPT_DISABLED) != 0) made->listener->disable();
+  if (tcpToo) {
+    const uint16_t bound = made->listener ? made->listener->port() : port;
+    if (int rc = listenTcpToo(made, rbase, cb, arg, flags, backlog, address, socklen, bound, options); rc != 0) {
+      delete made;
+      errno = -rc;
+      return nullptr;
+    }
+  }
   return made;
 }
 
 int evrdma_listener_enable(evrdma_listener* listener) {
   if (listener == nullptr) return -EINVAL;
-  listener->listener->enable();
+  if (listener->listener) listener->listener->enable();
+  if (listener->tcp != nullptr) evconnlistener_enable(listener->tcp);
   return 0;
 }
 
 int evrdma_listener_disable(evrdma_listener* listener) {
   if (listener == nullptr) return -EINVAL;
-  listener->listener->disable();
+  if (listener->listener) listener->listener->disable();
+  if (listener->tcp != nullptr) evconnlistener_disable(listener->tcp);
   return 0;
 }
 
 uint16_t evrdma_listener_get_port(const evrdma_listener* listener) {
-  return listener != nullptr ? listener->listener->port() : 0;
+  if (listener == nullptr) return 0;
+  if (listener->listener) return listener->listener->port();
+  sockaddr_storage bound{};
+  socklen_t length = sizeof bound;
+  if (listener->tcp == nullptr ||
+      getsockname(evconnlistener_get_fd(listener->tcp), reinterpret_cast<sockaddr*>(&bound), &length) != 0)
+    return 0;
+  return ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
 }
+
+int evrdma_listener_takes_rdma(const evrdma_listener* listener) { return listener != nullptr && listener->listener ? 1 : 0; }
 
 void evrdma_listener_free(evrdma_listener* listener) { delete listener; }
 

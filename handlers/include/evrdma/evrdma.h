@@ -108,6 +108,31 @@ int evrdma_bufferevent_shutdown_write(struct bufferevent *bev);
 /** 1 if `bev` is an evrdma stream (not freed), else 0. */
 int evrdma_bufferevent_is_stream(struct bufferevent *bev);
 
+/** RDMA, else TCP (docs/streams.md, "RDMA, else TCP"). */
+enum evrdma_transport { EVRDMA_TRANSPORT_RDMA = 1, EVRDMA_TRANSPORT_TCP = 2 };
+/** Called once per evrdma_connect_rdma_else_tcp, on the loop, never from inside the call: with the
+ * connected bufferevent (the callback's to keep and free: an evrdma stream, or a socket's made with
+ * BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS; it has no callbacks set and its CONNECTED event
+ * has passed) and its transport, or with NULL and the TCP connect's errno. `rdma_tried_ms`: how
+ * long the RDMA try took before TCP was tried (0 when no RDMA device serves the address). */
+typedef void (*evrdma_connect_cb)(struct bufferevent *bev, int transport, int error, unsigned rdma_tried_ms,
+                                  void *arg);
+/** Connects over RDMA, else over TCP to the same address and port: TCP is tried once the RDMA try
+ * failed (no device or route reaches the peer, or the peer takes no RDMA connection: refused) or
+ * has not connected within `rdma_try_ms` (0: 3000). 0, or -EINVAL (a bad address, no callback,
+ * unusable options); then `cb` is called once. Tries still under way when evrdma_base_free is
+ * called end without their callback. A listener made with EVRDMA_LEV_OPT_ALSO_TCP takes both. */
+int evrdma_connect_rdma_else_tcp(struct evrdma_base *rbase, const struct sockaddr *address, int socklen,
+                                 const struct evrdma_stream_options *options, unsigned rdma_try_ms,
+                                 evrdma_connect_cb cb, void *arg);
+
+/** An evrdma flag for evrdma_listener_new_bind: take TCP connections too, at the same address and
+ * port (a socket listener beside the RDMA one; port 0: the port the RDMA one got), each handed to
+ * the same callback as a socket's bufferevent (BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
+ * evrdma_bufferevent_is_stream tells which). Where no RDMA device serves the address, the
+ * listener takes TCP alone (evrdma_listener_takes_rdma: 0). Not with workers (EINVAL). */
+#define EVRDMA_LEV_OPT_ALSO_TCP (1u << 24)
+
 /** Called with each accepted stream's bufferevent (the callback's to keep and free) and the
  * peer's address. */
 typedef void (*evrdma_listener_cb)(struct evrdma_listener *listener, struct bufferevent *bev,
@@ -149,6 +174,8 @@ int evrdma_listener_enable(struct evrdma_listener *listener);
 int evrdma_listener_disable(struct evrdma_listener *listener);
 /** The port listened on. */
 uint16_t evrdma_listener_get_port(const struct evrdma_listener *listener);
+/** 1 if the listener takes RDMA connections, 0 if TCP alone (EVRDMA_LEV_OPT_ALSO_TCP, no RDMA device). */
+int evrdma_listener_takes_rdma(const struct evrdma_listener *listener);
 /** Stops listening; the streams it handed out go on. */
 void evrdma_listener_free(struct evrdma_listener *listener);
 
