@@ -49,12 +49,20 @@ int run_until(int (*done)(void*), void* arg, int seconds) {
 
 /* ---- A link: a client's end and the server's end of one connection, over either transport. */
 
+/* A server's end nobody claimed (its client went before the link was awaited, or a case left it):
+ * the program's to free, as any accepted end. */
+static void drop_unclaimed(void) {
+  if (accepted != NULL) bufferevent_free(accepted);
+  accepted = NULL;
+}
+
 static void on_tcp_accept(struct evconnlistener* listener, evutil_socket_t fd, struct sockaddr* peer, int socklen,
                           void* arg) {
   (void)listener;
   (void)peer;
   (void)socklen;
   (void)arg;
+  drop_unclaimed();
   accepted = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
 }
 
@@ -64,6 +72,7 @@ static void on_rdma_accept(struct evrdma_listener* listener, struct bufferevent*
   (void)peer;
   (void)socklen;
   (void)arg;
+  drop_unclaimed();
   accepted = bev;
 }
 
@@ -103,11 +112,12 @@ int await_link(enum transport t, struct link* link, struct bufferevent* client) 
   memset(link, 0, sizeof *link);
   link->transport = t;
   link->client = client;
-  accepted = NULL;
+  drop_unclaimed();
   bufferevent_setcb(client, NULL, NULL, on_client_connect, link);
   bufferevent_enable(client, EV_READ | EV_WRITE);
   if (!run_until(link_is_open, link, 30)) return -1;
   link->server = accepted;
+  accepted = NULL; /* claimed */
   return 0;
 }
 
@@ -116,7 +126,7 @@ static int open_link(enum transport t, struct link* link) {
   struct sockaddr_in to = listener_address(t);
   memset(link, 0, sizeof *link);
   link->transport = t;
-  accepted = NULL;
+  drop_unclaimed();
   if (t == TCP) {
     link->client = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     bufferevent_setcb(link->client, NULL, NULL, on_client_connect, link);
@@ -129,6 +139,7 @@ static int open_link(enum transport t, struct link* link) {
   bufferevent_enable(link->client, EV_READ | EV_WRITE);
   if (!run_until(link_is_open, link, 30)) return -1;
   link->server = accepted;
+  accepted = NULL; /* claimed */
   return 0;
 }
 
@@ -249,6 +260,7 @@ int main(int argc, char** argv) {
   }
   evconnlistener_free(tcp_listener);
   evrdma_listener_free(rdma_listener);
+  drop_unclaimed();
   evrdma_base_free(rbase);
   /* One turn for the finalizers of what was freed since the loop last ran (streams accepted for
    * clients that went at once among them), as docs/streams.md asks ("Exiting"). */
