@@ -18,8 +18,9 @@ latency table's up to 4 KiB of --latency-runs).
              rstream (librdmacm's rsockets benchmark, custom runs -S size -C count -I 1): one-way
              throughput with 64 B, 4 KiB and 64 KiB writes against rstream -T b (blocking) and its
              default (polling), with the CPU per GB each side spent; 64 B ping-pong latency; blast
-             send at 64 KiB (evrdma's messages under the stream); TCP as a reference only
-             (stream-bench --tcp, rstream -T s)
+             send at 64 KiB (evrdma's messages under the stream); TLS over the stream against TLS
+             over TCP (stream-bench --tls); a TCP program through a pair of evrdma-proxy against
+             direct TCP and the stream; TCP as a reference only (stream-bench --tcp, rstream -T s)
 
 Prints each table with the ratios (evrdma / perftest: above 1 is evrdma slower for latency,
 faster for bandwidth and rate), and writes latency.csv, bandwidth.csv, rate.csv and summary.txt
@@ -233,6 +234,30 @@ class Bench:
             raise Failed(f"stream-bench {' '.join(args)} (status {rc}): {out[-400:]}")
         return figures
 
+    def proxied(self, args):
+        """One stream-bench --tcp client run through two evrdma-proxy (tcp -> rdma -> tcp) to a
+        stream-bench --tcp server: the figures of a TCP program put on RDMA unchanged."""
+        started = []
+        try:
+            server, spath = self.server([f"{self.build}/demos/stream-bench", "--server", "--tcp", self.ip, "0"],
+                                        r"listening on .* port \d+", "proxied-server")
+            started.append((server, spath))
+            port = re.search(r"port (\d+)", open(spath).read()).group(1)
+            for name, source, target in (("proxy-b", "rdma", "tcp"), ("proxy-a", "tcp", "rdma")):
+                proc, path = self.server([f"{self.build}/demos/evrdma-proxy", "--from", source, self.ip, "0", "--to",
+                                          target, self.ip, port], r"listening on .* port \d+", name)
+                started.append((proc, path))
+                port = re.search(r"port (\d+)", open(path).read()).group(1)
+            rc, out = self.client([f"{self.build}/demos/stream-bench", "--tcp", self.ip, port] + args)
+        finally:
+            for proc, path in reversed(started):
+                proc.send_signal(2)
+                self.finish(proc, path)
+        figures = dict(re.findall(r"(\w+)=([0-9.]+)", out))
+        if rc != 0 or not figures:
+            raise Failed(f"stream-bench through evrdma-proxy {' '.join(args)} (status {rc}): {out[-400:]}")
+        return figures
+
     def stream_latency(self, transport, poll=0):
         """The 64 B ping-pong's mean and median half round trip, us; `poll`: both sides' polling
         window, us (RDMA)."""
@@ -309,6 +334,18 @@ class Bench:
                  f"evrdma --poll 10 {lat10:.1f} vs rstream -T b (polls 10 us, then sleeps) {rs_b:.1f}: ratio "
                  f"{lat10 / rs_b:.2f}; evrdma --poll 100 {lat100:.1f} vs rstream polling {rs_poll:.1f}: ratio "
                  f"{lat100 / rs_poll:.2f}; TCP: stream-bench {tcp_lat:.1f}, rstream -T s {rs_s:.1f}")
+        # A TCP program on RDMA through a pair of evrdma-proxy, against the same program on TCP and
+        # on the stream directly, same run.
+        total = 32 << 20
+        (p_gbps, p_lat), (t_gbps, t_lat), (r_gbps, r_lat) = self.medians([
+            lambda: (float(self.proxied(["--throughput", "--bytes", str(total)])["gbps"]),
+                     float(self.proxied(["--latency", "--count", "2000"])["half_rtt_us"])),
+            lambda: (self.stream_throughput("tcp", 65536, total)[0], self.stream_latency("tcp")[0]),
+            lambda: (self.stream_throughput("rdma", 65536, total)[0], self.stream_latency("rdma")[0])])
+        self.say(f"  TCP through evrdma-proxy (tcp -> rdma -> tcp, stream-bench --tcp at both ends): 64 KiB "
+                 f"{p_gbps:.3f} Gb/s against direct TCP {t_gbps:.3f} ({p_gbps / t_gbps:.2f} x) and the stream "
+                 f"{r_gbps:.3f} ({p_gbps / r_gbps:.2f} x); 64 B half round trip {p_lat:.1f} us: {p_lat - t_lat:+.1f} "
+                 f"us on direct TCP's {t_lat:.1f}, {p_lat - r_lat:+.1f} us on the stream's {r_lat:.1f}")
         self.write("streams.csv", "size,evrdma_gbps,rstream_b_gbps,rstream_gbps,tcp_stream_gbps,rstream_s_gbps,"
                    "evrdma_client_cpu_s_per_gb,evrdma_server_cpu_s_per_gb,rstream_b_client_cpu_s_per_gb,"
                    "rstream_b_server_cpu_s_per_gb,evrdma_poll100_gbps,evrdma_copy_server_cpu_s_per_gb", rows)
