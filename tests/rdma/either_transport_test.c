@@ -118,17 +118,21 @@ static struct sockaddr_in at(const char* ip, unsigned port) {
   return address;
 }
 
-/* Connects, RDMA else TCP, to `port`; checks the transport it got (0: none expected) and the echo. */
-static void connect_and_check(const char* ip, unsigned port, int expected, const char* peer) {
+/* Connects, RDMA else TCP, to `port`; checks the transport it got (0: none expected) and the echo.
+ * The RDMA try is bounded to 1 s; the stream's own connect timeout is 30 s. */
+static unsigned connect_and_check(const char* ip, unsigned port, int expected, const char* peer) {
   struct sockaddr_in address = at(ip, port);
   struct outcome outcome;
+  struct evrdma_stream_options options;
   char what[256];
   memset(&outcome, 0, sizeof outcome);
-  int rc = evrdma_connect_rdma_else_tcp(rbase, (struct sockaddr*)&address, sizeof address, NULL, 1000, handed_over,
-                                        &outcome);
+  evrdma_stream_options_init(&options);
+  options.connect_timeout_ms = 30000;
+  int rc = evrdma_connect_rdma_else_tcp(rbase, (struct sockaddr*)&address, sizeof address, &options, 1000,
+                                        handed_over, &outcome);
   snprintf(what, sizeof what, "%s: the connect starts (%d)", peer, rc);
   check(what, rc == 0);
-  if (rc != 0) return;
+  if (rc != 0) return 0;
   run_until(&outcome.done);
   printf("  %s: %s, error %d (%s), RDMA tried for %u ms\n", peer,
          outcome.bev == NULL                          ? "no connection"
@@ -138,7 +142,7 @@ static void connect_and_check(const char* ip, unsigned port, int expected, const
   if (expected == 0) {
     snprintf(what, sizeof what, "%s: no connection, the TCP connect's error (ECONNREFUSED)", peer);
     check(what, outcome.bev == NULL && outcome.error == ECONNREFUSED);
-    return;
+    return outcome.tried_ms;
   }
   snprintf(what, sizeof what, "%s: connected over %s, and the bufferevent says so", peer,
            expected == EVRDMA_TRANSPORT_RDMA ? "RDMA" : "TCP");
@@ -147,6 +151,7 @@ static void connect_and_check(const char* ip, unsigned port, int expected, const
   snprintf(what, sizeof what, "%s: the bytes come back", peer);
   check(what, outcome.echoed);
   if (outcome.bev != NULL) bufferevent_free(outcome.bev);
+  return outcome.tried_ms;
 }
 
 static struct evrdma_listener* listen_either(const char* ip, unsigned flags) {
@@ -210,6 +215,34 @@ int main(int argc, char** argv) {
       connect_and_check(ip, evrdma_listener_get_port(rdma), EVRDMA_TRANSPORT_RDMA, "an RDMA-only peer");
       evrdma_listener_free(rdma);
     }
+  }
+
+  if (!removed) {
+    /* An RDMA peer that never answers (its listener's base never runs: the connect request waits
+     * unanswered) with a TCP listener at the same port: the try ends at its bound, then TCP. */
+    struct event_base* silent_base = event_base_new();
+    struct evrdma_base* silent = silent_base != NULL ? evrdma_base_new(silent_base) : NULL;
+    struct sockaddr_in address = at(ip, 0);
+    struct evrdma_listener* mute = silent != NULL ? evrdma_listener_new_bind(silent, on_either, NULL, 0, -1,
+                                                                             (struct sockaddr*)&address, sizeof address, NULL)
+                                                  : NULL;
+    check("an RDMA peer that never answers listens", mute != NULL);
+    if (mute != NULL) {
+      struct sockaddr_in same = at(ip, evrdma_listener_get_port(mute));
+      struct evconnlistener* beside = evconnlistener_new_bind(base, on_tcp, NULL, LEV_OPT_CLOSE_ON_FREE, -1,
+                                                              (struct sockaddr*)&same, sizeof same);
+      check("a TCP listener at its port", beside != NULL);
+      if (beside != NULL) {
+        const unsigned tried = connect_and_check(ip, evrdma_listener_get_port(mute), EVRDMA_TRANSPORT_TCP,
+                                                 "an RDMA peer that never answers");
+        check("the RDMA try ended at its bound (1 s), not at the stream's connect timeout (30 s)",
+              tried >= 1000 && tried < 30000);
+        evconnlistener_free(beside);
+      }
+      evrdma_listener_free(mute);
+    }
+    if (silent != NULL) evrdma_base_free(silent);
+    if (silent_base != NULL) event_base_free(silent_base);
   }
 
   /* Nobody at the port: RDMA and TCP both fail; the callback says so. */

@@ -2,7 +2,8 @@
 # RDMA, else TCP, with the test bed's device present and removed (run under tools/rdma-run):
 # either_transport_test (C) against a peer that takes both at one port, a TCP-only peer, an
 # RDMA-only peer and nobody; then with the device deleted (`rdma link delete`), where the client
-# falls back to TCP and a listener asked for both takes TCP alone; the device is added again.
+# falls back to TCP and a listener asked for both takes TCP alone; the device is added again. With
+# it, an RDMA peer that never answers is left for TCP at the try's bound (red without the bound).
 #   either_transport_test.sh <build dir>
 set -u -o pipefail
 build=$1
