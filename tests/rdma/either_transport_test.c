@@ -3,7 +3,9 @@
  * address and port with one callback (EVRDMA_LEV_OPT_ALSO_TCP). Against a peer that takes both, an
  * RDMA-only peer, a TCP-only peer and nobody; with the RDMA device present, or removed (the
  * script deletes it first: then the client falls back to TCP and the listener takes TCP alone).
- *   either_transport_test (present | removed)
+ * On iWARP (siw) the RDMA CM listens on the TCP port itself: RDMA and TCP cannot share a port,
+ * and the listener asked for both says EADDRINUSE (checked; the cases needing one port are rxe's).
+ *   either_transport_test (present | removed) [DRIVER]
  * Prints "ok: ..." or "FAILED: ..." per check; exit 0 only if none failed. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -162,10 +164,11 @@ static struct evrdma_listener* listen_either(const char* ip, unsigned flags) {
 int main(int argc, char** argv) {
   const char* ip = getenv("EVRDMA_RDMA_IP");
   const int removed = argc > 1 && strcmp(argv[1], "removed") == 0;
-  if (ip == NULL || argc != 2 || (!removed && strcmp(argv[1], "present") != 0)) {
-    fprintf(stderr, "usage: EVRDMA_RDMA_IP=ADDRESS %s (present | removed)\n", argv[0]);
+  if (ip == NULL || argc < 2 || argc > 3 || (!removed && strcmp(argv[1], "present") != 0)) {
+    fprintf(stderr, "usage: EVRDMA_RDMA_IP=ADDRESS %s (present | removed) [DRIVER]\n", argv[0]);
     return 2;
   }
+  const int iwarp = argc == 3 && strcmp(argv[2], "siw") == 0 && !removed;
   base = event_base_new();
   rbase = evrdma_base_new(base);
   if (base == NULL || rbase == NULL) return 1;
@@ -173,7 +176,12 @@ int main(int argc, char** argv) {
   /* A peer that takes both at one port: the client gets RDMA (TCP where the device is gone); a
    * plain TCP client at the same port reaches the same callback. */
   struct evrdma_listener* both = listen_either(ip, EVRDMA_LEV_OPT_ALSO_TCP);
-  check("a listener taking RDMA and TCP at one port", both != NULL);
+  if (iwarp) {
+    check("iWARP: a listener taking RDMA and TCP at one port is refused, EADDRINUSE (the RDMA CM holds the TCP port)",
+          both == NULL && errno == EADDRINUSE);
+  } else {
+    check("a listener taking RDMA and TCP at one port", both != NULL);
+  }
   if (both != NULL) {
     const unsigned port = evrdma_listener_get_port(both);
     check(removed ? "no device: it takes TCP alone" : "it takes RDMA", evrdma_listener_takes_rdma(both) == !removed);
@@ -217,7 +225,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (!removed) {
+  if (!removed && !iwarp) {
     /* An RDMA peer that never answers (its listener's base never runs: the connect request waits
      * unanswered) with a TCP listener at the same port: the try ends at its bound, then TCP. */
     struct event_base* silent_base = event_base_new();

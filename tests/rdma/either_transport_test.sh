@@ -13,7 +13,7 @@ driver=${EVRDMA_RDMA_DRIVER:-}
 case $driver in rxe|siw) ;; *) echo "FAILED: this test deletes and re-adds the device: it needs the test bed's soft device"; exit 1 ;; esac
 program=$build/tests/either_transport_test
 
-"$program" present
+"$program" present "$driver"
 check "with the device: every case as expected" $?
 
 netdev=$(rdma link show "$device/1" | sed -n 's/.* netdev \([^ ]*\).*/\1/p')

@@ -130,7 +130,8 @@ int evrdma_connect_rdma_else_tcp(struct evrdma_base *rbase, const struct sockadd
  * port (a socket listener beside the RDMA one; port 0: the port the RDMA one got), each handed to
  * the same callback as a socket's bufferevent (BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
  * evrdma_bufferevent_is_stream tells which). Where no RDMA device serves the address, the
- * listener takes TCP alone (evrdma_listener_takes_rdma: 0). Not with workers (EINVAL). */
+ * listener takes TCP alone (evrdma_listener_takes_rdma: 0). Not with workers (EINVAL). On iWARP
+ * the RDMA CM holds the TCP port itself: EADDRINUSE. */
 #define EVRDMA_LEV_OPT_ALSO_TCP (1u << 24)
 
 /** Called with each accepted stream's bufferevent (the callback's to keep and free) and the
