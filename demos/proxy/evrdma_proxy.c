@@ -313,15 +313,7 @@ int main(int argc, char **argv) {
     event_base_free(proxy.base);
     return 1;
   }
-  unsigned port = 0;
-  if (tcp != NULL) {
-    struct sockaddr_storage bound;
-    socklen_t size = sizeof bound;
-    getsockname(evconnlistener_get_fd(tcp), (struct sockaddr *)&bound, &size);
-    port = address_port((struct sockaddr *)&bound);
-  } else {
-    port = evrdma_listener_get_port(rdma);
-  }
+  const unsigned port = tcp != NULL ? tcp_listener_port(tcp) : evrdma_listener_get_port(rdma);
   printf("evrdma-proxy: listening on %s %s port %u, forwarding to %s %s port %u\n", from.host,
          from.rdma ? "rdma" : "tcp", port, proxy.target.host, proxy.target.rdma ? "rdma" : "tcp",
          address_port((struct sockaddr *)&proxy.target.address));

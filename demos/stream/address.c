@@ -2,6 +2,7 @@
 #include "address.h"
 
 #include <arpa/inet.h>
+#include <event2/listener.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,13 @@ int address_parse(const char *host, const char *port, struct sockaddr_storage *o
 const char *address_error(int parsed) {
   return parsed == ADDRESS_BAD_PORT ? "the port is not a number from 0 to 65535"
                                     : "the address is not a numeric IPv4 or IPv6 address";
+}
+
+unsigned tcp_listener_port(struct evconnlistener *listener) {
+  struct sockaddr_storage bound;
+  socklen_t length = sizeof bound;
+  if (getsockname(evconnlistener_get_fd(listener), (struct sockaddr *)&bound, &length) != 0) return 0;
+  return address_port((struct sockaddr *)&bound);
 }
 
 unsigned address_port(const struct sockaddr *address) {

@@ -13,5 +13,8 @@ int address_parse(const char *host, const char *port, struct sockaddr_storage *o
 const char *address_error(int parsed);
 /* The port of an IPv4 or IPv6 address. */
 unsigned address_port(const struct sockaddr *address);
+struct evconnlistener;
+/* The port a TCP listener is bound to (the one the kernel picked for port 0). */
+unsigned tcp_listener_port(struct evconnlistener *listener);
 
 #endif

@@ -322,10 +322,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "kv-server: listen on %s tcp port %s: %s\n", host, tcp_port, strerror(errno));
       goto out;
     }
-    struct sockaddr_storage bound;
-    socklen_t length = sizeof bound;
-    getsockname(evconnlistener_get_fd(tcp), (struct sockaddr *)&bound, &length);
-    printf("kv-server: listening on %s tcp port %u\n", host, address_port((struct sockaddr *)&bound));
+    printf("kv-server: listening on %s tcp port %u\n", host, tcp_listener_port(tcp));
   }
   if (rdma_port != NULL) {
     rbase = evrdma_base_new(server.base);

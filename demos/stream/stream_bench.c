@@ -170,15 +170,7 @@ static int run_server(struct event_base *base, struct evrdma_base *rbase, int rd
     fprintf(stderr, "stream-bench: listen on %s: %s\n", host, strerror(errno));
     return 1;
   }
-  unsigned port = 0;
-  if (tcp != NULL) {
-    struct sockaddr_storage bound;
-    socklen_t size = sizeof bound;
-    getsockname(evconnlistener_get_fd(tcp), (struct sockaddr *)&bound, &size);
-    port = address_port((struct sockaddr *)&bound);
-  } else {
-    port = evrdma_listener_get_port(listener);
-  }
+  const unsigned port = tcp != NULL ? tcp_listener_port(tcp) : evrdma_listener_get_port(listener);
   printf("stream-bench: listening on %s %s%s port %u\n", host, rdma ? "rdma" : "tcp", tls ? "+tls" : "", port);
   fflush(stdout);
   struct event *interrupt = evsignal_new(base, SIGINT, on_signal, base);
