@@ -242,7 +242,7 @@ evrdma_listener* evrdma_listener_new_bind_workers(evrdma_base* rbase, evrdma_lis
   if (made->listener && (flags & LEV_OPT_DISABLED) != 0) made->listener->disable();
   if (tcpToo) {
     const uint16_t bound = made->listener ? made->listener->port() : port;
-    if (int rc = listenTcpToo(made, rbase, cb, arg, flags, backlog, address, socklen, bound, options); rc != 0) {
+    if (int rc = listenTcpToo(made, rbase, cb, arg, flags, backlog, address, socklen, bound); rc != 0) {
       delete made;
       errno = -rc;
       return nullptr;

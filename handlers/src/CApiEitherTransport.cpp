@@ -26,7 +26,6 @@ struct ConnectAttempt {
   evrdma_connect_cb cb = nullptr;
   void* arg = nullptr;
   bufferevent* bev = nullptr;  // the stream trying, then the socket's
-  bool overTcp = false;
   event* timer = nullptr;  // the RDMA try's bound; then the callback's turn when TCP failed at once
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   unsigned rdmaTriedMs = 0;
@@ -86,7 +85,6 @@ void tryTcp(ConnectAttempt* attempt) {
                                                    std::chrono::steady_clock::now() - attempt->started)
                                                    .count());
   if (attempt->bev != nullptr) bufferevent_free(attempt->bev);  // a stream still connecting is dropped
-  attempt->overTcp = true;
   event_base* base = attempt->rbase->reactor.base();
   attempt->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
   if (attempt->bev != nullptr) {
@@ -135,7 +133,7 @@ void onTcpAccept(evconnlistener* tcp, evutil_socket_t fd, sockaddr* peer, int so
 }  // namespace
 
 int listenTcpToo(evrdma_listener* made, evrdma_base* rbase, evrdma_listener_cb cb, void* arg, unsigned flags,
-                 int backlog, const sockaddr* address, int socklen, uint16_t port, const evrdma_stream_options*) {
+                 int backlog, const sockaddr* address, int socklen, uint16_t port) {
   sockaddr_storage at{};
   std::memcpy(&at, address, static_cast<size_t>(socklen));
   if (at.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&at)->sin6_port = htons(port);

@@ -23,7 +23,7 @@ evrdma::StreamOptions streamOptions(const evrdma_stream_options* given);
 // EVRDMA_LEV_OPT_ALSO_TCP: a socket listener beside the stream listener, at its address and port,
 // handing its connections to the same callback. 0 or -errno.
 int listenTcpToo(evrdma_listener* made, evrdma_base* rbase, evrdma_listener_cb cb, void* arg, unsigned flags,
-                 int backlog, const sockaddr* address, int socklen, uint16_t port, const evrdma_stream_options* options);
+                 int backlog, const sockaddr* address, int socklen, uint16_t port);
 }  // namespace evrdma::capi
 
 struct evrdma_base {
