@@ -169,6 +169,7 @@ ByteStream::~ByteStream() {
   if (!reactorGone_) coreOf(reactor_).leave(this);
   if (handler_ != nullptr) handler_->stream_ = nullptr;
   if (pumpDue_ != nullptr) event_free(pumpDue_);
+  if (nextReadDue_ != nullptr) event_free(nextReadDue_);
   if (heldPair_ != nullptr) bufferevent_decref(heldPair_);
   if (ours_ != nullptr) bufferevent_free(ours_);
   client_.reset();  // frees the client now or after its onClosed (see Client::Release)

@@ -116,6 +116,10 @@ class ByteStream final : public ReactorMember {
   // again, or the filter passed bytes on; or a write timeout of the program's ran out.
   static void onWriteTimeoutEvent(evutil_socket_t fd, short what, void* self);
   static void onReadTimeoutEvent(evutil_socket_t fd, short what, void* end);
+  // A rate limit let the program's end read a share and holds the rest: the pair moves it on at
+  // the next turn (nextReadDue_), not within this read (passWithinReadLimit).
+  void holdUntilNextRead() noexcept;
+  static void onNextReadDue(evutil_socket_t, short, void* self);
   // Adds a received message to `to`: in its receive buffer with `loan` (ReceiveLoan), else copied
   // (and counted). False only if libevent could not add it.
   bool deliverInto(evbuffer* to, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept;
@@ -181,6 +185,7 @@ class ByteStream final : public ReactorMember {
   // program's callback has returned, so a turn's writes leave as one message.
   event* pumpDue_ = nullptr;
   bool pumpIsDue_ = false;  // pumpDue_ is active
+  event* nextReadDue_ = nullptr;  // made when a rate limit first holds bytes back (holdUntilNextRead)
   bool enableHooked_ = false;    // the program's end's write-timeout event is ours (BuffereventView.h)
   event_callback_fn ownTimeoutCallback_ = nullptr;  // what it called before: a timeout of the program's
   void* ownTimeoutArg_ = nullptr;
