@@ -169,7 +169,7 @@ ByteStream::~ByteStream() {
   if (!reactorGone_) coreOf(reactor_).leave(this);
   if (handler_ != nullptr) handler_->stream_ = nullptr;
   if (pumpDue_ != nullptr) event_free(pumpDue_);
-  if (nextReadDue_ != nullptr) event_free(nextReadDue_);
+  if (nextPassDue_ != nullptr) event_free(nextPassDue_);
   if (heldPair_ != nullptr) bufferevent_decref(heldPair_);
   if (ours_ != nullptr) bufferevent_free(ours_);
   client_.reset();  // frees the client now or after its onClosed (see Client::Release)
@@ -240,6 +240,36 @@ void ByteStream::onRejected(Connection&, const RejectInfo&) noexcept { tellProgr
 void ByteStream::onError(Connection&, int err, const char*) noexcept {
   connected_ = false;
   tellProgram(BEV_EVENT_ERROR, -err);
+}
+
+void ByteStream::tookShare(short what) noexcept {
+  if (pumpDue_ == nullptr) return;  // the Reactor is gone (its events with it)
+  if (nextPassDue_ == nullptr) nextPassDue_ = evtimer_new(event_get_base(pumpDue_), onNextPassDue, this);
+  if (nextPassDue_ == nullptr) return;  // (no memory: shares are taken as they come, within the bucket)
+  if ((what & EV_READ) != 0 && !readShareTaken_) {
+    readShareTaken_ = true;
+    bufferevent_disable(ours_, EV_WRITE);  // the pair moves nothing up to the program's end meanwhile
+  }
+  if ((what & EV_WRITE) != 0) writeShareTaken_ = true;
+  // A timeout of zero: the next pass, after the loop has polled (an activation would run in this
+  // pass, before the other streams' deferred callbacks).
+  static const timeval kNextPass{0, 0};
+  if (!evtimer_pending(nextPassDue_, nullptr)) (void)evtimer_add(nextPassDue_, &kNextPass);
+}
+
+void ByteStream::onNextPassDue(evutil_socket_t, short, void* self) {
+  auto* stream = static_cast<ByteStream*>(self);
+  if (stream->readShareTaken_) {
+    stream->readShareTaken_ = false;
+    if (stream->ours_ != nullptr) bufferevent_enable(stream->ours_, EV_WRITE);  // the pair moves up what waits
+  }
+  if (stream->writeShareTaken_) {
+    stream->writeShareTaken_ = false;
+    // What the program's output holds goes on, as a socket's end writes it when writable again.
+    if (stream->programReachable() && bev::writeEnabled(stream->user_, stream->fieldsRead_) &&
+        evbuffer_get_length(stream->userOut_) > 0)
+      (void)bufferevent_flush(stream->user_, EV_WRITE, BEV_NORMAL);
+  }
 }
 
 StreamStats ByteStream::stats() const noexcept {

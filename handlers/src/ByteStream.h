@@ -116,20 +116,22 @@ class ByteStream final : public ReactorMember {
   // again, or the filter passed bytes on; or a write timeout of the program's ran out.
   static void onWriteTimeoutEvent(evutil_socket_t fd, short what, void* self);
   static void onReadTimeoutEvent(evutil_socket_t fd, short what, void* end);
-  // A rate limit let the program's end read a share and holds the rest: the pair moves it on at
-  // the next turn (nextReadDue_), not within this read (passWithinReadLimit).
-  void holdUntilNextRead() noexcept;
-  static void onNextReadDue(evutil_socket_t, short, void* self);
+  // A rate limit binds the program's end and it took its share of this loop pass (EV_READ: read;
+  // EV_WRITE: written), as a socket reads or writes once per pass: the next waits for the next
+  // pass (nextPassDue_). Taken again and again within one pass, a rate-limit group's share (a
+  // part of its bucket) let the first member take the whole bucket and the others none.
+  void tookShare(short what) noexcept;
+  static void onNextPassDue(evutil_socket_t, short, void* self);
   // Adds a received message to `to`: in its receive buffer with `loan` (ReceiveLoan), else copied
   // (and counted). False only if libevent could not add it.
   bool deliverInto(evbuffer* to, const uint8_t* data, size_t length, ReceiveLoan* loan) noexcept;
   // Whether a message `length` bytes long may go straight into the program's input, past the pair
   // and the filter (each hop an evbuffer move, callbacks and a deferred activation): only while
   // the program reads (its end enabled, below its read high watermark with the message, within
-  // its read rate limit), nothing received waits on the long way (the bytes keep their order),
-  // and no read timeout is set (the filter restarts it as bytes pass through it; the straight way
-  // does not).
-  bool straightWayIn(size_t length) const noexcept;
+  // its read rate limit and its share of this pass), nothing received waits on the long way (the
+  // bytes keep their order), and no read timeout is set (the filter restarts it as bytes pass
+  // through it; the straight way does not). Notes whether a rate limit binds (readLimited_).
+  bool straightWayIn(size_t length) noexcept;
   // Nothing received waits in our end's output or in the pair's end under the program.
   bool longWayEmpty() const noexcept;
   // The peer's bytes reached the program (or the window has room again): receiving resumes, and
@@ -185,7 +187,10 @@ class ByteStream final : public ReactorMember {
   // program's callback has returned, so a turn's writes leave as one message.
   event* pumpDue_ = nullptr;
   bool pumpIsDue_ = false;  // pumpDue_ is active
-  event* nextReadDue_ = nullptr;  // made when a rate limit first holds bytes back (holdUntilNextRead)
+  event* nextPassDue_ = nullptr;  // made when a binding rate limit's share is first taken (tookShare)
+  bool readShareTaken_ = false;   // this pass's: our end's writing is off until the next (the pair moves nothing up)
+  bool writeShareTaken_ = false;  // this pass's: the program's output waits for the next
+  bool readLimited_ = false;      // a read rate limit bound the last straightWayIn
   bool enableHooked_ = false;    // the program's end's write-timeout event is ours (BuffereventView.h)
   event_callback_fn ownTimeoutCallback_ = nullptr;  // what it called before: a timeout of the program's
   void* ownTimeoutArg_ = nullptr;

@@ -34,13 +34,14 @@ inline bool ByteStream::longWayEmpty() const noexcept {
          evbuffer_get_length(pairIn_) == 0;
 }
 
-inline bool ByteStream::straightWayIn(size_t length) const noexcept {
+inline bool ByteStream::straightWayIn(size_t length) noexcept {
   if (!handedOut_ || !bev::readEnabled(user_, fieldsRead_) || !longWayEmpty()) return false;
   if (bev::hasReadTimeout(user_)) return false;
   const size_t high = bev::readHighWatermark(user_, fieldsRead_);
   if (high != 0 && evbuffer_get_length(userIn_) + length > high) return false;
   const ev_ssize_t allowance = bev::readAllowance(user_, fieldsRead_);
-  return !bev::limitBinds(allowance) || static_cast<ev_ssize_t>(length) <= allowance;
+  readLimited_ = bev::limitBinds(allowance);
+  return !readLimited_ || (!readShareTaken_ && static_cast<ev_ssize_t>(length) <= allowance);
 }
 
 inline bool ByteStream::straightWayOut(bool reachable) const noexcept {

@@ -171,8 +171,8 @@ void ByteStream::onReactorGone() noexcept {
   cancelResolving();
   if (pumpDue_ != nullptr) event_free(pumpDue_);  // before the base it is on
   pumpDue_ = nullptr;
-  if (nextReadDue_ != nullptr) event_free(nextReadDue_);
-  nextReadDue_ = nullptr;
+  if (nextPassDue_ != nullptr) event_free(nextPassDue_);
+  nextPassDue_ = nullptr;
   connected_ = false;
   connection_ = nullptr;
   connectionGone_ = true;

@@ -28,6 +28,7 @@ bool ByteStream::onStreamBytes(Connection& c, const uint8_t* data, size_t length
   if (straightWayIn(length)) {
     if (deliverInto(userIn_, data, length, loan)) {
       bev::chargeRead(user_, length, fieldsRead_);
+      if (readLimited_) tookShare(EV_READ);
       ++messagesStraightIn_;
       bufferevent_trigger(user_, EV_READ, 0);  // deferred, as the filter's own read callback is
       return true;
@@ -69,38 +70,22 @@ bufferevent_filter_result ByteStream::passWithinReadLimit(evbuffer* from, evbuff
   if (mode == BEV_NORMAL) {
     const ev_ssize_t allowance = bev::readAllowance(stream->user_, stream->fieldsRead_);
     binds = bev::limitBinds(allowance);
-    if (binds) most = allowance > 0 ? std::min(most, static_cast<size_t>(allowance)) : 0;
+    if (binds) most = allowance > 0 && !stream->readShareTaken_ ? std::min(most, static_cast<size_t>(allowance)) : 0;
   }
   const int moved = most > 0 ? evbuffer_remove_buffer(from, to, most) : 0;
   if (moved < 0) return BEV_ERROR;
   if (mode == BEV_NORMAL) bev::chargeRead(stream->user_, static_cast<size_t>(moved), stream->fieldsRead_);
+  if (binds && moved > 0) stream->tookShare(EV_READ);
   if (binds && evbuffer_get_length(from) > 0) {
-    // The rate limit holds the rest back: one allowance per read, as a socket reads once per
-    // turn. Where the bucket is spent, the program's end has stopped reading (libevent suspends
-    // it, and with it the pair's end under it) until the refill resumes it. Where it is not (a
-    // group's share is a part of the group's bucket), the pair would move the rest straight back
-    // and the filter take the next share at once: a group's first reader took the whole bucket
-    // each tick and the others none. So the rest goes back to our end's output (the pair moves
-    // bytes across only when it has some) with our end's writing off until the next turn.
-    stream->holdUntilNextRead();
+    // The rate limit holds the rest back. Where the bucket is spent, the program's end has stopped
+    // reading (libevent suspends it, and with it the pair's end under it) until the refill resumes
+    // it; else the share of this pass is taken (tookShare). The pair moves bytes across only when
+    // our end's output has some, so the rest goes back there.
     evbuffer_unfreeze(stream->oursOut_, 1);  // the pair keeps its front frozen between moves
     (void)evbuffer_prepend_buffer(stream->oursOut_, from);
     evbuffer_freeze(stream->oursOut_, 1);
   }
   return moved > 0 ? BEV_OK : BEV_NEED_MORE;
-}
-
-void ByteStream::holdUntilNextRead() noexcept {
-  if (pumpDue_ == nullptr) return;  // the Reactor is gone (its events with it)
-  if (nextReadDue_ == nullptr) nextReadDue_ = event_new(event_get_base(pumpDue_), -1, 0, onNextReadDue, this);
-  if (nextReadDue_ == nullptr) return;  // (no memory: the next share is read at once, as before)
-  bufferevent_disable(ours_, EV_WRITE);
-  event_active(nextReadDue_, EV_TIMEOUT, 1);  // (once, if it already is)
-}
-
-void ByteStream::onNextReadDue(evutil_socket_t, short, void* self) {
-  auto* stream = static_cast<ByteStream*>(self);
-  if (stream->ours_ != nullptr) bufferevent_enable(stream->ours_, EV_WRITE);  // the pair moves the rest on
 }
 
 void ByteStream::onReadTimeoutEvent(evutil_socket_t fd, short what, void* arg) {

@@ -42,17 +42,21 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
     return BEV_NEED_MORE;
   }
   size_t most = limit < 0 ? evbuffer_get_length(from) : static_cast<size_t>(limit);
+  bool binds = false;
   if (mode == BEV_NORMAL) {
-    // Within the program's write rate limit (the refill resumes writing: see onWriteTimeoutEvent).
+    // Within the program's write rate limit, a share per pass (the refill resumes writing: see
+    // onWriteTimeoutEvent; the next pass, onNextPassDue).
     const ev_ssize_t allowance = bev::writeAllowance(stream->user_, stream->fieldsRead_);
-    if (bev::limitBinds(allowance)) {
-      if (allowance <= 0) return BEV_NEED_MORE;
+    binds = bev::limitBinds(allowance);
+    if (binds) {
+      if (allowance <= 0 || stream->writeShareTaken_) return BEV_NEED_MORE;
       most = std::min(most, static_cast<size_t>(allowance));
     }
   }
   const int moved = evbuffer_remove_buffer(from, to, most);
   if (moved < 0) return BEV_ERROR;
   if (mode == BEV_NORMAL) bev::chargeWrite(stream->user_, static_cast<size_t>(moved), stream->fieldsRead_);
+  if (binds && moved > 0) stream->tookShare(EV_WRITE);
   return BEV_OK;
 }
 
@@ -114,7 +118,7 @@ void ByteStream::pump() noexcept {
     const size_t available = evbuffer_get_length(input);
     size_t length = std::min(available, most);
     if (straight && limited && !finWanted_) {
-      if (allowance <= 0) break;  // the refill resumes writing (onWriteTimeoutEvent)
+      if (allowance <= 0 || writeShareTaken_) break;  // the refill resumes writing (onWriteTimeoutEvent), the next pass (onNextPassDue)
       length = std::min(length, static_cast<size_t>(allowance));
     }
     if (finWanted_) {
@@ -151,6 +155,7 @@ void ByteStream::pump() noexcept {
       tookStraight = true;
       ++messagesStraightOut_;
       bev::chargeWrite(user_, length, fieldsRead_);
+      if (limited) tookShare(EV_WRITE);
       allowance -= static_cast<ev_ssize_t>(length);
       if (length == available && !finWanted_) break;  // the program's output is empty: it writes nothing meanwhile
     }

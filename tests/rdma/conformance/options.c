@@ -169,6 +169,56 @@ static void a_write_rate_limit_holds_back_what_its_bucket_does_not_allow(enum tr
   ev_token_bucket_cfg_free(cfg);
 }
 
+static int group_write_bucket_spent(void* arg) {
+  return bufferevent_rate_limit_group_get_write_limit(arg) <= 0;
+}
+
+/* Two writers in one rate-limit group share its bucket, each writing at most its share per loop
+ * pass as a socket does: 20 000 bytes written by each at once, a group allowing 2 000 per (10 s)
+ * tick; once the group's bucket is spent, both have sent some of their bytes (neither took the
+ * whole bucket), and together no more than the bucket and a minimum share (64) beyond it. Out of
+ * the group, every byte arrives at both peers, intact. */
+static void two_writers_in_one_rate_limit_group_share_its_allowance(enum transport t) {
+  enum { kBytes = 20000, kPerTick = 2000, kMinShare = 64 };
+  static unsigned char data[2][kBytes];
+  const struct timeval tick = {10, 0};
+  struct ev_token_bucket_cfg* cfg = ev_token_bucket_cfg_new(EV_RATE_LIMIT_MAX, EV_RATE_LIMIT_MAX, kPerTick, kPerTick, &tick);
+  struct bufferevent_rate_limit_group* group = NULL;
+  struct link link[2];
+  struct seen client[2], server[2];
+  struct wait_bytes first = {&server[0], kBytes}, second = {&server[1], kBytes};
+  int opened = 0;
+  settle_libevent_clock();
+  group = cfg != NULL ? bufferevent_rate_limit_group_new(base, cfg) : NULL;
+  if (group != NULL && begin(t, &link[0], &client[0], &server[0]) == 0) {
+    opened = 1;
+    if (begin(t, &link[1], &client[1], &server[1]) == 0) opened = 2;
+  }
+  check("two links in one group", t, opened == 2);
+  if (opened == 2) {
+    size_t sent[2];
+    for (int i = 0; i < 2; ++i) {
+      fill(data[i], kBytes, 30 + (unsigned)i);
+      check("bufferevent_add_to_rate_limit_group: taken", t, bufferevent_add_to_rate_limit_group(link[i].client, group) == 0);
+    }
+    bufferevent_write(link[0].client, data[0], kBytes);
+    bufferevent_write(link[1].client, data[1], kBytes);
+    check("the group's bucket is spent", t, run_until(group_write_bucket_spent, group, 30));
+    for (int i = 0; i < 2; ++i) sent[i] = kBytes - evbuffer_get_length(bufferevent_get_output(link[i].client));
+    printf("  (%s: sent %zu and %zu when the bucket was spent)\n", transport_names[t], sent[0], sent[1]);
+    check("both writers sent some: neither took the whole bucket", t, sent[0] > 0 && sent[1] > 0);
+    check("together no more than the bucket and a minimum share", t, sent[0] + sent[1] <= kPerTick + kMinShare);
+    for (int i = 0; i < 2; ++i) bufferevent_remove_from_rate_limit_group(link[i].client); /* writing resumes */
+    check("out of the group, every byte arrives at both", t,
+          run_until(has_bytes, &first, 60) && run_until(has_bytes, &second, 60));
+    check("intact and in order at both", t,
+          read_exactly(&server[0], data[0], kBytes) && read_exactly(&server[1], data[1], kBytes));
+  }
+  for (int i = 0; i < opened; ++i) finish(&link[i], &client[i], &server[i]);
+  if (group != NULL) bufferevent_rate_limit_group_free(group);
+  if (cfg != NULL) ev_token_bucket_cfg_free(cfg);
+}
+
 static int cleaned;
 static void clean_up(const void* data, size_t length, void* arg) {
   (void)data;
@@ -494,6 +544,7 @@ const struct test_case options_cases[] = {
     CASE(a_read_rate_limit_bounds_what_each_read_callback_finds),
     CASE(two_readers_in_one_rate_limit_group_share_its_allowance),
     CASE(a_write_rate_limit_holds_back_what_its_bucket_does_not_allow),
+    CASE(two_writers_in_one_rate_limit_group_share_its_allowance),
     CASE(a_file_and_a_reference_in_the_output_arrive_intact),
     CASE(each_connect_option_is_taken_or_refused_by_name),
     CASE(each_listener_flag_is_taken_or_refused_by_name),
