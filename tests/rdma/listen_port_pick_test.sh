@@ -12,6 +12,9 @@ build=$1
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
 range=/proc/sys/net/ipv4/ip_local_port_range
 low=40000 high=40063 servers=20
+# Under the sanitizers (EVRDMA_STRESS=light, slow starts) 10: each pick lands on a held port with
+# odds of one half on iWARP, so 10 still make one that must be made again all but surely.
+[ "${EVRDMA_STRESS:-}" = light ] && servers=10
 
 old_range=$(cat "$range") || { echo "FAILED: cannot read $range"; exit 1; }
 at_exit "echo '$old_range' >$range"

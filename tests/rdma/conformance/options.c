@@ -74,6 +74,36 @@ static void a_read_rate_limit_bounds_what_each_read_callback_finds(enum transpor
   ev_token_bucket_cfg_free(cfg);
 }
 
+/* Two links whose readers (the server's ends) or writers (the client's ends) are in one new
+ * rate-limit group of `cfg`, `*group`: how many links opened (2, or fewer and a failed check). */
+static int two_links_in_a_group(enum transport t, const struct ev_token_bucket_cfg* cfg, int writers,
+                                struct bufferevent_rate_limit_group** group, struct link link[2],
+                                struct seen client[2], struct seen server[2]) {
+  int opened = 0;
+  settle_libevent_clock();
+  *group = cfg != NULL ? bufferevent_rate_limit_group_new(base, cfg) : NULL;
+  if (*group != NULL && begin(t, &link[0], &client[0], &server[0]) == 0) {
+    opened = 1;
+    if (begin(t, &link[1], &client[1], &server[1]) == 0) opened = 2;
+  }
+  check("two links in one group", t, opened == 2);
+  for (int i = 0; opened == 2 && i < 2; ++i)
+    check("bufferevent_add_to_rate_limit_group: taken", t,
+          bufferevent_add_to_rate_limit_group(writers ? link[i].client : link[i].server, *group) == 0);
+  return opened;
+}
+/* Their end: out of the group, the links finished, the group and `cfg` freed. */
+static void two_links_end(int opened, struct bufferevent_rate_limit_group* group, struct ev_token_bucket_cfg* cfg,
+                          struct link link[2], struct seen client[2], struct seen server[2]) {
+  for (int i = 0; i < opened; ++i) {
+    bufferevent_remove_from_rate_limit_group(link[i].client);
+    bufferevent_remove_from_rate_limit_group(link[i].server);
+    finish(&link[i], &client[i], &server[i]);
+  }
+  if (group != NULL) bufferevent_rate_limit_group_free(group);
+  if (cfg != NULL) ev_token_bucket_cfg_free(cfg);
+}
+
 /* Two readers in one rate-limit group share its bucket: 20 000 bytes to each, at once, reach them
  * in callbacks that each find at most a reader's share of the group's tick allowance (libevent
  * divides it by the members), every byte intact on both, and neither waits for the other: when
@@ -93,23 +123,14 @@ static void two_readers_in_one_rate_limit_group_share_its_allowance(enum transpo
   static unsigned char data[2][kBytes];
   const struct timeval tick = {0, 20000};
   struct ev_token_bucket_cfg* cfg = ev_token_bucket_cfg_new(kPerTick, kPerTick, EV_RATE_LIMIT_MAX, EV_RATE_LIMIT_MAX, &tick);
-  struct bufferevent_rate_limit_group* group = NULL;
+  struct bufferevent_rate_limit_group* group;
   struct link link[2];
   struct seen client[2], server[2];
   struct two_readers readers = {{&server[0], kBytes}, {&server[1], kBytes}, 0};
-  int opened = 0;
-  settle_libevent_clock();
-  group = cfg != NULL ? bufferevent_rate_limit_group_new(base, cfg) : NULL;
-  if (group != NULL && begin(t, &link[0], &client[0], &server[0]) == 0) {
-    opened = 1;
-    if (begin(t, &link[1], &client[1], &server[1]) == 0) opened = 2;
-  }
-  check("two links in one group", t, opened == 2);
+  const int opened = two_links_in_a_group(t, cfg, 0, &group, link, client, server);
   if (opened == 2) {
-    for (int i = 0; i < 2; ++i) {
-      fill(data[i], kBytes, 20 + (unsigned)i);
-      check("bufferevent_add_to_rate_limit_group: taken", t, bufferevent_add_to_rate_limit_group(link[i].server, group) == 0);
-    }
+    fill(data[0], kBytes, 20);
+    fill(data[1], kBytes, 21);
     bufferevent_write(link[0].client, data[0], kBytes);
     bufferevent_write(link[1].client, data[1], kBytes);
     check("one reader has every byte", t, run_until(either_has_all, &readers, 60));
@@ -123,11 +144,8 @@ static void two_readers_in_one_rate_limit_group_share_its_allowance(enum transpo
            server[1].most_found);
     check("no read callback of either found more than a reader's share", t,
           server[0].most_found <= kShare && server[1].most_found <= kShare);
-    for (int i = 0; i < 2; ++i) bufferevent_remove_from_rate_limit_group(link[i].server);
   }
-  for (int i = 0; i < opened; ++i) finish(&link[i], &client[i], &server[i]);
-  if (group != NULL) bufferevent_rate_limit_group_free(group);
-  if (cfg != NULL) ev_token_bucket_cfg_free(cfg);
+  two_links_end(opened, group, cfg, link, client, server);
 }
 
 struct charged {
@@ -183,24 +201,15 @@ static void two_writers_in_one_rate_limit_group_share_its_allowance(enum transpo
   static unsigned char data[2][kBytes];
   const struct timeval tick = {10, 0};
   struct ev_token_bucket_cfg* cfg = ev_token_bucket_cfg_new(EV_RATE_LIMIT_MAX, EV_RATE_LIMIT_MAX, kPerTick, kPerTick, &tick);
-  struct bufferevent_rate_limit_group* group = NULL;
+  struct bufferevent_rate_limit_group* group;
   struct link link[2];
   struct seen client[2], server[2];
   struct wait_bytes first = {&server[0], kBytes}, second = {&server[1], kBytes};
-  int opened = 0;
-  settle_libevent_clock();
-  group = cfg != NULL ? bufferevent_rate_limit_group_new(base, cfg) : NULL;
-  if (group != NULL && begin(t, &link[0], &client[0], &server[0]) == 0) {
-    opened = 1;
-    if (begin(t, &link[1], &client[1], &server[1]) == 0) opened = 2;
-  }
-  check("two links in one group", t, opened == 2);
+  const int opened = two_links_in_a_group(t, cfg, 1, &group, link, client, server);
   if (opened == 2) {
     size_t sent[2];
-    for (int i = 0; i < 2; ++i) {
-      fill(data[i], kBytes, 30 + (unsigned)i);
-      check("bufferevent_add_to_rate_limit_group: taken", t, bufferevent_add_to_rate_limit_group(link[i].client, group) == 0);
-    }
+    fill(data[0], kBytes, 30);
+    fill(data[1], kBytes, 31);
     bufferevent_write(link[0].client, data[0], kBytes);
     bufferevent_write(link[1].client, data[1], kBytes);
     check("the group's bucket is spent", t, run_until(group_write_bucket_spent, group, 30));
@@ -214,9 +223,7 @@ static void two_writers_in_one_rate_limit_group_share_its_allowance(enum transpo
     check("intact and in order at both", t,
           read_exactly(&server[0], data[0], kBytes) && read_exactly(&server[1], data[1], kBytes));
   }
-  for (int i = 0; i < opened; ++i) finish(&link[i], &client[i], &server[i]);
-  if (group != NULL) bufferevent_rate_limit_group_free(group);
-  if (cfg != NULL) ev_token_bucket_cfg_free(cfg);
+  two_links_end(opened, group, cfg, link, client, server);
 }
 
 static int cleaned;
