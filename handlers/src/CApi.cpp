@@ -223,30 +223,40 @@ evrdma_listener* evrdma_listener_new_bind_workers(evrdma_base* rbase, evrdma_lis
   listenerOptions.listener.reuseAddress = (flags & LEV_OPT_REUSEABLE) != 0;
   listenerOptions.listener.ipv6Only = (flags & LEV_OPT_BIND_IPV6ONLY) != 0;
   for (unsigned i = 0; i < count; ++i) listenerOptions.listener.workers.push_back(&workers[i]->reactor);
-  made->listener = evrdma::StreamListener::create(
-      rbase->reactor,
-      // By value: with workers it runs on their threads, and evrdma_listener_free may free `made`
-      // meanwhile (the listener's own state lives on until its streams are handed out or closed).
-      [made, cb, arg](bufferevent* bev, const sockaddr* peer, int length) { cb(made, bev, peer, length, arg); },
-      listenerOptions);
-  if (int rc = made->listener->listen(host, port, backlog > 0 ? backlog : 0); rc != 0) {
-    // Taking TCP too, an address no RDMA device serves is served over TCP alone (as on a machine
-    // without RDMA): evrdma_listener_takes_rdma says so.
-    if (!tcpToo || (rc != -ENODEV && rc != -EADDRNOTAVAIL)) {
-      delete made;
-      errno = -rc;
-      return nullptr;
+  // Port 0 taking TCP too: the RDMA CM picks the port in its own port space (on RoCE apart from
+  // TCP's), and a TCP socket may hold that number: the RDMA listener is let go and another port
+  // picked, up to kPortPicks times (each pick random: with half the ports held, 16 all fail once
+  // in 65 536).
+  constexpr int kPortPicks = 16;
+  for (int pick = 1;; ++pick) {
+    made->listener = evrdma::StreamListener::create(
+        rbase->reactor,
+        // By value: with workers it runs on their threads, and evrdma_listener_free may free `made`
+        // meanwhile (the listener's own state lives on until its streams are handed out or closed).
+        [made, cb, arg](bufferevent* bev, const sockaddr* peer, int length) { cb(made, bev, peer, length, arg); },
+        listenerOptions);
+    if (int rc = made->listener->listen(host, port, backlog > 0 ? backlog : 0); rc != 0) {
+      // Taking TCP too, an address no RDMA device serves is served over TCP alone (as on a machine
+      // without RDMA): evrdma_listener_takes_rdma says so.
+      if (!tcpToo || (rc != -ENODEV && rc != -EADDRNOTAVAIL)) {
+        delete made;
+        errno = -rc;
+        return nullptr;
+      }
+      made->listener.reset();
     }
-    made->listener.reset();
-  }
-  if (made->listener && (flags & LEV_OPT_DISABLED) != 0) made->listener->disable();
-  if (tcpToo) {
+    if (made->listener && (flags & LEV_OPT_DISABLED) != 0) made->listener->disable();
+    if (!tcpToo) break;
     const uint16_t bound = made->listener ? made->listener->port() : port;
-    if (int rc = listenTcpToo(made, rbase, cb, arg, flags, backlog, address, socklen, bound); rc != 0) {
-      delete made;
-      errno = -rc;
-      return nullptr;
+    const int rc = listenTcpToo(made, rbase, cb, arg, flags, backlog, address, socklen, bound);
+    if (rc == 0) break;
+    if (rc == -EADDRINUSE && port == 0 && made->listener && pick < kPortPicks) {
+      made->listener.reset();  // its port is TCP's: pick again
+      continue;
     }
+    delete made;
+    errno = -rc;
+    return nullptr;
   }
   return made;
 }

@@ -145,7 +145,12 @@ int listenTcpToo(evrdma_listener* made, evrdma_base* rbase, evrdma_listener_cb c
   made->tcpAcceptor = acceptor;
   made->tcp = evconnlistener_new_bind(rbase->reactor.base(), onTcpAccept, acceptor, tcpFlags, backlog > 0 ? backlog : -1,
                                       reinterpret_cast<sockaddr*>(&at), socklen);
-  if (made->tcp == nullptr) return errno != 0 ? -errno : -EADDRINUSE;  // the acceptor goes with `made`
+  if (made->tcp == nullptr) {
+    const int err = errno != 0 ? errno : EADDRINUSE;
+    made->tcpAcceptor = nullptr;
+    delete acceptor;
+    return -err;
+  }
   return 0;
 }
 

@@ -5,7 +5,9 @@
  * script deletes it first: then the client falls back to TCP and the listener takes TCP alone).
  * On iWARP (siw) the RDMA CM listens on the TCP port itself: RDMA and TCP cannot share a port,
  * and the listener asked for both says EADDRINUSE (checked; the cases needing one port are rxe's).
- *   either_transport_test (present | removed) [DRIVER]
+ * With "crowded" (the script holds every other port of a narrowed port range with TCP first),
+ * listeners on port 0 taking both each find a port free for both (RoCE).
+ *   either_transport_test (present | removed | crowded) [DRIVER]
  * Prints "ok: ..." or "FAILED: ..." per check; exit 0 only if none failed. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -161,17 +163,53 @@ static struct evrdma_listener* listen_either(const char* ip, unsigned flags) {
   return evrdma_listener_new_bind(rbase, on_either, NULL, flags, -1, (struct sockaddr*)&address, sizeof address, NULL);
 }
 
+/* Listeners on port 0 taking both where TCP holds every other port of the range (the script
+ * narrows it and holds them, RoCE only): each listens, on a port it holds for both (a TCP bind
+ * there is refused), the RDMA CM's picks that TCP held made again; the last serves a connect. */
+static int crowded(const char* ip) {
+  enum { kListeners = 10 };
+  struct evrdma_listener* listeners[kListeners];
+  int listening = 0, held_for_tcp = 0;
+  for (int i = 0; i < kListeners; ++i) {
+    listeners[i] = listen_either(ip, EVRDMA_LEV_OPT_ALSO_TCP);
+    if (listeners[i] == NULL) {
+      printf("  listener %d: %s\n", i, strerror(errno));
+      continue;
+    }
+    ++listening;
+    struct sockaddr_in same = at(ip, evrdma_listener_get_port(listeners[i]));
+    int probe = socket(AF_INET, SOCK_STREAM, 0);
+    held_for_tcp += evrdma_listener_takes_rdma(listeners[i]) &&
+                    bind(probe, (struct sockaddr*)&same, sizeof same) != 0 && errno == EADDRINUSE;
+    close(probe);
+  }
+  printf("  %d of %d listening\n", listening, kListeners);
+  check("10 listeners on port 0 taking both listen, though TCP holds every other port", listening == kListeners);
+  check("each takes RDMA, at a port TCP cannot bind (its own TCP listener's)", held_for_tcp == kListeners);
+  if (listeners[kListeners - 1] != NULL)
+    connect_and_check(ip, evrdma_listener_get_port(listeners[kListeners - 1]), EVRDMA_TRANSPORT_RDMA, "the last of them");
+  for (int i = 0; i < kListeners; ++i)
+    if (listeners[i] != NULL) evrdma_listener_free(listeners[i]);
+  evrdma_base_free(rbase);
+  event_base_loop(base, EVLOOP_NONBLOCK);
+  event_base_free(base);
+  printf("%d failed\n", failures);
+  return failures != 0;
+}
+
 int main(int argc, char** argv) {
   const char* ip = getenv("EVRDMA_RDMA_IP");
   const int removed = argc > 1 && strcmp(argv[1], "removed") == 0;
-  if (ip == NULL || argc < 2 || argc > 3 || (!removed && strcmp(argv[1], "present") != 0)) {
-    fprintf(stderr, "usage: EVRDMA_RDMA_IP=ADDRESS %s (present | removed) [DRIVER]\n", argv[0]);
+  const int crowd = argc > 1 && strcmp(argv[1], "crowded") == 0;
+  if (ip == NULL || argc < 2 || argc > 3 || (!removed && !crowd && strcmp(argv[1], "present") != 0)) {
+    fprintf(stderr, "usage: EVRDMA_RDMA_IP=ADDRESS %s (present | removed | crowded) [DRIVER]\n", argv[0]);
     return 2;
   }
   const int iwarp = argc == 3 && strcmp(argv[2], "siw") == 0 && !removed;
   base = event_base_new();
   rbase = evrdma_base_new(base);
   if (base == NULL || rbase == NULL) return 1;
+  if (crowd) return crowded(ip);
 
   /* A peer that takes both at one port: the client gets RDMA (TCP where the device is gone); a
    * plain TCP client at the same port reaches the same callback. */

@@ -16,6 +16,36 @@ program=$build/tests/either_transport_test
 "$program" present "$driver"
 check "with the device: every case as expected" $?
 
+if [ "$driver" = rxe ]; then
+    # Port 0 taking both, where TCP holds the port the RDMA CM picks (RoCE's port spaces are apart):
+    # the machine's local port range narrowed to 64 ports, every other one held by a TCP listener,
+    # each of 10 listeners still listens (a pick TCP holds is made again; before, EADDRINUSE).
+    range=/proc/sys/net/ipv4/ip_local_port_range
+    old_range=$(cat "$range")
+    at_exit "echo '$old_range' >$range"
+    echo "41000 41063" >"$range"
+    python3 - "$address" >"$log/held" 2>&1 <<'EOF' &
+import socket, sys, time
+held = []
+for port in range(41000, 41064, 2):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((sys.argv[1], port)); s.listen(1); held.append(s)
+    except OSError:
+        s.close()
+print("holding", len(held), flush=True)
+time.sleep(3600)
+EOF
+    holder=$!
+    for _ in $(seq 200); do grep -q holding "$log/held" && break; sleep 0.05; done
+    "$program" crowded "$driver"
+    status=$?  # (before the check's own $(...) sets $?)
+    check "port 0 taking both, TCP holding every other port ($(cat "$log/held")): every listener listens" $status
+    kill "$holder"
+    echo "$old_range" >"$range"
+fi
+
 netdev=$(rdma link show "$device/1" | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
 [ -n "$netdev" ] || { echo "FAILED: no netdev for $device"; exit 1; }
 # librdmacm only lets go of a removed device when it can list the devices, which fails with none

@@ -127,7 +127,8 @@ int evrdma_connect_rdma_else_tcp(struct evrdma_base *rbase, const struct sockadd
                                  evrdma_connect_cb cb, void *arg);
 
 /** An evrdma flag for evrdma_listener_new_bind: take TCP connections too, at the same address and
- * port (a socket listener beside the RDMA one; port 0: the port the RDMA one got), each handed to
+ * port (a socket listener beside the RDMA one; port 0: the port the RDMA one got, picked again
+ * where a TCP socket holds that number, up to 16 times), each handed to
  * the same callback as a socket's bufferevent (BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
  * evrdma_bufferevent_is_stream tells which). Where no RDMA device serves the address, the
  * listener takes TCP alone (evrdma_listener_takes_rdma: 0). Not with workers (EINVAL). On iWARP
