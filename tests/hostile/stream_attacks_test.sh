@@ -65,5 +65,6 @@ check "a stream server lends no memory: $outcome" $?
 check_alongside kv
 kill -INT $server
 wait $server
-check "kv-server ended on SIGINT: $(tail -n 1 "$log/server")" $?
+status=$?  # (taken before the check's own $(...) sets $?)
+check "kv-server ended on SIGINT: $(tail -n 1 "$log/server")" $status
 [ "$failures" = 0 ]

@@ -46,7 +46,8 @@ EOF
 for _ in $(seq 200); do grep -q holding "$log/held" && break; sleep 0.05; done
 held_count=$(awk '/^holding/ {print $2}' "$log/held")
 [ "${held_count:-0}" -ge 28 ]
-check "a TCP listener holds every other port of $low-$high, all but a few another socket uses ($(cat "$log/held"))" $?
+status=$?  # (before the check's own $(...) sets $?)
+check "a TCP listener holds every other port of $low-$high, all but a few another socket uses ($(cat "$log/held"))" $status
 held_ports=" $(cat "$log/held-ports" 2>/dev/null) "
 
 listened=0 on_held=0

@@ -124,11 +124,13 @@ check "the server ends the killed client's stream with an error event: $(tr '\n'
 echo "GET key6" >&4
 echo "COUNT" >&4
 answered several-4 "COUNT 3"
-check "the third client is served while one is stopped and one was killed: $(tr '\n' '|' <"$log/several-4")" $?
+status=$?  # (taken before the check's own $(...) sets $?)
+check "the third client is served while one is stopped and one was killed: $(tr '\n' '|' <"$log/several-4")" $status
 kill -CONT "${clients[1]}"
 echo "GET key4" >&5
 answered several-5 "VALUE value4"
-check "the stopped client, continued, is served again: $(tr '\n' '|' <"$log/several-5")" $?
+status=$?  # (taken before the check's own $(...) sets $?)
+check "the stopped client, continued, is served again: $(tr '\n' '|' <"$log/several-5")" $status
 for i in 4 5; do
     echo "QUIT" >&$i
 done

@@ -32,7 +32,8 @@ stream_ended() {
 
 for n in $(seq $writers); do
     "$peer" write "$address" "$port" $bytes >"$log/writer$n" 2>&1
-    check "writer $n wrote $bytes bytes and exited at once after freeing everything: $(cat "$log/writer$n")" $?
+    status=$?  # (taken before the check's own $(...) sets $?)
+    check "writer $n wrote $bytes bytes and exited at once after freeing everything: $(cat "$log/writer$n")" $status
     line=$(stream_ended $n)
     [ "$line" = "stream $n: $bytes bytes intact, EOF" ]
     check "the sink read every byte, then EOF: ${line:-nothing within 60 s}" $?
@@ -40,13 +41,15 @@ done
 
 n=$((writers + 1))
 "$peer" write "$address" "$port" $bytes --free-after >"$log/writer-held" 2>&1
-check "a writer that frees its bufferevent after evrdma_base_free exited: $(cat "$log/writer-held")" $?
+status=$?  # (taken before the check's own $(...) sets $?)
+check "a writer that frees its bufferevent after evrdma_base_free exited: $(cat "$log/writer-held")" $status
 line=$(stream_ended $n)
 [ "$line" = "stream $n: $bytes bytes intact, EOF" ]
 check "the sink read every byte of the stream still held, then EOF: ${line:-nothing within 60 s}" $?
 
 "$peer" write "$address" "$port" $bytes --linger 0 >"$log/writer-reset" 2>&1
-check "a writer with a linger time of 0 exited at once: $(cat "$log/writer-reset")" $?
+status=$?  # (taken before the check's own $(...) sets $?)
+check "a writer with a linger time of 0 exited at once: $(cat "$log/writer-reset")" $status
 n=$((n + 1))
 line=$(stream_ended $n)
 grep -q "^stream $n: [0-9]* bytes intact, ERROR: " <<<"$line"

@@ -34,7 +34,8 @@ for transport in rdma tcp; do
     status=$?
     check "$transport: a client without TLS is turned away (exit 1): $(cat "$said")" $([ $status = 1 ]; echo $?)
     "$bench" --$transport "$address" "$port" --tls --verify --bytes 100000 --seed 7 >"$said" 2>&1
-    check "$transport+tls: the server still serves after it: $(cut -c1-100 "$said")" $?
+    status=$?  # (taken before the check's own $(...) sets $?)
+    check "$transport+tls: the server still serves after it: $(cut -c1-100 "$said")" $status
     kill -INT $server
     wait $server
     check "stream-bench --server --$transport --tls ends on SIGINT with exit 0" $?
