@@ -38,6 +38,9 @@
 struct bufferevent_private;  // libevent's own; its first member is the struct bufferevent
 extern "C" int bufferevent_decrement_read_buckets_(bufferevent_private* end, ev_ssize_t bytes);
 extern "C" int bufferevent_decrement_write_buckets_(bufferevent_private* end, ev_ssize_t bytes);
+// libevent's own too (event-internal.h; libevent_core exports them): a deferred callback unscheduled, scheduled.
+extern "C" void event_deferred_cb_cancel_(event_base* base, event_callback* cb);
+extern "C" int event_deferred_cb_schedule_(event_base* base, event_callback* cb);
 
 namespace evrdma::detail::bev {
 
@@ -72,6 +75,18 @@ T readAt(const bufferevent* end, size_t offset) noexcept {
   std::memcpy(&value, reinterpret_cast<const char*>(end) + offset, sizeof value);
   return value;
 }
+inline event_callback* deferredOf(bufferevent* end) noexcept {
+  return reinterpret_cast<event_callback*>(reinterpret_cast<char*>(end) + offsetof(PrivatePrefix, deferred));
+}
+inline int refcountOf(const bufferevent* end) noexcept { return readAt<int>(end, offsetof(PrivatePrefix, refcnt)); }
+inline bool runScheduled(bufferevent* end) noexcept {
+  return (deferredOf(end)->evcb_flags & (EVLIST_ACTIVE | EVLIST_ACTIVE_LATER)) != 0;
+}
+// Whether the end's last reference went: libevent finalizes it (when that happened inside a run
+// of its callbacks, the finalizer is scheduled on the very callback that ran them).
+inline bool finalizing(bufferevent* end) noexcept {
+  return refcountOf(end) <= 0 || (deferredOf(end)->evcb_flags & EVLIST_FINALIZING) != 0;
+}
 inline bool rateLimited(const bufferevent* end) noexcept {
   return readAt<void*>(end, offsetof(PrivatePrefix, rateLimiting)) != nullptr;
 }
@@ -83,6 +98,56 @@ inline bool setDnsErrorField(bufferevent* end, int error) noexcept {
   std::memcpy(reinterpret_cast<char*>(end) + offsetof(layout::PrivatePrefix, dnsError), &error, sizeof error);
   return true;
 }
+
+// libevent runs an end's callbacks deferred (BEV_OPT_DEFER_CALLBACKS): a run, once scheduled,
+// holds a reference on the end until it has run. But event_base_free drops a scheduled run unrun,
+// its reference with it, and the end (a pair's: both ends, linked) is never freed: a program that
+// freed its stream, evrdma_base and event_base with no loop pass between leaked them. Where the
+// fields agree, a stream takes such runs off the base (each helper: false or nothing otherwise).
+//
+// Unschedules the end's run (what it will call stays marked) and drops its reference: true if one
+// was scheduled. The caller holds a reference of its own, or the program does.
+inline bool unscheduleRun(bufferevent* end, bool fields) noexcept {
+  if (!fields || layout::finalizing(end) || !layout::runScheduled(end)) return false;
+  event_deferred_cb_cancel_(end->ev_base, layout::deferredOf(end));
+  bufferevent_decref(end);
+  return true;
+}
+// Schedules a run unscheduled by unscheduleRun again, as libevent does (with a reference).
+inline void rescheduleRun(bufferevent* end) noexcept {
+  if (event_deferred_cb_schedule_(end->ev_base, layout::deferredOf(end)) != 0) bufferevent_incref(end);
+}
+// An end whose callbacks are all cleared: a run would call nothing, only drop its reference, so
+// it is unscheduled here (true if one was).
+inline bool dropIdleDeferredRun(bufferevent* end, bool fields) noexcept {
+  if (end->readcb != nullptr || end->writecb != nullptr || end->errorcb != nullptr) return false;
+  return unscheduleRun(end, fields);
+}
+
+namespace layout {
+inline void markWrite(bufferevent*, void*) {}
+// On a pair made with deferred callbacks: a run scheduled as libevent schedules one (its deferred
+// callback, whose argument is the end, made active; a reference), then dropped by
+// dropIdleDeferredRun.
+inline bool deferredRunsAgree(event_base* base) noexcept {
+  bufferevent* pair[2] = {nullptr, nullptr};
+  if (bufferevent_pair_new(base, BEV_OPT_DEFER_CALLBACKS, pair) != 0) return false;
+  bufferevent* end = pair[0];
+  bool agrees = refcountOf(end) == 1 && deferredOf(end)->evcb_arg == end && !runScheduled(end);
+  bufferevent_setcb(end, nullptr, markWrite, nullptr, nullptr);
+  bufferevent_enable(end, EV_WRITE);
+  bufferevent_enable(pair[1], EV_READ);
+  bufferevent_write(end, "x", 1);  // passed to pair[1]: end's output drained, its write callback due
+  agrees = agrees && runScheduled(end) && refcountOf(end) == 2;
+  bufferevent_setcb(end, nullptr, nullptr, nullptr, nullptr);
+  if (agrees) {  // (else the run is left to libevent: the next loop pass runs it)
+    agrees = dropIdleDeferredRun(end, true) && !runScheduled(end) && refcountOf(end) == 1;
+  }
+  bufferevent_free(pair[0]);
+  bufferevent_free(pair[1]);
+  return agrees;
+}
+}  // namespace layout
 
 // Whether the fields may be read in place of the getters: checked once per process, on a pair
 // made on `base` for it (any stream's base: the layout is the library's).
@@ -116,7 +181,7 @@ inline bool fieldsAgree(event_base* base) noexcept {
                       event_get_base(&end->ev_write) == base && event_get_callback(&end->ev_write) != nullptr &&
                       layout::readAt<ev_ssize_t>(end, offsetof(layout::PrivatePrefix, maxSingleRead)) == 12346 &&
                       layout::readAt<ev_ssize_t>(end, offsetof(layout::PrivatePrefix, maxSingleWrite)) == 23457 &&
-                      unlimited && limits && dnsError;
+                      unlimited && limits && dnsError && layout::deferredRunsAgree(base);
   bufferevent_free(pair[0]);
   bufferevent_free(pair[1]);
   if (limit != nullptr) ev_token_bucket_cfg_free(limit);
@@ -200,6 +265,10 @@ inline void keepEnableMark(bufferevent* end) noexcept {
 inline void keepReadEnableMark(bufferevent* end) noexcept {
   if (!evutil_timerisset(&end->timeout_read)) end->timeout_read = kEnableMark;
 }
+// Runs the hooked write-timeout event's callback on the loop's next pass (if the loop runs again):
+// an event of the end's own holds no reference on it, unlike a deferred callback, so a program
+// that frees the end and then its base with no loop pass between leaks nothing.
+inline void activateWriteHook(bufferevent* end) noexcept { event_active(&end->ev_write, EV_TIMEOUT, 1); }
 // Whether the hooked event fired for the mark (writing enabled, or the filter passed bytes on),
 // not for a write timeout of the program's.
 inline bool firedForEnableMark(const bufferevent* end) noexcept { return isEnableMark(end->timeout_write); }

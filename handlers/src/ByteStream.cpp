@@ -171,8 +171,15 @@ ByteStream::~ByteStream() {
   if (pumpDue_ != nullptr) event_free(pumpDue_);
   if (nextPassDue_ != nullptr) event_free(nextPassDue_);
   if (heldPair_ != nullptr) bufferevent_decref(heldPair_);
-  if (ours_ != nullptr) bufferevent_free(ours_);
+  if (ours_ != nullptr) freeOurEnd();
   client_.reset();  // frees the client now or after its onClosed (see Client::Release)
+}
+
+void ByteStream::freeOurEnd() noexcept {
+  // (A run of its callbacks the Reactor's going left scheduled, it took off the base: onReactorGone.)
+  bufferevent_free(ours_);
+  ours_ = nullptr;
+  oursIn_ = oursOut_ = nullptr;
 }
 
 ByteStream* ByteStream::of(bufferevent* bev) noexcept {

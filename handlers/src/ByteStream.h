@@ -158,6 +158,10 @@ class ByteStream final : public ReactorMember {
   void moveWrittenToOurEnd(bufferevent* under, bufferevent* program) noexcept;
   // Frees the stream once the program's end and the connection are both gone.
   void maybeEnd() noexcept;
+  // Frees our end of the pair.
+  void freeOurEnd() noexcept;
+  // The Reactor goes: a run of the program's end's callbacks still scheduled after it freed it goes.
+  void dropProgramEndsIdleRun() noexcept;
 
   Reactor& reactor_;
   StreamOptions options_;
@@ -219,6 +223,9 @@ class ByteStream final : public ReactorMember {
   bool eofTold_ = false;
   bool receivingPaused_ = false;
   bool reactorGone_ = false;
+  bool shutdownUntold_ = false;  // gone while the program held its end: ESHUTDOWN on its next pass
+  bool runMovedToHook_ = false;  // ... after the run of its callbacks that was scheduled then
+  bool pairRunMovedToHook_ = false;  // ... and the pair's end's under it
   bool reactorLingers_ = false;  // ~Reactor lingers (beforeLinger): nothing reaches the program
   bool ending_ = false;          // the delete is scheduled
 };

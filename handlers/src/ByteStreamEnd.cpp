@@ -60,12 +60,19 @@ void ByteStream::letGo() noexcept {
   pairIn_ = pairOut_ = nullptr;
 }
 
+void ByteStream::dropProgramEndsIdleRun() noexcept {
+  // Freed by the program with a run of its callbacks scheduled: the run's reference holds the end
+  // until the loop's next pass, and event_base_free, which may come first, drops it unrun.
+  if (user_ != nullptr) (void)bev::dropIdleDeferredRun(user_, fieldsRead_);
+}
+
 void ByteStream::beforeLinger() noexcept {
   // From now on the program is not told anything: its loop does not run, and each deferred
   // callback scheduled now would hold a reference on its bufferevent that event_base_free drops
   // unrun (the bufferevent leaks). What arrives meanwhile is discarded; our end's read callback
   // goes too (the completions drive the pump).
   reactorLingers_ = true;
+  dropProgramEndsIdleRun();
   if (ours_ != nullptr) bufferevent_setcb(ours_, nullptr, nullptr, nullptr, nullptr);
   if (!connected_ || connection_ == nullptr) return;  // still connecting (or gone): dropped, as a socket's
   if (!programGone_ && !programHoldsItsEnd()) {
@@ -93,6 +100,7 @@ void ByteStream::keepWhatTheProgramWrote() noexcept {
   // the filter's): what waited in either goes after what our end took already.
   if (ours_ != nullptr && !connectionGone_) moveWrittenToOurEnd(under, user_);
   bufferevent_setcb(under, nullptr, nullptr, nullptr, nullptr);  // its callbacks were the filter's
+  (void)bev::dropIdleDeferredRun(under, fieldsRead_);  // a run still scheduled calls nothing now (BuffereventView.h)
   bufferevent_decref(under);
 }
 
@@ -168,6 +176,7 @@ void ByteStream::onReactorGone() noexcept {
   // The connection is a closed shell now and says nothing more; the program still holds its end.
   reactorGone_ = true;
   reactorLingers_ = false;
+  dropProgramEndsIdleRun();  // (if it did not linger)
   cancelResolving();
   if (pumpDue_ != nullptr) event_free(pumpDue_);  // before the base it is on
   pumpDue_ = nullptr;
@@ -176,18 +185,31 @@ void ByteStream::onReactorGone() noexcept {
   connected_ = false;
   connection_ = nullptr;
   connectionGone_ = true;
-  tellProgram(BEV_EVENT_ERROR, ESHUTDOWN);  // (nothing, to an accepted stream not handed out)
+  // Freed by the program since the loop last ran, and no linger let go of it: let go now, while
+  // the pair's end under it has its run (if any) scheduled still (its finalizer may come only in
+  // event_base_free, after that dropped the run unrun).
+  if (!programGone_ && handedOut_ && user_ != nullptr && !programHoldsItsEnd()) letGo();
+  // A run of our end's callbacks would only pump, which ends here.
+  if (ours_ != nullptr) (void)bev::unscheduleRun(ours_, fieldsRead_);
+  if (enableHooked_ && handedOut_ && programHoldsItsEnd()) {
+    // Told from its end's own write-timeout event, on the loop's next pass, after the runs of its
+    // callbacks and of the pair's end under it still scheduled (moved there too): a run scheduled
+    // holds a reference on its end, which event_base_free drops unrun, and a program that frees
+    // its end and then its base with no pass between would leak both ends and this stream.
+    shutdownUntold_ = true;
+    runMovedToHook_ = bev::unscheduleRun(user_, fieldsRead_);
+    pairRunMovedToHook_ = bev::unscheduleRun(userPair_, fieldsRead_);
+    bev::activateWriteHook(user_);
+  } else {
+    tellProgram(BEV_EVENT_ERROR, ESHUTDOWN);  // (nothing, to an accepted stream not handed out)
+  }
   // An accepted stream whose connection was not up yet: its end was never the program's, and no
   // onClosed will free it.
   const bool neverHandedOut = !handedOut_ && user_ != nullptr;
-  if ((programGone_ || neverHandedOut) && ours_ != nullptr) {
-    // Nothing will move through our end again. Freed now, while the base runs no finalizer: from
-    // inside the program's end's finalizer (onProgramFreed, which event_base_free may run), its
-    // own finalization was at times never run, and both ends of the pair leaked.
-    bufferevent_free(ours_);
-    ours_ = nullptr;
-    oursIn_ = oursOut_ = nullptr;
-  }
+  // Nothing will move through our end again. Freed now, while the base runs no finalizer: from
+  // inside the program's end's finalizer (onProgramFreed, which event_base_free may run), its
+  // own finalization was at times never run, and both ends of the pair leaked.
+  if ((programGone_ || neverHandedOut) && ours_ != nullptr) freeOurEnd();
   if (neverHandedOut) {
     freeEndNeverHandedOut();  // its finalizer deletes the stream, in a later turn or in event_base_free
     return;

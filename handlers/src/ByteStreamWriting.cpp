@@ -64,6 +64,15 @@ void ByteStream::onWriteTimeoutEvent(evutil_socket_t fd, short what, void* self)
   auto* stream = static_cast<ByteStream*>(self);
   bufferevent* end = stream->user_;
   if (end == nullptr) return;  // let go of (its events are deleted with it: not reached)
+  if (stream->shutdownUntold_) {  // the Reactor went (onReactorGone), and the loop runs again
+    stream->shutdownUntold_ = false;
+    // What was due before, first.
+    if (stream->pairRunMovedToHook_ && stream->userPair_ != nullptr) bev::rescheduleRun(stream->userPair_);
+    if (stream->runMovedToHook_) bev::rescheduleRun(end);
+    stream->runMovedToHook_ = stream->pairRunMovedToHook_ = false;
+    stream->tellProgram(BEV_EVENT_ERROR, ESHUTDOWN);
+    return;
+  }
   if (!bev::firedForEnableMark(end)) {
     // The program's write timeout ran out. A socket's runs only while written bytes wait in its
     // output (its write event goes once the output is empty); a filter restarts its timeout as

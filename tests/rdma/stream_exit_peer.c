@@ -5,11 +5,13 @@
  *       checking every byte against the writer's pattern, and prints one line per stream:
  *       "stream K: B bytes intact, EOF" or "stream K: B bytes intact, ERROR: REASON" (or
  *       "... bytes, CORRUPT at OFFSET"); exits once STREAMS streams ended (status 0).
- *   stream-exit-peer write ADDRESS PORT BYTES [--linger MS] [--free-after]
+ *   stream-exit-peer write ADDRESS PORT BYTES [--linger MS] [--free-after] [--write-callback]
  *       connects, writes BYTES of the pattern at once when connected, leaves its loop, then
  *       bufferevent_free; evrdma_base_free; event_base_free; with no loop turn in between, as most
  *       programs end (--linger: evrdma_base_set_linger first; --free-after: the bufferevent is
- *       freed after evrdma_base_free, not before). Exit status 0 once it wrote. */
+ *       freed after evrdma_base_free, not before; --write-callback: the bufferevent has a write
+ *       callback, and asks for it (bufferevent_trigger) as it leaves its loop: a run of it is
+ *       still due then). Exit status 0 once it wrote. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
@@ -30,7 +32,7 @@ static unsigned char pattern(unsigned long long offset) { return (unsigned char)
 static int usage(FILE* out, const char* prog) {
   fprintf(out,
           "usage: %s sink ADDRESS STREAMS\n"
-          "       %s write ADDRESS PORT BYTES [--linger MS] [--free-after]\n"
+          "       %s write ADDRESS PORT BYTES [--linger MS] [--free-after] [--write-callback]\n"
           "The ends of a stream whose writer exits at once after bufferevent_free (see the source).\n",
           prog, prog);
   return out == stdout ? 0 : 2;
@@ -141,6 +143,7 @@ struct writer {
   struct event_base* base;
   unsigned long long bytes;
   int wrote;
+  int triggerWrite;
 };
 
 static void writer_event(struct bufferevent* bev, short what, void* arg) {
@@ -156,12 +159,18 @@ static void writer_event(struct bufferevent* bev, short what, void* arg) {
   } else if (what & BEV_EVENT_ERROR) {
     fprintf(stderr, "writer: %s\n", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
   }
+  if (w->triggerWrite) bufferevent_trigger(bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS); /* run later: deferred */
   event_base_loopbreak(w->base); /* the program's work is done: it ends */
 }
 
+static void writer_drained(struct bufferevent* bev, void* arg) {
+  (void)bev;
+  (void)arg;
+}
+
 static int run_writer(const char* address, unsigned port, unsigned long long bytes, const char* linger,
-                      int freeAfter) {
-  struct writer w = {NULL, bytes, 0};
+                      int freeAfter, int writeCallback) {
+  struct writer w = {NULL, bytes, 0, writeCallback};
   struct sockaddr_in sin;
   struct evrdma_base* rbase;
   struct bufferevent* bev;
@@ -175,7 +184,7 @@ static int run_writer(const char* address, unsigned port, unsigned long long byt
     fprintf(stderr, "writer: connect: %s\n", strerror(errno));
     return 1;
   }
-  bufferevent_setcb(bev, NULL, NULL, writer_event, &w);
+  bufferevent_setcb(bev, NULL, writeCallback ? writer_drained : NULL, writer_event, &w);
   bufferevent_enable(bev, EV_READ | EV_WRITE);
   event_base_dispatch(w.base);
   /* How most programs end: no loop turn between these. */
@@ -192,16 +201,18 @@ int main(int argc, char** argv) {
   if (argc == 4 && strcmp(argv[1], "sink") == 0) return run_sink(argv[2], atoi(argv[3]));
   if (argc >= 5 && strcmp(argv[1], "write") == 0) {
     const char* linger = NULL;
-    int freeAfter = 0, i;
+    int freeAfter = 0, writeCallback = 0, i;
     for (i = 5; i < argc; ++i) {
       if (strcmp(argv[i], "--linger") == 0 && i + 1 < argc)
         linger = argv[++i];
       else if (strcmp(argv[i], "--free-after") == 0)
         freeAfter = 1;
+      else if (strcmp(argv[i], "--write-callback") == 0)
+        writeCallback = 1;
       else
         return usage(stderr, argv[0]);
     }
-    return run_writer(argv[2], (unsigned)atoi(argv[3]), strtoull(argv[4], NULL, 10), linger, freeAfter);
+    return run_writer(argv[2], (unsigned)atoi(argv[3]), strtoull(argv[4], NULL, 10), linger, freeAfter, writeCallback);
   }
   return usage(stderr, argv[0]);
 }

@@ -2,7 +2,8 @@
 // (a ReactorThread of its own) reads every byte the program wrote, then EOF, while nothing of the
 // application's is called on the Reactor that goes (a message connection on it keeps receiving
 // meanwhile); and a peer that stops reading holds the destructor only for the linger time, after
-// which the stream is reset.
+// which the stream is reset. A callback of the program's due when the Reactor goes still comes,
+// before ESHUTDOWN, once its loop runs again.
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -17,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -211,9 +213,8 @@ TEST_F(StreamLingerTest, ADestroyedReactorSendsEveryByteItsStreamsHoldThenEofAnd
   });
   bufferevent_free(held);
   client.reset();
-  // A turn for the deferred callbacks left when runUntil left the loop (see the test below), then
-  // libevent's finalizers run: the streams go with them.
-  event_base_loop(base, EVLOOP_NONBLOCK);
+  // No loop turn first, though runUntil left the loop while bytes moved: libevent's finalizers run
+  // in event_base_free, and the streams go with them (under ASan and valgrind, nothing leaks).
   event_base_free(base);
   peer.runAndWait([&] {
     chatter.reset();
@@ -273,10 +274,8 @@ TEST_F(StreamLingerTest, APeerThatStopsReadingHoldsTheDestructorForTheLingerTime
     reactor.setLinger(500ms);
     // Leaving the scope destroys the Reactor first: it returns while the peer is still stopped.
   }
-  // The loop was left (runUntil) while bytes moved: libevent frees a bufferevent only once its
-  // deferred callbacks have run, so the program gives its base a turn before freeing it
-  // (docs/streams.md, "Exiting"); event_base_free alone would at times leak the stream's pair.
-  event_base_loop(base, EVLOOP_NONBLOCK);
+  // The loop was left (runUntil) while bytes moved, and no turn follows: event_base_free drops
+  // the deferred callbacks still scheduled unrun, and the stream had taken its own off the base.
   event_base_free(base);
   // Past the linger time the stream was reset: the peer, running again, hears ECONNRESET, having
   // read only part of what was written.
@@ -287,6 +286,51 @@ TEST_F(StreamLingerTest, APeerThatStopsReadingHoldsTheDestructorForTheLingerTime
     EXPECT_LT(sink.streams[0]->bytes, kBytes);
     sink.listener.reset();
   });
+}
+
+// A run of the program's callbacks still due when the Reactor goes (its write callback, asked
+// for with bufferevent_trigger: libevent runs it deferred) is not lost, though the stream takes it
+// off the base meanwhile (a program may free its end and its base next, and event_base_free would
+// drop the run unrun with the reference it holds on the end): once the loop runs again, the write
+// callback comes, then BEV_EVENT_ERROR with ESHUTDOWN.
+TEST_F(StreamLingerTest, ACallbackDueWhenTheReactorGoesComesBeforeEshutdownOnceTheLoopRunsAgain) {
+  evrdma::ReactorThread peer;
+  ASSERT_TRUE(peer.valid());
+  Sink sink;
+  int listened = -1;
+  peer.runAndWait([&] { listened = sink.listen(peer.reactor(), bed.ip); });
+  ASSERT_EQ(listened, 0);
+  event_base* base = event_base_new();
+  ASSERT_NE(base, nullptr);
+  std::vector<std::string> heard;
+  bufferevent* bev = nullptr;
+  {
+    evrdma::Reactor reactor(base);
+    bev = connectAndWrite(reactor, bed.ip, sink.listener->port(), 0);
+    ASSERT_NE(bev, nullptr);
+    bufferevent_setcb(
+        bev, nullptr, [](bufferevent*, void* up) { static_cast<std::vector<std::string>*>(up)->push_back("write"); },
+        [](bufferevent*, short what, void* up) {
+          const int err = EVUTIL_SOCKET_ERROR();
+          static_cast<std::vector<std::string>*>(up)->push_back(
+              (what & BEV_EVENT_ERROR) != 0 ? std::string("error: ") + strerror(err) : "event " + std::to_string(what));
+        },
+        &heard);
+    bufferevent_trigger(bev, EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
+    ASSERT_TRUE(heard.empty()) << "the write callback ran at once: nothing would be due";
+    reactor.setLinger(60s);  // (only bounds a hang)
+  }
+  ASSERT_TRUE(heard.empty()) << "a callback of the program's ran while the Reactor went";
+  const timeval turn = {0, 0};
+  for (int i = 0; i < 100 && heard.size() < 2; ++i) {
+    event_base_loopexit(base, &turn);
+    event_base_dispatch(base);
+  }
+  EXPECT_EQ(heard, (std::vector<std::string>{"write", std::string("error: ") + strerror(ESHUTDOWN)}));
+  bufferevent_free(bev);
+  event_base_free(base);
+  ASSERT_TRUE(waitOnPeer(peer, [&] { return sink.allEnded(1); }));
+  peer.runAndWait([&] { sink.listener.reset(); });
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // BuffereventView: the three fields a stream reads on every message (enabled, the read high
 // watermark, the read callback) are read in place of their getters only where the library's
-// layout was found to agree; each read says what the getter says, read either way.
+// layout was found to agree; each read says what the getter says, read either way. And a run of an
+// end's deferred callbacks taken off the base, so that event_base_free with no loop turn before
+// it frees the end (it drops a scheduled run unrun, with the reference the run holds).
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <gtest/gtest.h>
@@ -165,6 +168,76 @@ TEST(BuffereventView, RateLimitFiguresReadFromTheFieldsSayWhatLibeventsGettersSa
   bufferevent_free(pair[1]);
   bufferevent_rate_limit_group_free(group);
   ev_token_bucket_cfg_free(cfg);
+  event_base_free(base);
+}
+
+// A pair made with deferred callbacks whose ends' output evbuffers each hold a reference with a
+// cleanup (neither end reads: it stays there): the cleanups count the ends libevent really freed.
+struct CountedPair {
+  bufferevent* end[2] = {nullptr, nullptr};
+  int freed = 0;
+  static void cleanup(const void*, size_t, void* count) { ++*static_cast<int*>(count); }
+  explicit CountedPair(event_base* base) {
+    if (bufferevent_pair_new(base, BEV_OPT_DEFER_CALLBACKS, end) != 0) return;
+    static const char kByte = 'x';
+    for (bufferevent* e : end) evbuffer_add_reference(bufferevent_get_output(e), &kByte, 1, cleanup, &freed);
+  }
+  // end[0]'s write callback made due, as libevent makes it: a run scheduled, with a reference.
+  void makeWriteCallbackDue() {
+    bufferevent_setcb(end[0], nullptr, [](bufferevent*, void*) {}, nullptr, nullptr);
+    bufferevent_trigger(end[0], EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
+    bufferevent_setcb(end[0], nullptr, nullptr, nullptr, nullptr);  // as bufferevent_free clears them
+  }
+};
+
+TEST(BuffereventView, ARunOfClearedCallbacksTakenOffTheBaseLetsEventBaseFreeFreeBothEnds) {
+  event_base* base = event_base_new();
+  ASSERT_NE(base, nullptr);
+  ASSERT_TRUE(bev::fieldsAgree(base));
+  CountedPair pair(base);
+  ASSERT_NE(pair.end[0], nullptr);
+  pair.makeWriteCallbackDue();
+  EXPECT_TRUE(bev::dropIdleDeferredRun(pair.end[0], true));
+  bufferevent_free(pair.end[0]);
+  bufferevent_free(pair.end[1]);
+  event_base_free(base);  // with no loop turn: it runs the finalizers, and drops any run unrun
+  EXPECT_EQ(pair.freed, 2) << "a run left on the base holds its end (and the pair) for ever";
+}
+
+TEST(BuffereventView, ARunOfCallbacksStillSetIsLeftToRun) {
+  event_base* base = event_base_new();
+  ASSERT_NE(base, nullptr);
+  ASSERT_TRUE(bev::fieldsAgree(base));
+  bufferevent* end[2] = {nullptr, nullptr};
+  ASSERT_EQ(bufferevent_pair_new(base, BEV_OPT_DEFER_CALLBACKS, end), 0);
+  int writes = 0;
+  bufferevent_setcb(end[0], nullptr, [](bufferevent*, void* n) { ++*static_cast<int*>(n); }, nullptr, &writes);
+  bufferevent_trigger(end[0], EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
+  EXPECT_FALSE(bev::dropIdleDeferredRun(end[0], true));
+  event_base_loop(base, EVLOOP_NONBLOCK);
+  EXPECT_EQ(writes, 1);
+  bufferevent_free(end[0]);
+  bufferevent_free(end[1]);
+  event_base_free(base);
+}
+
+TEST(BuffereventView, ARunUnscheduledWhileTheProgramHoldsItsEndRunsOnceScheduledAgain) {
+  event_base* base = event_base_new();
+  ASSERT_NE(base, nullptr);
+  ASSERT_TRUE(bev::fieldsAgree(base));
+  bufferevent* end[2] = {nullptr, nullptr};
+  ASSERT_EQ(bufferevent_pair_new(base, BEV_OPT_DEFER_CALLBACKS, end), 0);
+  int writes = 0;
+  bufferevent_setcb(end[0], nullptr, [](bufferevent*, void* n) { ++*static_cast<int*>(n); }, nullptr, &writes);
+  bufferevent_trigger(end[0], EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
+  ASSERT_TRUE(bev::unscheduleRun(end[0], true));
+  event_base_loop(base, EVLOOP_NONBLOCK);
+  EXPECT_EQ(writes, 0) << "unscheduled, it ran";
+  bev::rescheduleRun(end[0]);
+  event_base_loop(base, EVLOOP_NONBLOCK);
+  EXPECT_EQ(writes, 1) << "scheduled again, it did not run";
+  bufferevent_free(end[0]);
+  bufferevent_free(end[1]);
   event_base_free(base);
 }
 
