@@ -281,8 +281,10 @@ int main(int argc, char** argv) {
       if (beside != NULL) {
         const unsigned tried = connect_and_check(ip, evrdma_listener_get_port(mute), EVRDMA_TRANSPORT_TCP,
                                                  "an RDMA peer that never answers");
+        /* Its bound, not a refusal (tens of ms) nor the stream's connect timeout: the timer runs on
+         * libevent's cached time, which may lag the clock the figure is read on (999 ms was seen). */
         check("the RDMA try ended at its bound (1 s), not at the stream's connect timeout (30 s)",
-              tried >= 1000 && tried < 30000);
+              tried >= 500 && tried < 30000);
         evconnlistener_free(beside);
       }
       evrdma_listener_free(mute);
