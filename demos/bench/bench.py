@@ -265,13 +265,15 @@ class Bench:
         f = self.stream_bench(transport, ["--latency", "--size", "64", "--count", "2000"] + polling, polling)
         return float(f["half_rtt_us"]), float(f["p50_us"])
 
-    def stream_throughput(self, transport, size, total, poll=0, copy=False, tls=False):
+    def stream_throughput(self, transport, size, total, poll=0, copy=False, tls=False, in_place=False):
         """Gb/s and CPU s per GB of client and server; `copy`: the receiving side (the server) copies
-        what it receives instead of lending its receive buffers; `tls`: TLS over the transport."""
+        what it receives instead of lending its receive buffers; `tls`: TLS over the transport;
+        `in_place`: the writer (the client) sends straight from its chains (--in-place)."""
         polling = ["--poll", str(poll)] if poll else []
         tls_flag = ["--tls"] if tls else []
         f = self.stream_bench(transport, ["--throughput", "--size", str(size), "--bytes", str(total)] + polling +
-                              tls_flag, polling + (["--copy"] if copy else []) + tls_flag)
+                              tls_flag + (["--in-place"] if in_place else []),
+                              polling + (["--copy"] if copy else []) + tls_flag)
         return float(f["gbps"]), float(f["client_cpu_s_per_gb"]), float(f["server_cpu_s_per_gb"])
 
     def streams(self):
@@ -305,11 +307,19 @@ class Bench:
                      f"{polling:>8.3f} {ours_polled / polling:>6.2f}   {our_ccpu:>5.1f}/{our_scpu:<6.1f} "
                      f"{b_ccpu:>5.1f}/{b_scpu:<6.1f} {our_scpu:>7.2f}/{copied_scpu:<5.2f} = {our_scpu / copied_scpu:.2f}   "
                      f"{tcp:>10.3f} {tcp_rs:>12.3f}")
-        blast_ops, = self.medians([lambda: self.blast("send", 65536, 500)])
+        # The stream with and without sending in place, and evrdma's own messages, same run.
+        blast_ops, (copied_64k, copied_ccpu, _), (in_place, in_place_ccpu, _) = self.medians([
+            lambda: self.blast("send", 65536, 500),
+            lambda: self.stream_throughput("rdma", 65536, 32 << 20),
+            lambda: self.stream_throughput("rdma", 65536, 32 << 20, in_place=True)])
         blast_gbps = blast_ops * 65536 * 8 / 1e9
         ours_64k = rows[-1][1]
         self.say(f"  64 KiB: blast send (evrdma's messages, {DEPTH} in flight) {blast_gbps:.3f} Gb/s; the stream "
-                 f"{ours_64k / blast_gbps:.2f} x of it")
+                 f"{ours_64k / blast_gbps:.2f} x of it; again, paired with --in-place (evrdma_use_registered_memory: "
+                 f"sent straight from the writer's chains): copied {copied_64k:.3f} Gb/s ({copied_64k / blast_gbps:.2f} x "
+                 f"blast, writer CPU {copied_ccpu:.1f} s per GB), in place {in_place:.3f} Gb/s "
+                 f"({in_place / blast_gbps:.2f} x blast, writer CPU {in_place_ccpu:.1f} s per GB, "
+                 f"{in_place_ccpu / copied_ccpu:.2f} x the copy's)")
         # TLS (libevent's OpenSSL filter on both ends' bufferevents) costs the same CPU on either
         # transport: the ratio against TLS over TCP says what the stream under it adds or saves.
         (tls_rdma, tls_ccpu, tls_scpu), (tls_tcp, tcp_ccpu, tcp_scpu) = self.medians([

@@ -13,6 +13,7 @@
  *   usage: stream-bench --server (--tcp | --rdma) ADDRESS PORT [--tls]
  *          stream-bench (--tcp | --rdma) ADDRESS PORT (--throughput | --latency | --verify) [--size N]
  *                       [--bytes N] [--count N] [--timeout SECONDS] [--poll USEC] [--copy] [--tls]
+ *                       [--in-place]
  */
 #include <errno.h>
 #include <event2/buffer.h>
@@ -424,6 +425,7 @@ static int usage(const char *program, FILE *to, int status) {
           "usage: %s --server (--tcp | --rdma) ADDRESS PORT [--tls]\n"
           "       %s (--tcp | --rdma) ADDRESS PORT (--throughput | --latency | --verify) [--size N]\n"
           "          [--bytes N] [--count N] [--timeout SECONDS] [--seed N] [--poll USEC] [--copy] [--tls]\n"
+          "          [--in-place]\n"
           "  A byte stream's throughput (--bytes in writes of --size, 64 KiB and 256 MiB by default) or\n"
           "  latency (ping-pong of --size bytes, --count times: 64 B, 10000), with CPU per GB, over\n"
           "  TCP or RDMA; or --verify: --bytes of random data in writes of random sizes echoed back\n"
@@ -433,7 +435,9 @@ static int usage(const char *program, FILE *to, int status) {
           "  --copy (RDMA, either side): copy what this side receives into its input evbuffer instead\n"
           "  of lending it the receive buffers (lend_from = SIZE_MAX), to compare.\n"
           "  --tls (both sides): TLS over the transport, libevent's OpenSSL filter on the bufferevent;\n"
-          "  the server makes a self-signed certificate at start, the client does not verify it.\n",
+          "  the server makes a self-signed certificate at start, the client does not verify it.\n"
+          "  --in-place (RDMA, either side): evrdma_use_registered_memory() first, so this side sends\n"
+          "  what it writes straight from its evbuffer chains, without copying them into send buffers.\n",
           program, program);
   return status;
 }
@@ -442,7 +446,7 @@ int main(int argc, char **argv) {
   const char *host = NULL, *port = NULL;
   int server = 0, rdma = -1, mode = -1;
   long size = -1, count = 10000, timeout = 300, poll = 0;
-  int copy = 0, tls = 0;
+  int copy = 0, tls = 0, in_place = 0;
   unsigned long long bytes = 256ull << 20, seed = 1;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return usage(argv[0], stdout, 0);
@@ -460,13 +464,14 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--poll") == 0 && i + 1 < argc) poll = atol(argv[++i]);
     else if (strcmp(argv[i], "--copy") == 0) copy = 1;
     else if (strcmp(argv[i], "--tls") == 0) tls = 1;
+    else if (strcmp(argv[i], "--in-place") == 0) in_place = 1;
     else if (argv[i][0] != '-' && host == NULL) host = argv[i];
     else if (argv[i][0] != '-' && port == NULL) port = argv[i];
     else return usage(argv[0], stderr, 2);
   }
   if (rdma < 0 || host == NULL || port == NULL || (!server && mode < 0) || count <= 0 || timeout <= 0 || bytes == 0 ||
       size == 0 || size < -1 || poll < 0 || (poll > 0 && !rdma) ||
-      (copy && !rdma))
+      ((copy || in_place) && !rdma))
     return usage(argv[0], stderr, 2);
   if (size < 0) size = mode == 1 ? 64 : 64 << 10;
   struct sockaddr_storage address;
@@ -477,6 +482,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   signal(SIGPIPE, SIG_IGN);
+  if (in_place && evrdma_use_registered_memory() != 0) {  /* first: before libevent allocates */
+    fprintf(stderr, "stream-bench: evrdma_use_registered_memory failed\n");
+    return 1;
+  }
   struct event_base *base = event_base_new();
   struct evrdma_base *rbase = rdma ? evrdma_base_new(base) : NULL;
   if (base == NULL || (rdma && rbase == NULL)) {

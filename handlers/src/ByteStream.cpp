@@ -68,6 +68,9 @@ class ByteStream::Handler final : public LingeringHandler, public StreamReceiver
   void onSendDone(Connection& c, uint64_t tag) noexcept override {
     if (stream_ != nullptr) stream_->onSendDone(c, tag);
   }
+  void onOpDone(Connection&, const OpCompletion& done) noexcept override {
+    if (stream_ != nullptr) (void)stream_->onSentInPlace(done.tag);
+  }
   void onWritable(Connection& c) noexcept override {
     if (stream_ != nullptr) stream_->onWritable(c);
   }
@@ -172,6 +175,7 @@ ByteStream::~ByteStream() {
   if (nextPassDue_ != nullptr) event_free(nextPassDue_);
   if (heldPair_ != nullptr) bufferevent_decref(heldPair_);
   if (ours_ != nullptr) freeOurEnd();
+  if (sentInPlace_ != nullptr) evbuffer_free(sentInPlace_);  // (the connection is gone: nothing reads it)
   client_.reset();  // frees the client now or after its onClosed (see Client::Release)
 }
 
@@ -292,6 +296,7 @@ StreamStats ByteStream::stats() const noexcept {
   out.buffersLent = connection_ != nullptr ? StreamPort(*connection_).buffersLent() : 0;
   out.messagesStraightIn = messagesStraightIn_;
   out.messagesStraightOut = messagesStraightOut_;
+  out.bytesSentInPlace = bytesInPlace_;
   return out;
 }
 

@@ -28,6 +28,7 @@ struct evdns_getaddrinfo_request;
 namespace evrdma::detail {
 
 class ReceiveLoan;
+class StreamPort;
 
 class ByteStream final : public ReactorMember {
  public:
@@ -111,6 +112,13 @@ class ByteStream final : public ReactorMember {
   // kStraightOutMost (bulk goes down the pair: see ByteStreamChecks.h).
   bool straightWayOut() const noexcept;
   bool straightWayOut(bool reachable) const noexcept;  // programReachable() asked already
+  // Sending in place (ByteStreamInPlace.cpp), where libevent's memory is the RegisteredHeap's: the
+  // next message, from the chains taken already, else (with `takeMore`) from the front chain of
+  // `input`, taken whole, if its memory is the heap's.
+  enum class InPlace { Sent, Full, Copy, Failed };
+  InPlace sendInPlace(StreamPort& port, evbuffer* input, bool takeMore, size_t& sent) noexcept;
+  // A send in place completed (onOpDone): its bytes' chains may go. False: not one.
+  bool onSentInPlace(uint64_t tag) noexcept;
   static void onPumpDue(evutil_socket_t, short, void* self);  // pumpDue_'s callback
   // The program's end's write-timeout event, hooked (BuffereventView.h): writing was enabled
   // again, or the filter passed bytes on; or a write timeout of the program's ran out.
@@ -195,6 +203,14 @@ class ByteStream final : public ReactorMember {
   bool readShareTaken_ = false;   // this pass's: our end's writing is off until the next (the pair moves nothing up)
   bool writeShareTaken_ = false;  // this pass's: the program's output waits for the next
   bool readLimited_ = false;      // a read rate limit bound the last straightWayIn
+  // Sent in place: the chains taken whole from what the program wrote, held until the sends of
+  // their bytes completed; the bytes posted and not completed, and those not posted yet (at the
+  // back, before anything still in our end's input or the program's output).
+  evbuffer* sentInPlace_ = nullptr;
+  size_t postedInPlace_ = 0;
+  size_t unpostedInPlace_ = 0;
+  bool inPlaceFull_ = false;  // a send window of bytes is out in place: onOpDone pumps again
+  uint64_t bytesInPlace_ = 0;
   bool enableHooked_ = false;    // the program's end's write-timeout event is ours (BuffereventView.h)
   event_callback_fn ownTimeoutCallback_ = nullptr;  // what it called before: a timeout of the program's
   void* ownTimeoutArg_ = nullptr;

@@ -47,7 +47,7 @@ inline bool ByteStream::straightWayIn(size_t length) noexcept {
 inline bool ByteStream::straightWayOut(bool reachable) const noexcept {
   if (!connected_ || !reachable || !bev::writeEnabled(user_, fieldsRead_)) return false;
   if (bev::hasWriteTimeout(user_)) return false;
-  return evbuffer_get_length(oursIn_) == 0 &&
+  return unpostedInPlace_ == 0 && evbuffer_get_length(oursIn_) == 0 &&
          evbuffer_get_length(pairOut_) == 0 &&
          evbuffer_get_length(userOut_) <= kStraightOutMost;
 }

@@ -128,7 +128,7 @@ void ByteStream::closeWhenSent() noexcept {
   closeOnceFinDone_ = true;
   if (!finWanted_) {
     finWanted_ = true;
-    finAt_ = taken_ + evbuffer_get_length(bufferevent_get_input(ours_));
+    finAt_ = taken_ + unpostedInPlace_ + evbuffer_get_length(bufferevent_get_input(ours_));
   }
   if (finDone_) {
     connection_->close();
@@ -144,7 +144,7 @@ int ByteStream::shutdownWrite() noexcept {
   // Every byte the program wrote so far goes first, wherever it waits: its output evbuffer, the
   // pair's end under it, our end's input. (A flush would not do: libevent's pair moves no more
   // than our end's read watermark.)
-  finAt_ = taken_ + evbuffer_get_length(bufferevent_get_input(ours_)) +
+  finAt_ = taken_ + unpostedInPlace_ + evbuffer_get_length(bufferevent_get_input(ours_)) +
            evbuffer_get_length(bufferevent_get_output(userPair_)) + evbuffer_get_length(bufferevent_get_output(user_));
   pump();
   return 0;

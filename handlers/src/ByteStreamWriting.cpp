@@ -11,6 +11,7 @@
 
 #include "ByteStream.h"
 #include "ByteStreamChecks.h"
+#include "RegisteredHeap.h"
 #include "StreamPort.h"
 #include "evrdma/Connection.h"
 
@@ -116,6 +117,7 @@ void ByteStream::pump() noexcept {
   // charged as they passed the filter); asked once, when the straight way opens.
   ev_ssize_t allowance = 0;
   bool limited = false;
+  const bool inPlace = RegisteredHeap::installed();  // libevent's chains are registered memory
   while (true) {
     // What came the long way goes first; then, with nothing left there, the program's output.
     if (!straight && straightWayOut(reachable)) {
@@ -123,6 +125,23 @@ void ByteStream::pump() noexcept {
       input = userOut_;
       allowance = bev::writeAllowance(user_, fieldsRead_);
       limited = bev::limitBinds(allowance);
+    }
+    if (!straight && inPlace) {
+      // Sent in place first (ByteStreamInPlace.cpp): what was taken already, then whole chains of
+      // the heap's from the long way, while no FIN is wanted.
+      if (!batched) {
+        c.beginBatch();
+        batched = true;
+      }
+      size_t sent = 0;
+      const InPlace step = sendInPlace(port, input, !finWanted_, sent);
+      if (step == InPlace::Sent) {
+        taken_ += sent;
+        sentOne = true;
+        continue;
+      }
+      if (step == InPlace::Full) inPlaceFull_ = true;  // onOpDone pumps again
+      if (step != InPlace::Copy || unpostedInPlace_ > 0) break;
     }
     const size_t available = evbuffer_get_length(input);
     size_t length = std::min(available, most);
@@ -182,7 +201,7 @@ void ByteStream::pump() noexcept {
     }
   }
   // Take more from the program only while it can go out: else it waits in the program's output.
-  const bool takeMore = !blocked_ && !finSent_ && connected_;
+  const bool takeMore = !blocked_ && !inPlaceFull_ && !finSent_ && connected_;
   if (takeMore != oursReading_) {
     oursReading_ = takeMore;
     if (takeMore)

@@ -97,6 +97,8 @@ evrdma_base* evrdma_base_new(event_base* base) {
   return made;
 }
 
+int evrdma_use_registered_memory(void) { return evrdma::Stream::useRegisteredMemory(); }
+
 void evrdma_base_free(evrdma_base* rbase) { delete rbase; }
 
 void evrdma_base_set_linger(evrdma_base* rbase, unsigned msec) {

@@ -104,6 +104,16 @@ int ConnectionSender::sendMessageIn(SendOp& op, uint8_t* buffer, size_t length) 
   return dispatch(op, header > 0 ? buffer : nullptr);
 }
 
+int ConnectionSender::sendRegistered(const uint8_t* data, size_t length, uint32_t lkey, uint64_t tag) noexcept {
+  if (!c_.sendable()) return -ENOTCONN;
+  if (length > c_.options_.maxMessageSize || (c_.options_.framed && length > c_.peerMaxMessageSize_)) return -EMSGSIZE;
+  SendOp op;
+  op.type = OpType::Send;
+  op.tag = tag;
+  op.sge = ibv_sge{reinterpret_cast<uintptr_t>(data), static_cast<uint32_t>(length), lkey};
+  return dispatch(op, nullptr);
+}
+
 int ConnectionSender::checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset,
                                     bool hasImm, uint32_t imm, uint64_t tag) noexcept {
   if (!c_.sendable()) return -ENOTCONN;

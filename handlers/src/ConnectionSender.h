@@ -35,6 +35,10 @@ class ConnectionSender {
   // Connection::sendReceived: `length` bytes of payload sent from receive buffer `buffer` (a
   // framed message's header rewritten in place), which becomes a spare again when the send completes.
   int sendReceiveBuffer(uint32_t buffer, size_t length, uint64_t tag) noexcept;
+  // A stream's bytes sent as one message straight from memory registered under `lkey` on the
+  // connection's protection domain (RegisteredHeap): 0, -ENOTCONN, -EMSGSIZE. Completion:
+  // onOpDone(tag), after which the memory is the caller's again.
+  int sendRegistered(const uint8_t* data, size_t length, uint32_t lkey, uint64_t tag) noexcept;
   // Connection::send, rdmaWrite, rdmaRead...: checked, then sent from the application's memory.
   int checkedSubmit(OpType type, const Slice& local, const RemoteRegion* remote, uint64_t remoteOffset, bool hasImm,
                     uint32_t imm, uint64_t tag) noexcept;

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "ByteStream.h"
+#include "RegisteredHeap.h"
 #include "evrdma/Client.h"
 
 namespace evrdma {
@@ -47,5 +48,7 @@ int Stream::stats(bufferevent* bev, StreamStats& out) noexcept {
   out = stream->stats();
   return 0;
 }
+
+int Stream::useRegisteredMemory() noexcept { return detail::RegisteredHeap::install(); }
 
 }  // namespace evrdma

@@ -2,6 +2,7 @@
 #include "StreamPort.h"
 
 #include "ConnectionCore.h"
+#include "evrdma/Connection.h"
 
 namespace evrdma::detail {
 
@@ -14,6 +15,12 @@ int StreamPort::takeSendSpace(size_t length, SendSpace& space) noexcept {
 int StreamPort::send(const SendSpace& space, size_t length, uint64_t tag) noexcept {
   return coreOf(connection_).sender.sendTaken(space.slot, space.data, length, false, 0, tag);
 }
+
+int StreamPort::sendInPlace(const uint8_t* data, size_t length, uint32_t lkey, uint64_t tag) noexcept {
+  return coreOf(connection_).sender.sendRegistered(data, length, lkey, tag);
+}
+
+ibv_pd* StreamPort::protectionDomain() const noexcept { return connection_.protectionDomain(); }
 
 void StreamPort::deliverTo(StreamReceiver& receiver, size_t lendFrom) noexcept {
   coreOf(connection_).receiver.deliverTo(&receiver, lendFrom);

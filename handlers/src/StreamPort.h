@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+struct ibv_pd;
+
 namespace evrdma {
 class Connection;
 }
@@ -47,6 +49,11 @@ class StreamPort {
   // Sends the `length` bytes the stream wrote into `space` as one framed message: 0, or the
   // connection's -errno (it fails: onError follows). The buffer is the connection's again.
   int send(const SendSpace& space, size_t length, uint64_t tag) noexcept;
+  // Sends `length` bytes as one framed message straight from where they are, memory registered
+  // under `lkey` on protectionDomain(): 0, or -errno. The connection's handler hears
+  // onOpDone(tag) once (also when the connection ends first); until then the bytes stay put.
+  int sendInPlace(const uint8_t* data, size_t length, uint32_t lkey, uint64_t tag) noexcept;
+  ibv_pd* protectionDomain() const noexcept;
   // The connection's messages go to `receiver` from now on, in place of its handler's onRecv;
   // those of at least `lendFrom` bytes (0: none) come with the loan of their receive buffer
   // while a spare is free (a receive takes the spare in its place), else null (the caller copies).

@@ -12,6 +12,7 @@
 
 #include "DeviceUsers.h"
 #include "Logging.h"
+#include "RegisteredHeap.h"
 #include "ReactorCore.h"
 #include "evrdma/Reactor.h"
 
@@ -67,7 +68,12 @@ void Device::retireDomain(ibv_pd* pd) noexcept {
   if (pd != nullptr) retiredDomains_.push_back(pd);
   // EBUSY while a memory region is still registered on it: kept for a later try.
   retiredDomains_.erase(std::remove_if(retiredDomains_.begin(), retiredDomains_.end(),
-                                       [](ibv_pd* retired) { return ibv_dealloc_pd(retired) == 0; }),
+                                       [](ibv_pd* retired) {
+                                         // The heap's slabs registered on it go first.
+                                         if (detail::RegisteredHeap::installed())
+                                           detail::RegisteredHeap::instance()->forget(retired);
+                                         return ibv_dealloc_pd(retired) == 0;
+                                       }),
                         retiredDomains_.end());
 }
 

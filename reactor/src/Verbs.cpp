@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <utility>
 
+#include "RegisteredHeap.h"
+
 namespace evrdma {
 namespace {
 
@@ -19,7 +21,10 @@ int errnoResult(int rc) noexcept {
 }  // namespace
 
 int DeviceContextDeleter::operator()(ibv_context* c) const noexcept { return errnoResult(ibv_close_device(c)); }
-int ProtectionDomainDeleter::operator()(ibv_pd* pd) const noexcept { return errnoResult(ibv_dealloc_pd(pd)); }
+int ProtectionDomainDeleter::operator()(ibv_pd* pd) const noexcept {
+  if (detail::RegisteredHeap::installed()) detail::RegisteredHeap::instance()->forget(pd);  // its slabs first
+  return errnoResult(ibv_dealloc_pd(pd));
+}
 int SharedReceiveQueueDeleter::operator()(ibv_srq* srq) const noexcept { return errnoResult(ibv_destroy_srq(srq)); }
 int CompletionChannelDeleter::operator()(ibv_comp_channel* ch) const noexcept {
   return errnoResult(ibv_destroy_comp_channel(ch));

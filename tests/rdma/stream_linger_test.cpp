@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "LoopHold.h"
+#include "PatternSink.h"
 #include "RunUntil.h"
 #include "TestBed.h"
 #include "evrdma/Client.h"
@@ -37,63 +39,9 @@ namespace {
 using evrdma::test::runUntil;
 using namespace std::chrono_literals;
 
-uint8_t patternByte(uint64_t index) { return static_cast<uint8_t>((index * 2654435761u) >> 13 ^ index >> 20); }
-
-// Reads every stream it accepts to its end, checking each byte (the peer's end, on its own thread;
-// read it there, with runAndWait). `stopped`: the peer's loop is held (its thread waits), so
-// nothing of the peer's evrdma returns credits or reads.
-struct Sink {
-  struct Stream {
-    uint64_t bytes = 0, firstBad = UINT64_MAX;
-    bool eof = false;
-    int error = 0;
-  };
-  std::vector<std::unique_ptr<Stream>> streams;
-  evrdma::StreamListener::Ptr listener;
-
-  static void onRead(bufferevent* bev, void* arg) {
-    auto* stream = static_cast<Stream*>(arg);
-    evbuffer* input = bufferevent_get_input(bev);
-    std::vector<uint8_t> got(evbuffer_get_length(input));
-    evbuffer_remove(input, got.data(), got.size());
-    for (uint8_t byte : got) {
-      if (byte != patternByte(stream->bytes) && stream->firstBad == UINT64_MAX) stream->firstBad = stream->bytes;
-      ++stream->bytes;
-    }
-  }
-  static void onEvent(bufferevent* bev, short what, void* arg) {
-    auto* stream = static_cast<Stream*>(arg);
-    if (what & BEV_EVENT_EOF) stream->eof = true;
-    if (what & BEV_EVENT_ERROR) stream->error = EVUTIL_SOCKET_ERROR();
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) bufferevent_free(bev);
-  }
-  int listen(evrdma::Reactor& reactor, const std::string& ip) {
-    listener = evrdma::StreamListener::create(reactor, [this](bufferevent* bev, const sockaddr*, int) {
-      streams.push_back(std::make_unique<Stream>());
-      bufferevent_setcb(bev, onRead, nullptr, onEvent, streams.back().get());
-      bufferevent_enable(bev, EV_READ);
-    });
-    return listener->listen(ip, 0);
-  }
-  // Every stream ended (EOF or an error), `count` of them.
-  bool allEnded(size_t count) const {
-    if (streams.size() != count) return false;
-    for (const auto& stream : streams)
-      if (!stream->eof && stream->error == 0) return false;
-    return true;
-  }
-};
-
-// Waits (on the test's thread) until `done` holds on the peer's thread; false after a minute.
-bool waitOnPeer(evrdma::ReactorThread& peer, const std::function<bool()>& done) {
-  for (int i = 0; i < 600; ++i) {
-    bool reached = false;
-    peer.runAndWait([&] { reached = done(); });
-    if (reached) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return false;
-}
+using evrdma::test::patternByte;
+using evrdma::test::Sink;
+using evrdma::test::waitOnPeer;
 
 // An agent that sends a message every millisecond to whoever connects (framed: credits pace it).
 struct Chatter : evrdma::ConnectionHandler {
@@ -139,17 +87,9 @@ void writePattern(bufferevent* bev, size_t bytes) {
 // Writes `bytes` of the pattern to a new stream on `reactor` to `port` (0: none); its end once
 // connected, null if it did not.
 bufferevent* connectAndWrite(evrdma::Reactor& reactor, const std::string& ip, uint16_t port, size_t bytes) {
-  bufferevent* bev = evrdma::Stream::connect(reactor, ip, port);
-  if (bev == nullptr) return nullptr;
-  bool connected = false;
-  bufferevent_setcb(bev, nullptr, nullptr, [](bufferevent*, short what, void* up) {
-    if (what & BEV_EVENT_CONNECTED) *static_cast<bool*>(up) = true;
-  }, &connected);
-  bufferevent_enable(bev, EV_READ | EV_WRITE);
-  if (bytes > 0) writePattern(bev, bytes);
-  if (!runUntil(reactor, [&] { return connected; }, 60s)) return nullptr;
-  bufferevent_setcb(bev, nullptr, nullptr, nullptr, nullptr);
-  return bev;
+  return evrdma::test::connectedStream(reactor, ip, port, {}, [bytes](bufferevent* bev) {
+    if (bytes > 0) writePattern(bev, bytes);
+  });
 }
 
 class StreamLingerTest : public ::testing::Test {
@@ -222,35 +162,6 @@ TEST_F(StreamLingerTest, ADestroyedReactorSendsEveryByteItsStreamsHoldThenEofAnd
   });
 }
 
-// Holds a ReactorThread's loop (its thread waits) from hold() until it is destroyed.
-class LoopHold {
- public:
-  explicit LoopHold(evrdma::ReactorThread& thread) : thread_(thread) {}
-  ~LoopHold() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    held_ = false;
-    changed_.notify_all();
-  }
-  bool hold() {
-    if (thread_.reactor().post([this] {
-          std::unique_lock<std::mutex> lock(mutex_);
-          holding_ = true;
-          changed_.notify_all();
-          changed_.wait(lock, [this] { return !held_; });
-        }) != 0)
-      return false;
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return holding_; });
-    return true;
-  }
-
- private:
-  evrdma::ReactorThread& thread_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool held_ = true, holding_ = false;
-};
-
 TEST_F(StreamLingerTest, APeerThatStopsReadingHoldsTheDestructorForTheLingerTimeOnlyThenTheStreamIsReset) {
   evrdma::ReactorThread peer;
   ASSERT_TRUE(peer.valid());
@@ -263,7 +174,7 @@ TEST_F(StreamLingerTest, APeerThatStopsReadingHoldsTheDestructorForTheLingerTime
   event_base* base = event_base_new();
   ASSERT_NE(base, nullptr);
   {
-    LoopHold stopped(peer);  // declared before the Reactor: the peer runs again only once it is gone
+    evrdma::test::LoopHold stopped(peer);  // declared before the Reactor: the peer runs again only once it is gone
     evrdma::Reactor reactor(base);
     bufferevent* bev = connectAndWrite(reactor, bed.ip, sink.listener->port(), kBytes);
     ASSERT_NE(bev, nullptr);

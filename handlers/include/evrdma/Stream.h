@@ -92,6 +92,9 @@ struct StreamStats {
   /// Messages sent that were taken straight from the program's output evbuffer (it could write,
   /// and nothing it wrote before was still on its way down); the others came through the pair.
   uint64_t messagesStraightOut = 0;
+  /// Bytes sent straight from the program's output evbuffer chains, without a copy (the program
+  /// opted in with useRegisteredMemory(); 0 otherwise).
+  uint64_t bytesSentInPlace = 0;
   ConnectionStats connection;   ///< the connection's figures (bytes, messages, credit waits...)
 };
 
@@ -119,6 +122,14 @@ class Stream {
   static int shutdownWrite(bufferevent* bev) noexcept;
   /// Whether `bev` is a stream's end that evrdma made (and the program has not freed).
   static bool isStream(bufferevent* bev) noexcept;
+  /// Opt-in, once per process, best before anything of libevent's is made: libevent's memory
+  /// functions (event_set_mem_functions) then take each block of 1 KiB or more (the evbuffer
+  /// chains bufferevent_write copies into) from memory evrdma registers with the device on first
+  /// use, so streams send what the program wrote straight from its chains, with no second copy
+  /// into a send buffer (StreamStats::bytesSentInPlace). Smaller blocks, and memory allocated
+  /// before, stay malloc's. The registered memory is kept for reuse (never given back to the
+  /// system) and stays pinned while a device is open. 0, or -ENOMEM (nothing changed).
+  static int useRegisteredMemory() noexcept;
   /// The stream's figures: 0, or -EINVAL (not a stream of evrdma's).
   static int stats(bufferevent* bev, StreamStats& out) noexcept;
 };

@@ -30,6 +30,13 @@ struct evrdma_base;
 /** A listener for streams, bound to an address and port. */
 struct evrdma_listener;
 
+/** Opt-in, once per process, best before anything of libevent's is made: libevent's memory then
+ * comes from memory evrdma registers with the device (blocks of 1 KiB and up: evbuffer chains),
+ * and streams send what the program wrote straight from its output evbuffer's chains, without a
+ * second copy. The memory stays pinned while a device is open and is kept for reuse. 0, or
+ * -ENOMEM (nothing changed). */
+int evrdma_use_registered_memory(void);
+
 /** NULL with errno set (ENOMEM, or what libevent refused). */
 struct evrdma_base *evrdma_base_new(struct event_base *base);
 /** Frees evrdma's part of the base. Streams still sending (freed by the program, or still held)

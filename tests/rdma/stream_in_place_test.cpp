@@ -1,0 +1,167 @@
+// Streams that send in place, over real RDMA: this program opts in (Stream::useRegisteredMemory,
+// before main), so libevent's evbuffer chains are registered memory and a stream sends what the
+// program wrote straight from them. Every byte arrives, in order, nearly all of them sent in
+// place; a chain's memory is not freed (nor handed to the next write) before its send completed,
+// though the peer holds the sends back for credits meanwhile; and memory that is not the heap's
+// (the program's own, added with evbuffer_add_reference) is copied, as before, and arrives too.
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "LoopHold.h"
+#include "PatternSink.h"
+#include "RunUntil.h"
+#include "TestBed.h"
+#include "evrdma/Reactor.h"
+#include "evrdma/ReactorThread.h"
+#include "evrdma/Stream.h"
+
+namespace {
+
+using evrdma::test::runUntil;
+using namespace std::chrono_literals;
+
+// Before main, so before anything of libevent's is made (as a program calls it first thing).
+const int kOptedIn = evrdma::Stream::useRegisteredMemory();
+
+using evrdma::test::patternByte;
+using evrdma::test::Sink;
+using evrdma::test::waitOnPeer;
+
+// Writes `bytes` of the pattern from `from` on, in writes of random sizes up to 256 KiB.
+void writePattern(bufferevent* bev, uint64_t from, uint64_t bytes, std::mt19937& random) {
+  std::vector<uint8_t> chunk;
+  for (uint64_t at = from; at < from + bytes;) {
+    const size_t size = std::min<uint64_t>(1 + random() % (256 << 10), from + bytes - at);
+    chunk.resize(size);
+    for (size_t i = 0; i < size; ++i) chunk[i] = patternByte(at + i);
+    ASSERT_EQ(bufferevent_write(bev, chunk.data(), size), 0);
+    at += size;
+  }
+}
+
+class StreamInPlaceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(kOptedIn, 0) << "useRegisteredMemory: " << strerror(-kOptedIn);
+    ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+    ASSERT_TRUE(peer.valid());
+    int listened = -1;
+    peer.runAndWait([&] { listened = sink.listen(peer.reactor(), bed.ip); });
+    ASSERT_EQ(listened, 0);
+  }
+  void TearDown() override {
+    peer.runAndWait([&] { sink.listener.reset(); });
+  }
+  // Connects a stream to the sink, once connected.
+  bufferevent* connect(evrdma::Reactor& reactor, const evrdma::StreamOptions& options = {}) {
+    return evrdma::test::connectedStream(reactor, bed.ip, sink.listener->port(), options);
+  }
+  // The sink's stream `n` (from 1) read `bytes` intact, then EOF.
+  void expectIntact(size_t n, uint64_t bytes) {
+    ASSERT_TRUE(waitOnPeer(peer, [&] { return sink.ended(n); }));
+    peer.runAndWait([&] {
+      const Sink::Stream& got = *sink.streams[n - 1];
+      EXPECT_EQ(got.bytes, bytes);
+      EXPECT_EQ(got.firstBad, UINT64_MAX) << "a wrong byte at " << got.firstBad;
+      EXPECT_TRUE(got.eof) << strerror(got.error);
+    });
+  }
+  static uint64_t sentInPlace(bufferevent* bev) {
+    evrdma::StreamStats stats;
+    return evrdma::Stream::stats(bev, stats) == 0 ? stats.bytesSentInPlace : 0;
+  }
+  static uint64_t sent(bufferevent* bev) {
+    evrdma::StreamStats stats;
+    return evrdma::Stream::stats(bev, stats) == 0 ? stats.connection.bytesSent : 0;
+  }
+
+  evrdma::test::TestBed bed;
+  evrdma::ReactorThread peer;
+  Sink sink;
+};
+
+TEST_F(StreamInPlaceTest, WritesOfAnySizeArriveIntactAndNearlyAllAreSentStraightFromTheirChains) {
+  const uint64_t total = evrdma::test::lightStress() ? (8u << 20) : (64u << 20);
+  evrdma::Reactor reactor;
+  bufferevent* bev = connect(reactor);
+  ASSERT_NE(bev, nullptr);
+  std::mt19937 random(7);
+  // In writes of up to 256 KiB, each turn's writes once the previous ones have gone.
+  uint64_t written = 0;
+  while (written < total) {
+    const uint64_t bytes = std::min<uint64_t>(1u << 20, total - written);
+    writePattern(bev, written, bytes, random);
+    if (::testing::Test::HasFatalFailure()) return;
+    written += bytes;
+    ASSERT_TRUE(runUntil(reactor, [&] { return evbuffer_get_length(bufferevent_get_output(bev)) == 0; }, 60s));
+  }
+  ASSERT_TRUE(runUntil(reactor, [&] { return sent(bev) >= total; }, 120s));
+  const uint64_t inPlace = sentInPlace(bev);
+  std::printf("%llu of %llu bytes sent in place\n", static_cast<unsigned long long>(inPlace),
+              static_cast<unsigned long long>(total));
+  EXPECT_GE(inPlace, total * 9 / 10) << "the chains were copied";
+  bufferevent_free(bev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));  // the rest, the FIN, the disconnect
+  expectIntact(1, total);
+}
+
+// The peer's loop is held: it returns no credit, so of what the stream posts in place, what is past
+// the peer's receives waits in the connection for credits. The program writes again meanwhile:
+// were the waiting chains freed when posted (not when their sends complete), those new writes
+// would take their memory and be sent in their place.
+TEST_F(StreamInPlaceTest, AChainsMemoryIsNotReusedBeforeItsSendCompletesWhileTheSendWaitsForCredits) {
+  const uint64_t batch = 2u << 20;  // twice the peer's receives (16 of 64 KiB)
+  evrdma::StreamOptions options;
+  options.sendWindow = batch;  // all of it posted in place at once
+  evrdma::Reactor reactor;
+  bufferevent* bev = connect(reactor, options);
+  ASSERT_NE(bev, nullptr);
+  std::mt19937 random(11);
+  {
+    evrdma::test::LoopHold stopped(peer);
+    ASSERT_TRUE(stopped.hold());
+    writePattern(bev, 0, batch, random);
+    ASSERT_TRUE(runUntil(reactor, [&] { return sentInPlace(bev) >= batch; }, 60s))
+        << sentInPlace(bev) << " of " << batch << " bytes posted in place";
+    evrdma::StreamStats stats;
+    ASSERT_EQ(evrdma::Stream::stats(bev, stats), 0);
+    ASSERT_LT(stats.connection.bytesSent, batch) << "nothing waited for credits: the test would prove nothing";
+    writePattern(bev, batch, batch, random);  // new chains, while the first batch's wait
+    ASSERT_TRUE(runUntil(reactor, [&] { return evbuffer_get_length(bufferevent_get_output(bev)) == 0; }, 60s));
+  }
+  ASSERT_TRUE(runUntil(reactor, [&] { return sent(bev) >= 2 * batch; }, 120s));
+  bufferevent_free(bev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));  // the rest, the FIN, the disconnect
+  expectIntact(1, 2 * batch);
+}
+
+// evbuffer_add_reference of the program's own memory: not the heap's, so copied (in place it would
+// be sent under no registration: the device would refuse it and the stream fail).
+TEST_F(StreamInPlaceTest, TheProgramsOwnMemoryInTheOutputIsCopiedAndArrivesIntact) {
+  const uint64_t total = 4u << 20;
+  static std::vector<uint8_t> own(total);
+  for (uint64_t i = 0; i < total; ++i) own[i] = patternByte(i);
+  evrdma::Reactor reactor;
+  bufferevent* bev = connect(reactor);
+  ASSERT_NE(bev, nullptr);
+  for (uint64_t at = 0; at < total; at += 64 << 10)
+    ASSERT_EQ(evbuffer_add_reference(bufferevent_get_output(bev), own.data() + at, 64 << 10, nullptr, nullptr), 0);
+  ASSERT_TRUE(runUntil(reactor, [&] { return sent(bev) >= total; }, 120s));
+  const uint64_t inPlace = sentInPlace(bev);
+  std::printf("%llu of %llu bytes of the program's own memory sent in place (copied on the way)\n",
+              static_cast<unsigned long long>(inPlace), static_cast<unsigned long long>(total));
+  EXPECT_LE(inPlace, total / 4) << "the program's own memory was taken as registered";
+  bufferevent_free(bev);
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));  // the rest, the FIN, the disconnect
+  expectIntact(1, total);
+}
+
+}  // namespace
