@@ -2,7 +2,8 @@
 // loop. One process, one event_base: an evhttp server answering GET /stats, an HTTP client asking
 // it every 20 ms, and a 10 ms timer. First with no traffic (quiet), then while N pingpong clients
 // and their echo server flood the completion queue on the same base, then while the same flood is
-// carried by TCP bufferevents (N clients and an echo server on the same base and address), the
+// carried by evrdma's streams (N clients and an echo server on bufferevents over RDMA), then by TCP
+// bufferevents (the same program on socket bufferevents, on the same base and address), the
 // anchor: how fair libevent itself is under load. Prints the timer's lateness and the HTTP response
 // time in each phase, the rates and the CPU, and each flood's ratio to quiet, side by side.
 #include <event2/event.h>
@@ -19,7 +20,7 @@
 #include "CommandLine.h"
 #include "HostApp.h"
 #include "PingPong.h"
-#include "TcpFlood.h"
+#include "EchoFlood.h"
 #include "evrdma/Client.h"
 #include "evrdma/CompletionStats.h"
 #include "evrdma/Listener.h"
@@ -33,8 +34,8 @@ void usage(FILE* out, const char* prog) {
                "usage: %s -a ADDR [options]\n"
                "Measures an application's timer and HTTP server on one event_base, first quiet, then while\n"
                "evrdma pingpong clients flood the completion queue on the same base, then while the same\n"
-               "flood goes over TCP bufferevents on that base and address; prints each phase (with its rate\n"
-               "and CPU) and each flood's ratio to quiet.\n"
+               "flood goes over evrdma's streams (bufferevents), then over TCP bufferevents on that base and\n"
+               "address; prints each phase (with its rate and CPU) and each flood's ratio to quiet.\n"
                "  -a ADDR   an address of the RDMA device (numeric; under tools/rdma-run: $EVRDMA_RDMA_IP)\n"
                "  -n N      flooding clients, of each transport (default 4)\n"
                "  -s BYTES  message size (default 64)\n"
@@ -112,7 +113,7 @@ void print(const char* name, const Phase& p) {
 double ratio(double flood, double quiet) { return flood / (quiet < 1 ? 1 : quiet); }
 
 void printRatios(const char* name, const Phase& flood, const Phase& quiet) {
-  std::printf("ratio flood/quiet, %-4s timer lateness p99 %6.1f, max %6.1f; HTTP response median %6.1f, p99 %6.1f\n", name,
+  std::printf("ratio flood/quiet, %-6s timer lateness p99 %6.1f, max %6.1f; HTTP response median %6.1f, p99 %6.1f\n", name,
               ratio(flood.lateness.p99, quiet.lateness.p99), ratio(flood.lateness.max, quiet.lateness.max),
               ratio(flood.response.median, quiet.response.median), ratio(flood.response.p99, quiet.response.p99));
 }
@@ -200,11 +201,28 @@ int main(int argc, char** argv) {
     flood.clear();
     listener.reset();
 
-    // The same flood over TCP on the same base and address.
+    // The same flood over evrdma's streams, then over TCP, on the same base and address.
+    Phase streams;
+    {
+      hostapp::EchoFlood streamFlood(base, size);
+      if (int rc = streamFlood.startStreams(reactor, address, static_cast<unsigned>(clients)); rc != 0) {
+        std::fprintf(stderr, "evrdma-loop-latency: stream flood on %s: %s\n", address.c_str(), std::strerror(-rc));
+        status = 1;
+      } else {
+        streams = measure(reactor, seconds,
+                          [&] { return streamFlood.roundTrips() >= 1000 || !streamFlood.error().empty(); },
+                          [&] { return streamFlood.roundTrips(); }, priority);
+      }
+      if (!streamFlood.error().empty()) {
+        std::fprintf(stderr, "evrdma-loop-latency: %s\n", streamFlood.error().c_str());
+        status = 1;
+      }
+    }
+    if (streams.ticks == 0 || streams.response.count == 0) status = 1;
     Phase tcp;
     {
-      hostapp::TcpFlood tcpFlood(base, size);
-      if (int rc = tcpFlood.start(address, static_cast<unsigned>(clients)); rc != 0) {
+      hostapp::EchoFlood tcpFlood(base, size);
+      if (int rc = tcpFlood.startTcp(address, static_cast<unsigned>(clients)); rc != 0) {
         std::fprintf(stderr, "evrdma-loop-latency: TCP flood on %s: %s\n", address.c_str(), std::strerror(-rc));
         status = 1;
       } else {
@@ -220,13 +238,17 @@ int main(int argc, char** argv) {
 
     std::printf("evrdma-loop-latency: one event_base, a 10 ms timer and an HTTP server asked every 20 ms; %llu s quiet, "
                 "%llu s while %llu pingpong clients of %llu B flood it over RDMA, %llu s while as many flood it over "
-                "TCP bufferevents (the same base and address)\n",
-                seconds, seconds, clients, size, seconds);
+                "evrdma's streams, %llu s over TCP bufferevents (the same program; the same base and address)\n",
+                seconds, seconds, clients, size, seconds, seconds);
     print("quiet", quiet);
     print("rdma", flooded);
+    print("stream", streams);
     print("tcp", tcp);
     printRatios("rdma", flooded, quiet);
+    printRatios("stream", streams, quiet);
     printRatios("tcp", tcp, quiet);
+    std::printf("stream flood against the TCP flood: timer lateness p99 %.2f x, HTTP response median %.2f x\n",
+                ratio(streams.lateness.p99, tcp.lateness.p99), ratio(streams.response.median, tcp.response.median));
     std::printf("completion budget yields during the RDMA flood: %llu (turn budget %llu us); the application's "
                 "events %s\n",
                 static_cast<unsigned long long>(flooded.budgetYields), turnBudget,

@@ -39,13 +39,14 @@ check "both workers took clients" $([ "$(grep -cE "worker [01]: [1-9][0-9]* clie
 check "devices lists ${EVRDMA_RDMA_DEV:-?} with an active port" $(grep -q "^${EVRDMA_RDMA_DEV:-?}:" "$log" && grep -q "state active" "$log"; echo $?)
 "$build/demos/evrdma-loop-latency" -a "$address" -d 1 | tee "$log"
 status=${PIPESTATUS[0]}
-check "evrdma-loop-latency measures quiet, an RDMA flood and a TCP flood and prints each flood's ratio" \
-    $([ "$status" = 0 ] && grep -q "^quiet" "$log" && grep -q "^rdma" "$log" && grep -q "^tcp" "$log" &&
-      grep -q "^ratio flood/quiet, rdma" "$log" && grep -q "^ratio flood/quiet, tcp" "$log"; echo $?)
+check "evrdma-loop-latency measures quiet, an RDMA flood, a stream flood and a TCP flood and prints each flood's ratio" \
+    $([ "$status" = 0 ] && grep -q "^quiet" "$log" && grep -q "^rdma" "$log" && grep -q "^stream" "$log" &&
+      grep -q "^tcp" "$log" && grep -q "^ratio flood/quiet, rdma" "$log" && grep -q "^ratio flood/quiet, stream" "$log" &&
+      grep -q "^ratio flood/quiet, tcp" "$log" && grep -q "^stream flood against the TCP flood" "$log"; echo $?)
 "$build/demos/evrdma-loop-latency" -a "$address" -d 1 -A | tee "$log"
 status=${PIPESTATUS[0]}
-check "evrdma-loop-latency -A gives the application's events libevent priority 0 and measures all three phases" \
-    $([ "$status" = 0 ] && grep -q "^tcp" "$log" && grep -q "the application's events first" "$log"; echo $?)
+check "evrdma-loop-latency -A gives the application's events libevent priority 0 and measures all four phases" \
+    $([ "$status" = 0 ] && grep -q "^stream" "$log" && grep -q "^tcp" "$log" && grep -q "the application's events first" "$log"; echo $?)
 "$build/demos/evrdma-loop-latency" >/dev/null 2>"$log"
 status=$?
 check "evrdma-loop-latency without -a says what is missing: $(cat "$log")" $([ "$status" = 2 ] && grep -q "required" "$log"; echo $?)

@@ -1,6 +1,6 @@
-// TcpFlood: TCP echo server and ping-pong clients on bufferevents, the anchor of the loop-latency
-// benchmark.
-#include "TcpFlood.h"
+// EchoFlood: an echo server and ping-pong clients on bufferevents, over TCP (the anchor of the
+// loop-latency benchmark) or evrdma's streams.
+#include "EchoFlood.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -19,19 +19,20 @@ namespace {
 void noDelay(evutil_socket_t fd) {
   // Each message is a whole request: Nagle would hold it for the previous one's ACK.
   const int on = 1;
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  if (fd >= 0) (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);  // (a stream has none)
 }
 
 }  // namespace
 
-TcpFlood::TcpFlood(event_base* base, size_t size) : base_(base), message_(size, 'x') {}
+EchoFlood::EchoFlood(event_base* base, size_t size) : base_(base), message_(size, 'x') {}
 
-TcpFlood::~TcpFlood() {
+EchoFlood::~EchoFlood() {
   for (bufferevent* end : ends_) bufferevent_free(end);
   if (listener_ != nullptr) evconnlistener_free(listener_);
+  streamListener_.reset();
 }
 
-int TcpFlood::start(const std::string& address, unsigned clients) {
+int EchoFlood::startTcp(const std::string& address, unsigned clients) {
   sockaddr_storage where{};
   int length = sizeof where;
   if (evutil_parse_sockaddr_port(address.c_str(), reinterpret_cast<sockaddr*>(&where), &length) != 0)
@@ -44,18 +45,43 @@ int TcpFlood::start(const std::string& address, unsigned clients) {
   for (unsigned i = 0; i < clients; ++i) {
     bufferevent* client = bufferevent_socket_new(base_, -1, BEV_OPT_CLOSE_ON_FREE);
     if (client == nullptr) return -ENOMEM;
-    ends_.push_back(client);
-    bufferevent_setcb(client, onAnswer, nullptr, onEvent, this);
-    bufferevent_setwatermark(client, EV_READ, message_.size(), 0);
-    bufferevent_enable(client, EV_READ);
+    if (int rc = connectClient(client); rc != 0) return rc;
     if (bufferevent_socket_connect(client, reinterpret_cast<sockaddr*>(&where), static_cast<int>(bound)) != 0)
       return -ECONNREFUSED;
   }
   return 0;
 }
 
-void TcpFlood::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr*, int, void* self) {
-  auto* flood = static_cast<TcpFlood*>(self);
+int EchoFlood::startStreams(evrdma::Reactor& reactor, const std::string& address, unsigned clients) {
+  transport_ = "stream";
+  streamListener_ = evrdma::StreamListener::create(reactor, [this](bufferevent* server, const sockaddr*, int) {
+    serve(server);
+  });
+  if (int rc = streamListener_->listen(address, 0); rc != 0) return rc;
+  for (unsigned i = 0; i < clients; ++i) {
+    int error = 0;
+    bufferevent* client = evrdma::Stream::connect(reactor, address, streamListener_->port(), {}, &error);
+    if (client == nullptr) return error;
+    if (int rc = connectClient(client); rc != 0) return rc;
+  }
+  return 0;
+}
+
+int EchoFlood::connectClient(bufferevent* client) {
+  ends_.push_back(client);
+  bufferevent_setcb(client, onAnswer, nullptr, onEvent, this);
+  bufferevent_setwatermark(client, EV_READ, message_.size(), 0);
+  return bufferevent_enable(client, EV_READ) == 0 ? 0 : -EINVAL;
+}
+
+void EchoFlood::serve(bufferevent* server) {
+  ends_.push_back(server);
+  bufferevent_setcb(server, onEcho, nullptr, onEvent, this);
+  bufferevent_enable(server, EV_READ);
+}
+
+void EchoFlood::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr*, int, void* self) {
+  auto* flood = static_cast<EchoFlood*>(self);
   bufferevent* server = bufferevent_socket_new(flood->base_, fd, BEV_OPT_CLOSE_ON_FREE);
   if (server == nullptr) {
     evutil_closesocket(fd);
@@ -63,17 +89,15 @@ void TcpFlood::onAccept(evconnlistener*, evutil_socket_t fd, sockaddr*, int, voi
     return;
   }
   noDelay(fd);
-  flood->ends_.push_back(server);
-  bufferevent_setcb(server, onEcho, nullptr, onEvent, flood);
-  bufferevent_enable(server, EV_READ);
+  flood->serve(server);
 }
 
-void TcpFlood::onEcho(bufferevent* bev, void*) {
+void EchoFlood::onEcho(bufferevent* bev, void*) {
   evbuffer_add_buffer(bufferevent_get_output(bev), bufferevent_get_input(bev));
 }
 
-void TcpFlood::onAnswer(bufferevent* bev, void* self) {
-  auto* flood = static_cast<TcpFlood*>(self);
+void EchoFlood::onAnswer(bufferevent* bev, void* self) {
+  auto* flood = static_cast<EchoFlood*>(self);
   evbuffer* input = bufferevent_get_input(bev);
   while (evbuffer_get_length(input) >= flood->message_.size()) {
     evbuffer_drain(input, flood->message_.size());
@@ -82,8 +106,8 @@ void TcpFlood::onAnswer(bufferevent* bev, void* self) {
   }
 }
 
-void TcpFlood::onEvent(bufferevent* bev, short what, void* self) {
-  auto* flood = static_cast<TcpFlood*>(self);
+void EchoFlood::onEvent(bufferevent* bev, short what, void* self) {
+  auto* flood = static_cast<EchoFlood*>(self);
   if ((what & BEV_EVENT_CONNECTED) != 0) {
     noDelay(bufferevent_getfd(bev));
     flood->send(bev);
@@ -94,11 +118,11 @@ void TcpFlood::onEvent(bufferevent* bev, short what, void* self) {
   bufferevent_disable(bev, EV_READ | EV_WRITE);
 }
 
-void TcpFlood::send(bufferevent* bev) { bufferevent_write(bev, message_.data(), message_.size()); }
+void EchoFlood::send(bufferevent* bev) { bufferevent_write(bev, message_.data(), message_.size()); }
 
-void TcpFlood::fail(const char* what, int err) {
+void EchoFlood::fail(const char* what, int err) {
   if (!error_.empty()) return;
-  error_ = std::string("TCP flood: ") + what + (err != 0 ? std::string(": ") + std::strerror(err) : "");
+  error_ = std::string(transport_) + " flood: " + what + (err != 0 ? std::string(": ") + std::strerror(err) : "");
 }
 
 }  // namespace hostapp
