@@ -125,9 +125,9 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
     }
     ++agentsServed;
     totalEchoes += a.echoed();
-    if (!a.error.empty())
-      ++agentsFailed;
-    else if (a.echoed() != a.info().count)
+    if (!a.error.empty()) {
+      if (agentsFailed++ == 0) firstAgentError = a.error;
+    } else if (a.echoed() != a.info().count)
       ++agentsIncomplete;
     if (agentClosedHook) agentClosedHook(a, c);
   };

@@ -86,6 +86,7 @@ class EchoFactory : public evrdma::AgentFactory {
   std::atomic<uint64_t> agentsIncomplete{0};  // no error, but disconnected before `count` echoes
   std::atomic<uint64_t> totalEchoes{0};  // rejections: Listener::stats()
   std::mutex closedMutex;
+  std::string firstAgentError;  // what the first failed agent heard (under closedMutex)
   bool disconnectAfterLastEcho = false;  // see EchoAgent
   bool sharedReceiveQueue = false;       // agents receive through the device's SRQ
   // Echoes go from the buffer their message arrived in (Connection::sendReceived: one spare

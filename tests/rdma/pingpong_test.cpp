@@ -27,7 +27,7 @@ TEST_P(PingPongSizes, EveryEchoComesBackVerified) {
   EXPECT_EQ(results_[0].verifiedBytes, count * size);
   ASSERT_TRUE(runUntil([&] { return listener_->agentCount() == 0; }, 10s)) << "the agent never closed";
   EXPECT_EQ(factory_->totalEchoes, count);
-  EXPECT_EQ(factory_->agentsFailed, 0u);
+  EXPECT_EQ(factory_->agentsFailed, 0u) << "the agent heard: " << factory_->firstAgentError;
 }
 
 INSTANTIATE_TEST_SUITE_P(OneByteToOneMebibyte, PingPongSizes, ::testing::Values(1, 64, 4096, 65536, 1 << 20),
