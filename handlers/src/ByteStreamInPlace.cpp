@@ -5,7 +5,8 @@
 // chain stays, untouched and unfreed, until the sends of all its bytes have completed: libevent
 // would otherwise free it (or hand its memory to the next write) while the device still reads it.
 // What the chains hold goes out in messages of up to the message size, in order, before anything
-// behind them; at most a send window of bytes is out at once.
+// behind them; at most as many bytes are out at once as the copy path's send buffers hold (or a
+// send window, if more).
 #include <event2/buffer.h>
 
 #include <algorithm>
@@ -42,7 +43,9 @@ ByteStream::InPlace ByteStream::sendInPlace(StreamPort& port, evbuffer* input, b
       return InPlace::Copy;  // (not reached: moved whole)
     unpostedInPlace_ = front.iov_len;
   }
-  if (postedInPlace_ > 0 && postedInPlace_ + std::min(unpostedInPlace_, messageMost_) > options_.sendWindow)
+  // As many bytes out as the copy path's send buffers hold (or the send window, if more).
+  const size_t most = std::max(options_.sendWindow, size_t{options_.connection.sendDepth} * messageMost_);
+  if (postedInPlace_ > 0 && postedInPlace_ + std::min(unpostedInPlace_, messageMost_) > most)
     return InPlace::Full;  // onOpDone frees room
   // The next message: from where the unposted bytes begin, no further than their chain.
   evbuffer_ptr at{};
