@@ -95,6 +95,12 @@ bufferevent* connectAndWrite(evrdma::Reactor& reactor, const std::string& ip, ui
 class StreamLingerTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(evrdma::test::loadTestBed(bed)); }
+  // `sink` listens on `peer`'s Reactor.
+  bool listening(evrdma::ReactorThread& peer, Sink& sink) {
+    int listened = -1;
+    if (peer.valid()) peer.runAndWait([&] { listened = sink.listen(peer.reactor(), bed.ip); });
+    return listened == 0;
+  }
   evrdma::test::TestBed bed;
 };
 
@@ -164,11 +170,8 @@ TEST_F(StreamLingerTest, ADestroyedReactorSendsEveryByteItsStreamsHoldThenEofAnd
 
 TEST_F(StreamLingerTest, APeerThatStopsReadingHoldsTheDestructorForTheLingerTimeOnlyThenTheStreamIsReset) {
   evrdma::ReactorThread peer;
-  ASSERT_TRUE(peer.valid());
   Sink sink;
-  int listened = -1;
-  peer.runAndWait([&] { listened = sink.listen(peer.reactor(), bed.ip); });
-  ASSERT_EQ(listened, 0);
+  ASSERT_TRUE(listening(peer, sink));
   // Under the sanitizers and valgrind (EVRDMA_STRESS=light) a quarter: they look for memory errors.
   const size_t kBytes = evrdma::test::lightStress() ? size_t{2} << 20 : size_t{8} << 20;
   event_base* base = event_base_new();
@@ -206,11 +209,8 @@ TEST_F(StreamLingerTest, APeerThatStopsReadingHoldsTheDestructorForTheLingerTime
 // callback comes, then BEV_EVENT_ERROR with ESHUTDOWN.
 TEST_F(StreamLingerTest, ACallbackDueWhenTheReactorGoesComesBeforeEshutdownOnceTheLoopRunsAgain) {
   evrdma::ReactorThread peer;
-  ASSERT_TRUE(peer.valid());
   Sink sink;
-  int listened = -1;
-  peer.runAndWait([&] { listened = sink.listen(peer.reactor(), bed.ip); });
-  ASSERT_EQ(listened, 0);
+  ASSERT_TRUE(listening(peer, sink));
   event_base* base = event_base_new();
   ASSERT_NE(base, nullptr);
   std::vector<std::string> heard;

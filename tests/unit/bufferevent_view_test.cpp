@@ -204,41 +204,43 @@ TEST(BuffereventView, ARunOfClearedCallbacksTakenOffTheBaseLetsEventBaseFreeFree
   EXPECT_EQ(pair.freed, 2) << "a run left on the base holds its end (and the pair) for ever";
 }
 
-TEST(BuffereventView, ARunOfCallbacksStillSetIsLeftToRun) {
+// A pair with deferred callbacks whose first end's write callback counts its runs, one run due.
+struct DueWriteCallback {
   event_base* base = event_base_new();
-  ASSERT_NE(base, nullptr);
-  ASSERT_TRUE(bev::fieldsAgree(base));
   bufferevent* end[2] = {nullptr, nullptr};
-  ASSERT_EQ(bufferevent_pair_new(base, BEV_OPT_DEFER_CALLBACKS, end), 0);
   int writes = 0;
-  bufferevent_setcb(end[0], nullptr, [](bufferevent*, void* n) { ++*static_cast<int*>(n); }, nullptr, &writes);
-  bufferevent_trigger(end[0], EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
-  EXPECT_FALSE(bev::dropIdleDeferredRun(end[0], true));
-  event_base_loop(base, EVLOOP_NONBLOCK);
-  EXPECT_EQ(writes, 1);
-  bufferevent_free(end[0]);
-  bufferevent_free(end[1]);
-  event_base_free(base);
+  bool made() {
+    if (base == nullptr || !bev::fieldsAgree(base) || bufferevent_pair_new(base, BEV_OPT_DEFER_CALLBACKS, end) != 0)
+      return false;
+    bufferevent_setcb(end[0], nullptr, [](bufferevent*, void* n) { ++*static_cast<int*>(n); }, nullptr, &writes);
+    bufferevent_trigger(end[0], EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
+    return true;
+  }
+  void runOnce() { event_base_loop(base, EVLOOP_NONBLOCK); }
+  ~DueWriteCallback() {
+    for (bufferevent* e : end)
+      if (e != nullptr) bufferevent_free(e);
+    if (base != nullptr) event_base_free(base);
+  }
+};
+
+TEST(BuffereventView, ARunOfCallbacksStillSetIsLeftToRun) {
+  DueWriteCallback due;
+  ASSERT_TRUE(due.made());
+  EXPECT_FALSE(bev::dropIdleDeferredRun(due.end[0], true));
+  due.runOnce();
+  EXPECT_EQ(due.writes, 1);
 }
 
 TEST(BuffereventView, ARunUnscheduledWhileTheProgramHoldsItsEndRunsOnceScheduledAgain) {
-  event_base* base = event_base_new();
-  ASSERT_NE(base, nullptr);
-  ASSERT_TRUE(bev::fieldsAgree(base));
-  bufferevent* end[2] = {nullptr, nullptr};
-  ASSERT_EQ(bufferevent_pair_new(base, BEV_OPT_DEFER_CALLBACKS, end), 0);
-  int writes = 0;
-  bufferevent_setcb(end[0], nullptr, [](bufferevent*, void* n) { ++*static_cast<int*>(n); }, nullptr, &writes);
-  bufferevent_trigger(end[0], EV_WRITE, BEV_TRIG_IGNORE_WATERMARKS);
-  ASSERT_TRUE(bev::unscheduleRun(end[0], true));
-  event_base_loop(base, EVLOOP_NONBLOCK);
-  EXPECT_EQ(writes, 0) << "unscheduled, it ran";
-  bev::rescheduleRun(end[0]);
-  event_base_loop(base, EVLOOP_NONBLOCK);
-  EXPECT_EQ(writes, 1) << "scheduled again, it did not run";
-  bufferevent_free(end[0]);
-  bufferevent_free(end[1]);
-  event_base_free(base);
+  DueWriteCallback due;
+  ASSERT_TRUE(due.made());
+  ASSERT_TRUE(bev::unscheduleRun(due.end[0], true));
+  due.runOnce();
+  EXPECT_EQ(due.writes, 0) << "unscheduled, it ran";
+  bev::rescheduleRun(due.end[0]);
+  due.runOnce();
+  EXPECT_EQ(due.writes, 1) << "scheduled again, it did not run";
 }
 
 }  // namespace
