@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 
 #include "evrdma/ReactorThread.h"
@@ -11,30 +12,36 @@ namespace evrdma::test {
 
 class LoopHold {
  public:
-  explicit LoopHold(evrdma::ReactorThread& thread) : thread_(thread) {}
+  explicit LoopHold(evrdma::ReactorThread& thread) : thread_(thread), state_(std::make_shared<State>()) {}
   ~LoopHold() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    held_ = false;
-    changed_.notify_all();
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->held = false;
+    state_->changed.notify_all();
   }
   bool hold() {
-    if (thread_.reactor().post([this] {
-          std::unique_lock<std::mutex> lock(mutex_);
-          holding_ = true;
-          changed_.notify_all();
-          changed_.wait(lock, [this] { return !held_; });
+    // The held thread shares the state: it may wake and look at it after this is gone (on the
+    // test's stack, it was read out of scope under ASan).
+    std::shared_ptr<State> state = state_;
+    if (thread_.reactor().post([state] {
+          std::unique_lock<std::mutex> lock(state->mutex);
+          state->holding = true;
+          state->changed.notify_all();
+          state->changed.wait(lock, [&state] { return !state->held; });
         }) != 0)
       return false;
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return holding_; });
+    std::unique_lock<std::mutex> lock(state->mutex);
+    state->changed.wait(lock, [&state] { return state->holding; });
     return true;
   }
 
  private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool held = true, holding = false;
+  };
   evrdma::ReactorThread& thread_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool held_ = true, holding_ = false;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace evrdma::test
