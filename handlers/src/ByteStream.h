@@ -209,6 +209,7 @@ class ByteStream final : public ReactorMember {
   evbuffer* sentInPlace_ = nullptr;
   size_t postedInPlace_ = 0;
   size_t unpostedInPlace_ = 0;
+  uint32_t unpostedLkey_ = 0;  // the lkey of the chain they are in (the last taken)
   bool inPlaceFull_ = false;  // a send window of bytes is out in place: onOpDone pumps again
   uint64_t bytesInPlace_ = 0;
   bool enableHooked_ = false;    // the program's end's write-timeout event is ours (BuffereventView.h)

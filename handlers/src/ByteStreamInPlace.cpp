@@ -36,12 +36,13 @@ ByteStream::InPlace ByteStream::sendInPlace(StreamPort& port, evbuffer* input, b
     // The front chain of what waits, whole, if its memory is the heap's.
     evbuffer_iovec front{};
     if (evbuffer_peek(input, -1, nullptr, &front, 1) < 1 || front.iov_len == 0) return InPlace::Copy;
-    uint32_t lkey = 0;
+    uint32_t lkey = 0;  // (the whole chain's: every message cut from it below is sent under it)
     if (!heap->lkeyFor(port.protectionDomain(), front.iov_base, front.iov_len, lkey)) return InPlace::Copy;
     if (sentInPlace_ == nullptr && (sentInPlace_ = evbuffer_new()) == nullptr) return InPlace::Copy;
     if (evbuffer_remove_buffer(input, sentInPlace_, front.iov_len) != static_cast<int>(front.iov_len))
       return InPlace::Copy;  // (not reached: moved whole)
     unpostedInPlace_ = front.iov_len;
+    unpostedLkey_ = lkey;
   }
   // As many bytes out as the copy path's send buffers hold (or the send window, if more).
   const size_t most = std::max(options_.sendWindow, size_t{options_.connection.sendDepth} * messageMost_);
@@ -54,9 +55,7 @@ ByteStream::InPlace ByteStream::sendInPlace(StreamPort& port, evbuffer* input, b
   evbuffer_iovec piece{};
   if (evbuffer_peek(sentInPlace_, -1, &at, &piece, 1) < 1) return InPlace::Copy;
   const size_t length = std::min({piece.iov_len, unpostedInPlace_, messageMost_});
-  uint32_t lkey = 0;
-  if (!heap->lkeyFor(port.protectionDomain(), piece.iov_base, length, lkey)) return InPlace::Copy;  // (not reached)
-  if (port.sendInPlace(static_cast<const uint8_t*>(piece.iov_base), length, lkey, tagOf(length)) != 0)
+  if (port.sendInPlace(static_cast<const uint8_t*>(piece.iov_base), length, unpostedLkey_, tagOf(length)) != 0)
     return InPlace::Failed;  // the connection fails: onError follows
   unpostedInPlace_ -= length;
   postedInPlace_ += length;
