@@ -199,6 +199,7 @@ extern "C" int evrdma_connect_rdma_else_tcp(evrdma_base* rbase, const sockaddr* 
   bufferevent_setcb(attempt->bev, nullptr, nullptr, onRdmaEvent, attempt);
   const timeval bound{static_cast<time_t>((rdma_try_ms != 0 ? rdma_try_ms : kDefaultRdmaTryMs) / 1000),
                       static_cast<suseconds_t>((rdma_try_ms != 0 ? rdma_try_ms : kDefaultRdmaTryMs) % 1000 * 1000)};
+  event_base_update_cache_time(rbase->reactor.base());  // the bound counts from now, not from the turn's start
   evtimer_add(attempt->timer, &bound);
   return 0;
 }

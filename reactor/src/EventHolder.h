@@ -29,6 +29,8 @@ class EventHolder final : public detail::ReactorMember {
   // re-adds it instead of making a new one: no allocation per restart).
   bool holds(short what) const noexcept;
   int add(const timeval* timeout) noexcept;
+  // A timeout counted from this call, not from the start of the loop's turn (as event_add's is).
+  int addFromNow(const timeval& timeout) noexcept;
   void remove() noexcept;
   bool pending() const noexcept;
   void reset() noexcept;

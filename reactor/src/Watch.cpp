@@ -47,6 +47,14 @@ int EventHolder::add(const timeval* timeout) noexcept {
   return event_add(event_, timeout) == 0 ? 0 : -EINVAL;
 }
 
+int EventHolder::addFromNow(const timeval& timeout) noexcept {
+  if (event_ == nullptr) return -EINVAL;
+  // libevent counts a timeout from the time it read when the turn began: after a long callback,
+  // a delay would be cut by the callback's length. A delay of 0 is due either way.
+  if (timeout.tv_sec != 0 || timeout.tv_usec != 0) event_base_update_cache_time(reactor_->base());
+  return event_add(event_, &timeout) == 0 ? 0 : -EINVAL;
+}
+
 void EventHolder::remove() noexcept {
   if (event_ != nullptr) event_del(event_);
 }
@@ -77,7 +85,7 @@ int Timer::start(std::chrono::milliseconds delay, bool periodic) noexcept {
   }
   if (delay.count() < 0) delay = std::chrono::milliseconds(0);
   timeval tv{static_cast<time_t>(delay.count() / 1000), static_cast<suseconds_t>(delay.count() % 1000 * 1000)};
-  return event_->add(&tv);
+  return event_->addFromNow(tv);
 }
 
 int Timer::startOnce(std::chrono::milliseconds delay) noexcept { return start(delay, false); }

@@ -303,6 +303,34 @@ TEST(Timer, OneShotFiresOnceAndIsThenInactive) {
   EXPECT_FALSE(timer.active());
 }
 
+// libevent counts a timeout from the time it cached when the turn began: a timer started at the
+// end of a long callback would be due early by the callback's length (a connection's 2 s grace,
+// started after a 2.6 s turn under ASan on siw, fired 17 ms later). Ours count from the call.
+TEST(Timer, ADelayCountsFromTheStartCallNotFromTheStartOfALongTurn) {
+  Reactor reactor;
+  Watchdog dog(reactor, 10s);
+  constexpr auto kDelay = 100ms, kTurnRunsFor = 300ms;
+  std::chrono::steady_clock::time_point startedAt, firedAt;
+  Timer late(reactor, [&] {
+    firedAt = std::chrono::steady_clock::now();
+    reactor.stop();
+  });
+  Timer nextTurn(reactor, [] {});  // more work: the next turn comes at once, as under load
+  Timer longCallback(reactor, [&] {
+    const auto until = std::chrono::steady_clock::now() + kTurnRunsFor;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    startedAt = std::chrono::steady_clock::now();
+    late.startOnce(kDelay);
+    nextTurn.startOnce(0ms);
+  });
+  longCallback.startOnce(0ms);
+  reactor.run();
+  ASSERT_FALSE(dog.fired);
+  // libevent may read a coarse clock (a few ms a tick): a little under the delay is its rounding.
+  EXPECT_GE(firedAt - startedAt, kDelay - 10ms) << "the timer fired early, counted from the turn's start";
+}
+
 TEST(Timer, PeriodicFiresUntilCancelledFromItsOwnCallback) {
   Reactor reactor;
   Watchdog dog(reactor, 2s);

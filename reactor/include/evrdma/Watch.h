@@ -23,7 +23,8 @@ class Timer {
   ~Timer();
   Timer(const Timer&) = delete;
   Timer& operator=(const Timer&) = delete;
-  /// Fires once after `delay`. Restarting a running timer moves its deadline. Returns 0 or -errno.
+  /// Fires once after `delay`, counted from this call (a bare event_add counts from the start of
+  /// the loop's turn). Restarting a running timer moves its deadline. Returns 0 or -errno.
   int startOnce(std::chrono::milliseconds delay) noexcept;
   /// Fires every `period` until cancelled. Returns 0 or -errno.
   int startPeriodic(std::chrono::milliseconds period) noexcept;
