@@ -286,7 +286,7 @@ void ByteStream::onNextPassDue(evutil_socket_t, short, void* self) {
 StreamStats ByteStream::stats() const noexcept {
   StreamStats out;
   out.connected = connected_;
-  out.waitingForPeer = blocked_;
+  out.waitingForPeer = blocked_ || inPlaceFull_;
   out.receivingPaused = receivingPaused_;
   out.heldForProgram = ours_ != nullptr ? evbuffer_get_length(oursOut_) : 0;
   if (programHoldsItsEnd()) out.heldForProgram += evbuffer_get_length(pairIn_);

@@ -109,14 +109,14 @@ class ByteStream final : public ReactorMember {
   // callback): the connection is up, the program's end is enabled for writing with no write
   // timeout (the filter restarts it as bytes pass), nothing it wrote before waits on the long way
   // (the pair's end under it, our end's input), and its output holds no more than
-  // kStraightOutMost (bulk goes down the pair: see ByteStreamChecks.h).
+  // kStraightOutMost (bulk goes down the pair: see ByteStreamChecks.h) unless it is sent in place.
   bool straightWayOut() const noexcept;
   bool straightWayOut(bool reachable) const noexcept;  // programReachable() asked already
   // Sending in place (ByteStreamInPlace.cpp), where libevent's memory is the RegisteredHeap's: the
   // next message, from the chains taken already, else (with `takeMore`) from the front chain of
-  // `input`, taken whole, if its memory is the heap's.
+  // `input`, taken whole (`taken` bytes), if its memory is the heap's.
   enum class InPlace { Sent, Full, Copy, Failed };
-  InPlace sendInPlace(StreamPort& port, evbuffer* input, bool takeMore, size_t& sent) noexcept;
+  InPlace sendInPlace(StreamPort& port, evbuffer* input, bool takeMore, size_t& sent, size_t& taken) noexcept;
   // A send in place completed (onOpDone): its bytes' chains may go. False: not one.
   bool onSentInPlace(uint64_t tag) noexcept;
   static void onPumpDue(evutil_socket_t, short, void* self);  // pumpDue_'s callback

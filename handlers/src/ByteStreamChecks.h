@@ -8,6 +8,7 @@
 
 #include "BuffereventView.h"
 #include "ByteStream.h"
+#include "RegisteredHeap.h"
 
 namespace evrdma::detail {
 
@@ -47,9 +48,10 @@ inline bool ByteStream::straightWayIn(size_t length) noexcept {
 inline bool ByteStream::straightWayOut(bool reachable) const noexcept {
   if (!connected_ || !reachable || !bev::writeEnabled(user_, fieldsRead_)) return false;
   if (bev::hasWriteTimeout(user_)) return false;
-  return unpostedInPlace_ == 0 && evbuffer_get_length(oursIn_) == 0 &&
-         evbuffer_get_length(pairOut_) == 0 &&
-         evbuffer_get_length(userOut_) <= kStraightOutMost;
+  if (evbuffer_get_length(oursIn_) != 0 || evbuffer_get_length(pairOut_) != 0) return false;
+  // Sent in place, bulk goes straight too: the heap's chains are taken whole, neither copied nor
+  // handed back to glibc (the pump sends what it took in place before anything else).
+  return evbuffer_get_length(userOut_) <= kStraightOutMost || RegisteredHeap::installed();
 }
 
 inline bool ByteStream::straightWayOut() const noexcept { return straightWayOut(programReachable()); }

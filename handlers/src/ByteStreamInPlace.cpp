@@ -27,8 +27,9 @@ constexpr uint64_t tagOf(size_t length) noexcept { return (static_cast<uint64_t>
 
 }  // namespace
 
-ByteStream::InPlace ByteStream::sendInPlace(StreamPort& port, evbuffer* input, bool takeMore, size_t& sent) noexcept {
-  sent = 0;
+ByteStream::InPlace ByteStream::sendInPlace(StreamPort& port, evbuffer* input, bool takeMore, size_t& sent,
+                                            size_t& taken) noexcept {
+  sent = taken = 0;
   RegisteredHeap* heap = RegisteredHeap::installed() ? RegisteredHeap::instance() : nullptr;
   if (heap == nullptr) return InPlace::Copy;
   if (unpostedInPlace_ == 0) {
@@ -41,7 +42,7 @@ ByteStream::InPlace ByteStream::sendInPlace(StreamPort& port, evbuffer* input, b
     if (sentInPlace_ == nullptr && (sentInPlace_ = evbuffer_new()) == nullptr) return InPlace::Copy;
     if (evbuffer_remove_buffer(input, sentInPlace_, front.iov_len) != static_cast<int>(front.iov_len))
       return InPlace::Copy;  // (not reached: moved whole)
-    unpostedInPlace_ = front.iov_len;
+    unpostedInPlace_ = taken = front.iov_len;
     unpostedLkey_ = lkey;
   }
   // As many bytes out as the copy path's send buffers hold (or the send window, if more).

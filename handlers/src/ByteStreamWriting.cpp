@@ -34,10 +34,15 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
   // Already due this turn: the pump looks again at what it may take (a program's many small
   // writes in one turn pay for the checks once), unless the turn's writes have become bulk: then
   // down the long way at once, as writes come (what waits before them goes along, in order).
-  if (mode == BEV_NORMAL && stream->pumpIsDue_ && evbuffer_get_length(from) <= kStraightOutMost) return BEV_NEED_MORE;
+  // Sent in place, bulk stays on the straight way too (ByteStreamChecks.h).
+  if (mode == BEV_NORMAL && stream->pumpIsDue_ &&
+      (evbuffer_get_length(from) <= kStraightOutMost || RegisteredHeap::installed()))
+    return BEV_NEED_MORE;
   if (mode == BEV_NORMAL && !stream->pumpIsDue_ && stream->straightWayOut()) {
     // It stays in the program's output: the pump takes it from there once the program's callback
-    // has returned (a turn's writes leave as one message).
+    // has returned (a turn's writes leave as one message); while every byte the pump may have out
+    // in place is out, once a send of them completes (onSentInPlace).
+    if (stream->inPlaceFull_) return BEV_NEED_MORE;
     stream->pumpIsDue_ = true;
     event_active(stream->pumpDue_, EV_WRITE, 0);
     return BEV_NEED_MORE;
@@ -126,18 +131,24 @@ void ByteStream::pump() noexcept {
       allowance = bev::writeAllowance(user_, fieldsRead_);
       limited = bev::limitBinds(allowance);
     }
-    if (!straight && inPlace) {
+    if (inPlace) {
       // Sent in place first (ByteStreamInPlace.cpp): what was taken already, then whole chains of
-      // the heap's from the long way, while no FIN is wanted.
+      // the heap's from the long way or the program's output, while no FIN is wanted (and, on
+      // the straight way, no write rate limit binds: those bytes are copied within its allowance).
       if (!batched) {
         c.beginBatch();
         batched = true;
       }
-      size_t sent = 0;
-      const InPlace step = sendInPlace(port, input, !finWanted_, sent);
+      size_t sent = 0, took = 0;
+      const InPlace step = sendInPlace(port, input, !finWanted_ && !(straight && limited), sent, took);
+      if (straight && took > 0) {  // (also when nothing of it could be posted yet: Full)
+        tookStraight = true;
+        bev::chargeWrite(user_, took, fieldsRead_);  // (the long way's bytes were charged as they passed the filter)
+      }
       if (step == InPlace::Sent) {
         taken_ += sent;
         sentOne = true;
+        if (straight) ++messagesStraightOut_;
         continue;
       }
       if (step == InPlace::Full) inPlaceFull_ = true;  // onOpDone pumps again

@@ -77,8 +77,8 @@ struct StreamOptions {
 /// What one stream did and holds (Stream::stats).
 struct StreamStats {
   bool connected = false;       ///< up, and not closed
-  /// Every send buffer holds a message the peer has no room for yet: what the program writes
-  /// waits in its output evbuffer.
+  /// Every send buffer holds a message the peer has no room for yet (sent in place: as many bytes
+  /// as may be out at once are): what the program writes waits in its output evbuffer.
   bool waitingForPeer = false;
   /// The receive window is full (the program does not read): the peer's sends wait.
   bool receivingPaused = false;
