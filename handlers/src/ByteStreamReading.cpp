@@ -40,7 +40,9 @@ bool ByteStream::onStreamBytes(Connection& c, const uint8_t* data, size_t length
     StreamPort(c).fail(-ENOMEM, "evbuffer_add");  // a stream missing bytes must not go on: the program hears ENOMEM
     return true;
   }
-  if (!receivingPaused_ && evbuffer_get_length(oursOut_) >= options_.receiveWindow) {
+  // The window: what waits for the program on the long way, both sides of the pair (what the pair
+  // moved under the program's end before it stopped reading stays there).
+  if (!receivingPaused_ && evbuffer_get_length(oursOut_) + evbuffer_get_length(pairIn_) >= options_.receiveWindow) {
     receivingPaused_ = true;  // the connection pauses on our answer: the peer's credits stop, it waits
     return false;
   }
@@ -118,7 +120,7 @@ void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, voi
 void ByteStream::afterDelivery() noexcept {
   if (!programReachable()) return;
   const size_t held = evbuffer_get_length(oursOut_);
-  if (receivingPaused_ && held <= options_.receiveWindow / 2 && connection_ != nullptr) {
+  if (receivingPaused_ && held + evbuffer_get_length(pairIn_) <= options_.receiveWindow / 2 && connection_ != nullptr) {
     receivingPaused_ = false;
     (void)connection_->resumeReceiving();
   }
