@@ -24,10 +24,6 @@
 namespace evrdma::detail {
 namespace {
 
-// What the pair's end under the program's bufferevent holds of what the program wrote, past
-// which the program's own output evbuffer keeps the rest (as a socket's does).
-constexpr size_t kHeldUnderProgram = 16 << 10;
-
 using bev::inputOf;
 using bev::outputOf;
 
@@ -297,6 +293,7 @@ StreamStats ByteStream::stats() const noexcept {
   out.messagesStraightIn = messagesStraightIn_;
   out.messagesStraightOut = messagesStraightOut_;
   out.bytesSentInPlace = bytesInPlace_;
+  out.bytesWrittenDownWhole = bytesDownWhole_;
   return out;
 }
 

@@ -96,6 +96,9 @@ class ByteStream final : public ReactorMember {
   static void onProgramWrote(bufferevent* ours, void* self);  // our end's read callback
   static void onDeliveredChanged(evbuffer* buffer, const evbuffer_cb_info* info, void* self);
   static void onProgramFreed(void* self);  // the filter's free_context
+  // How much of the program's output `from` the filter moves down to `to` (the pair's end under
+  // it) in a pass, in BEV_NORMAL: 0 to wait (the pump flushes again as it sends).
+  size_t downTheLongWay(evbuffer* from, evbuffer* to, bool& whole) const noexcept;
   static bufferevent_filter_result passOnceConnected(evbuffer* from, evbuffer* to, ev_ssize_t limit,
                                                      bufferevent_flush_mode mode, void* self);  // its output filter
   static bufferevent_filter_result passWithinReadLimit(evbuffer* from, evbuffer* to, ev_ssize_t limit,
@@ -235,6 +238,7 @@ class ByteStream final : public ReactorMember {
   uint64_t bytesLent_ = 0, bytesCopied_ = 0;  // received
   uint64_t messagesStraightIn_ = 0;            // received, that went straight into the program's input
   uint64_t messagesStraightOut_ = 0;           // sent, taken straight from the program's output
+  uint64_t bytesDownWhole_ = 0;                // passed down the filter in whole chains (no copy)
   bool finDone_ = false;         // the FIN's send completed
   bool peerFinished_ = false;    // the peer's FIN arrived
   bool eofTold_ = false;

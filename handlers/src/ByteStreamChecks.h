@@ -18,6 +18,11 @@ namespace evrdma::detail {
 // against 5 500 for 64 MiB in 64 KiB writes, 14 % more CPU per GB); moved down the pair, they do not.
 constexpr size_t kStraightOutMost = 16 << 10;
 
+// What the pair's end under the program's bufferevent holds of a write too big for our end's
+// window (cut into pieces of it, copied), past which the program's own output evbuffer keeps the
+// rest (as a socket's does). Chains that fit the window go down whole (ByteStream::passOnceConnected).
+constexpr size_t kHeldUnderProgram = 16 << 10;
+
 inline bool ByteStream::programHoldsItsEnd() const noexcept {
   // While userPair_ is set we hold a reference on it (heldPair_): the pair stays linked.
   if (programGone_ || userPair_ == nullptr) return false;

@@ -48,22 +48,46 @@ bufferevent_filter_result ByteStream::passOnceConnected(evbuffer* from, evbuffer
     return BEV_NEED_MORE;
   }
   size_t most = limit < 0 ? evbuffer_get_length(from) : static_cast<size_t>(limit);
-  bool binds = false;
+  bool binds = false, whole = false;
   if (mode == BEV_NORMAL) {
+    most = stream->downTheLongWay(from, to, whole);
+    if (most == 0) return BEV_NEED_MORE;  // the pump flushes again once it has sent what waits
     // Within the program's write rate limit, a share per pass (the refill resumes writing: see
     // onWriteTimeoutEvent; the next pass, onNextPassDue).
     const ev_ssize_t allowance = bev::writeAllowance(stream->user_, stream->fieldsRead_);
     binds = bev::limitBinds(allowance);
     if (binds) {
       if (allowance <= 0 || stream->writeShareTaken_) return BEV_NEED_MORE;
+      if (static_cast<size_t>(allowance) < most) whole = false;  // (cut to the allowance: copied)
       most = std::min(most, static_cast<size_t>(allowance));
     }
   }
   const int moved = evbuffer_remove_buffer(from, to, most);
   if (moved < 0) return BEV_ERROR;
   if (mode == BEV_NORMAL) bev::chargeWrite(stream->user_, static_cast<size_t>(moved), stream->fieldsRead_);
+  if (whole && static_cast<size_t>(moved) == most) stream->bytesDownWhole_ += static_cast<size_t>(moved);
   if (binds && moved > 0) stream->tookShare(EV_WRITE);
   return BEV_OK;
+}
+
+size_t ByteStream::downTheLongWay(evbuffer* from, evbuffer* to, bool& whole) const noexcept {
+  // Whole chains move without a copy: as many as fit, with what waits under the program's end and
+  // in our end's input, in our end's window (its read watermark), which the pair then moves on
+  // whole. Cut to the window, a chain would be copied in pieces, twice (here and in the pair).
+  const size_t window = std::max<size_t>(options_.sendWindow, 1);
+  const size_t waiting = evbuffer_get_length(oursIn_) + evbuffer_get_length(to);
+  const size_t room = window > waiting ? window - waiting : 0;
+  constexpr int kLook = 8;
+  evbuffer_iovec chains[kLook];
+  const int count = std::min(evbuffer_peek(from, -1, nullptr, chains, kLook), kLook);
+  size_t fitting = 0;
+  for (int i = 0; i < count && fitting + chains[i].iov_len <= room; ++i) fitting += chains[i].iov_len;
+  whole = fitting > 0;
+  if (whole) return fitting;
+  if (count > 0 && chains[0].iov_len <= window) return 0;  // it fits once what waits has gone
+  // Never fits: in pieces (copied), no more than kHeldUnderProgram under the program's end.
+  const size_t held = evbuffer_get_length(to);
+  return held < kHeldUnderProgram ? kHeldUnderProgram - held : 0;
 }
 
 void ByteStream::onWriteTimeoutEvent(evutil_socket_t fd, short what, void* self) {

@@ -744,7 +744,7 @@ TEST_F(StreamTest, ReceivedMessagesGoStraightIntoAReadingProgramsInputAndTheLong
 // restarts the timeout as bytes pass), and so does a bulk write; written just before writing is
 // disabled it stays in the program's output (a second stream on the same Reactor moves a message
 // meanwhile). Every byte arrives in order.
-TEST_F(StreamTest, WhatAProgramWritesLeavesStraightFromItsOutputWhileItMayWriteAndTheLongWayWithATimeoutOrInBulk) {
+TEST_F(StreamTest, WhatAProgramWritesLeavesStraightFromItsOutputWhileItMayWriteAndTheLongWayWithATimeoutOrInBulkInWholeChains) {
   evrdma::Reactor reactor;
   Side reader(0, 0, 1), writer(1, 0, 2), markReader(0, 0, 3), markWriter(1, 0, 4);
   for (Side* side : {&reader, &writer, &markReader, &markWriter}) side->shutDownWhenSent = false;
@@ -774,10 +774,20 @@ TEST_F(StreamTest, WhatAProgramWritesLeavesStraightFromItsOutputWhileItMayWriteA
   bufferevent_set_timeouts(writer.bev, nullptr, nullptr);
   sendAll(kCount);
   EXPECT_EQ(straightOut(), 2 * kCount);
-  // A bulk write (past 16 KiB in the program's output): the long way.
+  // A bulk write (past 16 KiB in the program's output): the long way, in its evbuffer chain moved
+  // whole (it fits the send window), not copied down in pieces; one past the window is cut.
+  ASSERT_NE(straightOut(), ~0ull);
+  const uint64_t wholeBefore = stats.bytesWrittenDownWhole;
   writer.writePattern(64 << 10);
   ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == writer.sent; }, 60s)) << reader.received;
   EXPECT_EQ(straightOut(), 2 * kCount) << "a bulk write was taken straight";
+  EXPECT_EQ(stats.bytesWrittenDownWhole - wholeBefore, 64u << 10) << "copied down in pieces";
+  const size_t pastTheWindow = evrdma::StreamOptions{}.sendWindow * 4;
+  writer.writePattern(pastTheWindow);
+  ASSERT_TRUE(runUntil(reactor, [&] { return reader.received == writer.sent; }, 60s)) << reader.received;
+  ASSERT_NE(straightOut(), ~0ull);
+  EXPECT_LT(stats.bytesWrittenDownWhole - wholeBefore, (64u << 10) + pastTheWindow)
+      << "a chain past the send window went down whole";
   sendAll(1);  // and the next small one straight again
   EXPECT_EQ(straightOut(), 2 * kCount + 1);
 

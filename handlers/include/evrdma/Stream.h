@@ -95,6 +95,9 @@ struct StreamStats {
   /// Bytes sent straight from the program's output evbuffer chains, without a copy (the program
   /// opted in with useRegisteredMemory(); 0 otherwise).
   uint64_t bytesSentInPlace = 0;
+  /// Bytes the program wrote that went down to the stream in their evbuffer chains, moved whole
+  /// (not copied on the way): a chain that fits the send window does; a bigger one is cut (copied).
+  uint64_t bytesWrittenDownWhole = 0;
   ConnectionStats connection;   ///< the connection's figures (bytes, messages, credit waits...)
 };
 
