@@ -162,6 +162,55 @@ TEST_F(StreamInPlaceTest, AWriterThatRefillsFromItsWriteCallbackAtALowWatermarkI
   expectIntact(1, total);
 }
 
+// Two writers at once, on two Reactors and threads (two protection domains over the one device),
+// from the one heap: its slabs are registered on each domain as each stream first sends from them,
+// and neither stream's chains are handed to the other's writes while its sends are out.
+TEST_F(StreamInPlaceTest, TwoStreamsOnTwoThreadsSendInPlaceFromTheOneHeapAtOnceEachIntact) {
+  const uint64_t total = evrdma::test::lightStress() ? (16u << 20) : (64u << 20);
+  // The second writer, on its own thread: it starts writing once connected, as the first does.
+  evrdma::ReactorThread other;
+  ASSERT_TRUE(other.valid());
+  struct Remote {
+    RefillingWriter writer;
+    bufferevent* bev = nullptr;
+  } remote{RefillingWriter{total}};
+  other.runAndWait([&] {
+    remote.bev = evrdma::Stream::connect(other.reactor(), bed.ip, sink.listener->port());
+    if (remote.bev == nullptr) return;
+    bufferevent_setwatermark(remote.bev, EV_WRITE, RefillingWriter::kLow, 0);
+    bufferevent_setcb(
+        remote.bev, nullptr,
+        [](bufferevent* b, void* arg) { static_cast<Remote*>(arg)->writer.writeMore(b); },
+        [](bufferevent* b, short what, void* arg) {
+          if (what & BEV_EVENT_CONNECTED) static_cast<Remote*>(arg)->writer.writeMore(b);
+        },
+        &remote);
+    bufferevent_enable(remote.bev, EV_WRITE);
+  });
+  ASSERT_NE(remote.bev, nullptr);
+  evrdma::Reactor reactor;
+  bufferevent* bev = connect(reactor);
+  ASSERT_NE(bev, nullptr);
+  RefillingWriter writer{total};
+  bufferevent_setwatermark(bev, EV_WRITE, RefillingWriter::kLow, 0);
+  bufferevent_setcb(
+      bev, nullptr, [](bufferevent* b, void* arg) { static_cast<RefillingWriter*>(arg)->writeMore(b); }, nullptr, &writer);
+  writer.writeMore(bev);
+  ASSERT_TRUE(runUntil(reactor, [&] { return writer.written == total && sent(bev) >= total; }, 240s))
+      << "here " << sent(bev) << " of " << total << " sent";
+  ASSERT_TRUE(waitOnPeer(other, [&] { return remote.writer.written == total && sent(remote.bev) >= total; }))
+      << "there the stream did not send it all";
+  EXPECT_GE(sentInPlace(bev), total * 9 / 10) << "here the chains were copied";
+  uint64_t inPlaceThere = 0;
+  other.runAndWait([&] { inPlaceThere = sentInPlace(remote.bev); });
+  EXPECT_GE(inPlaceThere, total * 9 / 10) << "there the chains were copied";
+  bufferevent_free(bev);
+  other.runAndWait([&] { bufferevent_free(remote.bev); });
+  EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+  expectIntact(1, total);
+  expectIntact(2, total);
+}
+
 // The peer's loop is held: it returns no credit, so of what the stream posts in place, what is past
 // the peer's receives waits in the connection for credits. The program writes again meanwhile:
 // were the waiting chains freed when posted (not when their sends complete), those new writes
