@@ -61,6 +61,13 @@ struct RefillingWriter {
       written += size;
     }
   }
+  // Its low watermark and write callback set on `bev`, and its first fill written.
+  void startOn(bufferevent* bev) {
+    bufferevent_setwatermark(bev, EV_WRITE, kLow, 0);
+    bufferevent_setcb(
+        bev, nullptr, [](bufferevent* b, void* arg) { static_cast<RefillingWriter*>(arg)->writeMore(b); }, nullptr, this);
+    writeMore(bev);
+  }
 };
 
 class StreamInPlaceTest : public ::testing::Test {
@@ -140,10 +147,7 @@ TEST_F(StreamInPlaceTest, AWriterThatRefillsFromItsWriteCallbackAtALowWatermarkI
   bufferevent* bev = connect(reactor);
   ASSERT_NE(bev, nullptr);
   RefillingWriter writer{total};
-  bufferevent_setwatermark(bev, EV_WRITE, RefillingWriter::kLow, 0);
-  bufferevent_setcb(
-      bev, nullptr, [](bufferevent* b, void* arg) { static_cast<RefillingWriter*>(arg)->writeMore(b); }, nullptr, &writer);
-  writer.writeMore(bev);
+  writer.startOn(bev);
   ASSERT_TRUE(runUntil(reactor, [&] { return writer.written == total; }, 120s))
       << "the write callback stopped coming: " << writer.written << " of " << total << " written, "
       << evbuffer_get_length(bufferevent_get_output(bev)) << " waiting in the output";
@@ -192,10 +196,7 @@ TEST_F(StreamInPlaceTest, TwoStreamsOnTwoThreadsSendInPlaceFromTheOneHeapAtOnceE
   bufferevent* bev = connect(reactor);
   ASSERT_NE(bev, nullptr);
   RefillingWriter writer{total};
-  bufferevent_setwatermark(bev, EV_WRITE, RefillingWriter::kLow, 0);
-  bufferevent_setcb(
-      bev, nullptr, [](bufferevent* b, void* arg) { static_cast<RefillingWriter*>(arg)->writeMore(b); }, nullptr, &writer);
-  writer.writeMore(bev);
+  writer.startOn(bev);
   ASSERT_TRUE(runUntil(reactor, [&] { return writer.written == total && sent(bev) >= total; }, 240s))
       << "here " << sent(bev) << " of " << total << " sent";
   ASSERT_TRUE(waitOnPeer(other, [&] { return remote.writer.written == total && sent(remote.bev) >= total; }))
