@@ -24,8 +24,9 @@ total() {  # the instructions a callgrind file counted
     sed -n 's/^summary: \([0-9]*\).*/\1/p;s/^totals: \([0-9]*\).*/\1/p' "$1" | head -n 1
 }
 in_libevent() {  # the instructions a callgrind file counted in libevent's own code
+    # Any of its libraries: stream-bench links libevent-2.1.so (TLS), others libevent_core-2.1.so.
     callgrind_annotate --threshold=100 "$1" |
-        awk '/libevent_core/ && $1 ~ /^[0-9,]+$/ { gsub(",", "", $1); n += $1 } END { printf "%d\n", n }'
+        awk '/\/libevent(_[a-z]+)?-[0-9.]+\.so/ && $1 ~ /^[0-9,]+$/ { gsub(",", "", $1); n += $1 } END { printf "%d\n", n }'
 }
 # One side under callgrind, the other native; $1: pingpong, raw, stream-tcp or stream-rdma, $2:
 # client or server, $3: round trips. Prints the instructions, and libevent's with `libevent` as $4.
