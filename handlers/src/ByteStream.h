@@ -143,6 +143,9 @@ class ByteStream final : public ReactorMember {
   // bytes keep their order), and no read timeout is set (the filter restarts it as bytes pass
   // through it; the straight way does not). Notes whether a rate limit binds (readLimited_).
   bool straightWayIn(size_t length) noexcept;
+  // Received bytes on their way in to the program, both sides of the pair (while it holds its
+  // end): what the receive window bounds.
+  size_t heldOnTheWayIn() const noexcept;
   // Nothing received waits in our end's output or in the pair's end under the program.
   bool longWayEmpty() const noexcept;
   // The peer's bytes reached the program (or the window has room again): receiving resumes, and

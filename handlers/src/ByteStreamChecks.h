@@ -35,10 +35,11 @@ inline bool ByteStream::programHoldsItsEnd() const noexcept {
 
 inline bool ByteStream::programReachable() const noexcept { return !reactorLingers_ && programHoldsItsEnd(); }
 
-inline bool ByteStream::longWayEmpty() const noexcept {
-  return evbuffer_get_length(oursOut_) == 0 &&
-         evbuffer_get_length(pairIn_) == 0;
+inline size_t ByteStream::heldOnTheWayIn() const noexcept {
+  return evbuffer_get_length(oursOut_) + evbuffer_get_length(pairIn_);
 }
+
+inline bool ByteStream::longWayEmpty() const noexcept { return heldOnTheWayIn() == 0; }
 
 inline bool ByteStream::straightWayIn(size_t length) noexcept {
   if (!handedOut_ || !bev::readEnabled(user_, fieldsRead_) || !longWayEmpty()) return false;

@@ -40,9 +40,9 @@ bool ByteStream::onStreamBytes(Connection& c, const uint8_t* data, size_t length
     StreamPort(c).fail(-ENOMEM, "evbuffer_add");  // a stream missing bytes must not go on: the program hears ENOMEM
     return true;
   }
-  // The window: what waits for the program on the long way, both sides of the pair (what the pair
-  // moved under the program's end before it stopped reading stays there).
-  if (!receivingPaused_ && evbuffer_get_length(oursOut_) + evbuffer_get_length(pairIn_) >= options_.receiveWindow) {
+  // The window counts both sides of the pair: what the pair moved under the program's end before it
+  // stopped reading stays there.
+  if (!receivingPaused_ && heldOnTheWayIn() >= options_.receiveWindow) {
     receivingPaused_ = true;  // the connection pauses on our answer: the peer's credits stop, it waits
     return false;
   }
@@ -119,8 +119,8 @@ void ByteStream::onDeliveredChanged(evbuffer*, const evbuffer_cb_info* info, voi
 
 void ByteStream::afterDelivery() noexcept {
   if (!programReachable()) return;
-  const size_t held = evbuffer_get_length(oursOut_);
-  if (receivingPaused_ && held + evbuffer_get_length(pairIn_) <= options_.receiveWindow / 2 && connection_ != nullptr) {
+  const size_t held = heldOnTheWayIn();
+  if (receivingPaused_ && held <= options_.receiveWindow / 2 && connection_ != nullptr) {
     receivingPaused_ = false;
     (void)connection_->resumeReceiving();
   }
@@ -128,7 +128,7 @@ void ByteStream::afterDelivery() noexcept {
   // the pair's end under it has been handed on: its read callback runs before this event's), and
   // while the program reads: a socket's end finds EOF only by reading (with the read hook, the
   // enable calls this again).
-  if (peerFinished_ && !eofTold_ && held == 0 && evbuffer_get_length(pairIn_) == 0 &&
+  if (peerFinished_ && !eofTold_ && held == 0 &&
       (!readEnableHooked_ || bev::readEnabled(user_, fieldsRead_))) {
     eofTold_ = true;
     tellProgram(BEV_EVENT_EOF | BEV_EVENT_READING, 0);

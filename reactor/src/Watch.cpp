@@ -48,11 +48,10 @@ int EventHolder::add(const timeval* timeout) noexcept {
 }
 
 int EventHolder::addFromNow(const timeval& timeout) noexcept {
-  if (event_ == nullptr) return -EINVAL;
   // libevent counts a timeout from the time it read when the turn began: after a long callback,
   // a delay would be cut by the callback's length. A delay of 0 is due either way.
-  if (timeout.tv_sec != 0 || timeout.tv_usec != 0) event_base_update_cache_time(reactor_->base());
-  return event_add(event_, &timeout) == 0 ? 0 : -EINVAL;
+  if (event_ != nullptr && (timeout.tv_sec != 0 || timeout.tv_usec != 0)) event_base_update_cache_time(reactor_->base());
+  return add(&timeout);
 }
 
 void EventHolder::remove() noexcept {
