@@ -155,8 +155,8 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   // Polls every CQ once, adding the completions handled to `handled`, and notes in each CQ whether
   // it held any (foundBeforeRead), each up to its share of the budget, again while budget is left.
   // False if the budget was spent before every CQ was drained; the next call then starts a CQ
-  // further on, so every CQ gets its turn at the front.
-  bool pollAll(int& handled, int budget) noexcept;
+  // further on, so every CQ gets its turn at the front. `untilEmpty`: as serve's.
+  bool pollAll(int& handled, int budget, bool untilEmpty) noexcept;
   // The completions this pass may hand out: the turn budget's, or a poll's worth per CQ if more.
   int passBudget() const noexcept;
   // What each of `cqs` CQs may take of `budget` completions in one pass.
@@ -165,9 +165,10 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   void yieldBudget() noexcept;
   // Arms `cq` if an event was taken from it since it was last armed; a failure fails its connections.
   void armIfNeeded(SharedCq& cq) noexcept;
-  // Polls one CQ until it is empty or `budget` completions were handled; adds them to `handled`.
-  // Returns false if the CQ may hold more (budget spent) or failed.
-  bool serve(SharedCq& cq, int budget, int& handled) noexcept;
+  // Polls one CQ until a poll finds it empty (fewer than a poll's worth; with `untilEmpty`, none)
+  // or `budget` completions were handled; adds them to `handled`. Returns false if the CQ may
+  // hold more (budget spent) or failed.
+  bool serve(SharedCq& cq, int budget, int& handled, bool untilEmpty) noexcept;
   // Everything `cq` holds, outside a pass (delivering_ set meanwhile).
   void serveAll(SharedCq& cq) noexcept;
   void reportCqError(SharedCq& cq, int err, const char* op) noexcept;

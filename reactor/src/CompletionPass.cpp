@@ -15,7 +15,7 @@ namespace evrdma {
 void CompletionDispatcher::serveAll(SharedCq& cq) noexcept {
   int handled = 0;
   delivering_ = true;
-  (void)serve(cq, static_cast<int>(cq.capacity), handled);
+  (void)serve(cq, static_cast<int>(cq.capacity), handled, true);
   delivering_ = false;
 }
 
@@ -67,7 +67,7 @@ void CompletionDispatcher::reportCqError(SharedCq& cq, int err, const char* op) 
     handler->onCompletionQueueError(err, op);
 }
 
-bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcept {
+bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled, bool untilEmpty) noexcept {
   ibv_wc wcs[CompletionStats::kBatch];
   for (;;) {
     if (handled >= budget) return false;
@@ -89,9 +89,16 @@ bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled) noexcep
     turnBudget_.afterPoll(handled);
     pollReceives_ = 0;
     for (int i = 0; i < n; ++i) pollReceives_ += detail::wrid::isSend(wcs[i].wr_id) ? 0 : 1;
-    if (handOverAllToOne(wcs, n)) continue;
-    for (int i = 0; i < n; ++i) deliver(wcs[i]);
-    endPoll();
+    if (!handOverAllToOne(wcs, n)) {
+      for (int i = 0; i < n; ++i) deliver(wcs[i]);
+      endPoll();
+    }
+    // Fewer than a poll's worth: the CQ was empty when polled. In event mode what landed since is
+    // found by the poll that follows every arm (or raises the next event): polled again now, it
+    // mostly found nothing (a stream ping-pong's round trip paid that poll, ~60 instructions).
+    // Polling adaptively (untilEmpty), the poll after this one would be a whole pass of the
+    // polling loop: pingpong -P paid ~110 more a round trip for it.
+    if (n < CompletionStats::kBatch && !untilEmpty) return true;
   }
 }
 
@@ -118,7 +125,8 @@ void CompletionDispatcher::run() noexcept {
   // Woken in event mode, hand out what the CQs hold before reading the channel: the read(2) and
   // the arm then come after the answers' posts, off the path from wake-up to answer. The event
   // read below still arms each CQ that raised one, and the poll after the arm closes the race.
-  if (!adaptive && ready_.empty() && !removed_ && !pollAll(handled, budget)) {
+  const bool pollFirst = !adaptive && ready_.empty() && !removed_;
+  if (pollFirst && !pollAll(handled, budget, false)) {
     turnBudget_.endPass(handled);
     yieldBudget();
     return;
@@ -164,10 +172,13 @@ void CompletionDispatcher::run() noexcept {
       // to the answers' posts, and the window in which a completion is both polled and announced
       // (a later wake-up that finds nothing) is the second poll only, not the whole delivery.
       const uint64_t pollFailures = stats_.pollFailures;
-      bool drained = serve(*cq, limit, handled);
+      // Drained by the poll before the read (pollFirst: it drained every CQ), a CQ with an arm due
+      // is armed at once: polled again first, it could only hold what landed since, which the
+      // poll after the arm finds as well (a ping-pong's round trip saved a poll, ~80 instructions).
+      bool drained = (pollFirst && cq->needsArm) || serve(*cq, limit, handled, adaptive);
       if (drained && !adaptive && cq->needsArm && stats_.pollFailures == pollFailures) {
         armIfNeeded(*cq);
-        drained = serve(*cq, limit, handled);
+        drained = serve(*cq, limit, handled, adaptive);
       }
       ready_.pop_front();
       if (drained)
@@ -193,7 +204,7 @@ int CompletionDispatcher::passBudget() const noexcept {
   return std::max(turnBudget_.completions(), CompletionStats::kBatch * static_cast<int>(std::max<size_t>(1, pool_.size())));
 }
 
-bool CompletionDispatcher::pollAll(int& handled, int budget) noexcept {
+bool CompletionDispatcher::pollAll(int& handled, int budget, bool untilEmpty) noexcept {
   delivering_ = true;
   // Every CQ gets an equal share of the turn's budget. With the whole budget for whichever CQ came
   // first, a loop with more work than one turn's budget served one CQ per turn, and what a CQ held
@@ -208,7 +219,7 @@ bool CompletionDispatcher::pollAll(int& handled, int budget) noexcept {
     // Adaptive polling comes here on every poll, mostly to find nothing: no division, no sweep.
     SharedCq& cq = pool_[0];
     const int before = handled;
-    const bool drained = handled < budget && !removed_ && serve(cq, budget, handled);
+    const bool drained = handled < budget && !removed_ && serve(cq, budget, handled, untilEmpty);
     cq.foundBeforeRead = handled > before;
     delivering_ = false;
     return drained;
@@ -227,7 +238,7 @@ bool CompletionDispatcher::pollAll(int& handled, int budget) noexcept {
       }
       SharedCq& cq = pool_[(first + k) % count];
       const int before = handled;
-      if (!serve(cq, std::min(budget, handled + share), handled)) drained = false;
+      if (!serve(cq, std::min(budget, handled + share), handled, untilEmpty)) drained = false;
       if (handled > before) cq.foundBeforeRead = true;
     }
   }
@@ -255,7 +266,7 @@ void CompletionDispatcher::armIfNeeded(SharedCq& cq) noexcept {
 int CompletionDispatcher::pollEveryCq() noexcept {
   int handled = 0;
   turnBudget_.beginPass(settings_.turnBudget);
-  (void)pollAll(handled, passBudget());
+  (void)pollAll(handled, passBudget(), true);
   turnBudget_.endPass(handled);
   return handled;
 }
