@@ -115,8 +115,7 @@ int FramedSender::postProtocolFrame(const std::vector<uint8_t>& frame, SendOp& o
   return outlet_.submit(op);
 }
 
-int FramedSender::pump() noexcept {
-  if (stopped_) return 0;
+int FramedSender::pumpLine() noexcept {
   // Keepalive first: a probe or reply has no order with the messages, and must go while they
   // wait for a peer that holds our earlier ones.
   ledger_.setWaiting(waitingForCredits());
@@ -178,8 +177,7 @@ uint16_t FramedSender::spendCredit(OpType type, bool& answers) noexcept {
   return 0;
 }
 
-int FramedSender::maybeSendCreditFrame() noexcept {
-  if (stopped_ || freeSlots_.empty()) return 0;  // retried when a send completes
+int FramedSender::sendCreditFrameIfDue() noexcept {
   const bool lineWaits = waitingForCredits();
   ledger_.setWaiting(lineWaits);
   const bool ask = ledger_.shouldAsk(lineWaits);  // a line waiting for credits asks for them
