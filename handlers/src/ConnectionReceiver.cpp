@@ -287,15 +287,18 @@ void ConnectionReceiver::deliver(const HeldMessage& message, const Frame* parsed
   const uint8_t* payload = message.intoBuffer ? c_.queuePair_->receiveBuffer(message.slot) : nullptr;
   size_t length = message.length;
   if (c_.options_.framed && message.intoBuffer) {
-    Frame held;
-    const char* why = "";
-    // Parsed and checked when it arrived (onMessage); a held message is parsed again.
+    // Parsed and checked when it arrived (onFrame); a held message is parsed again (here, so that
+    // each message's path does not build a Frame it does not use).
     if (parsed == nullptr) {
+      Frame held;
+      const char* why = "";
       (void)parseFrame(payload, message.length, held, why);
-      parsed = &held;
+      deliver(message, &held);
+      return;
     }
     const Frame& frame = *parsed;
     if (frame.type != FrameType::Data) {
+      const char* why = "";
       if (c_.regionExchange_->onFrame(frame, why) != 0) c_.fail(-EPROTO, why);
       c_.sender.noteBacklog();
       postAgain(message.slot);
