@@ -81,7 +81,7 @@ bench: build
 
 # The library's own work per message: callgrind's instructions per round trip of pingpong -P
 # against raw-pingpong's, client and server, at 64 B; then stream-bench's client over TCP and
-# over RDMA, with libevent's share (demos/bench/instructions.sh; valgrind).
+# over RDMA, with libevent's share and evrdma's own (demos/bench/instructions.sh; valgrind).
 instructions: build
 	BUILD_DIR=$(BUILD_DIR) $(RDMA_RUN) -t 1800 -- demos/bench/instructions.sh 64 3
 

@@ -8,8 +8,9 @@
 #   instructions.sh [size in bytes (64)] [runs (3)]
 # SERVER_ARGS adds options to pingpong-server (e.g. -C: echoes copied, for comparison).
 # Then the same for the byte stream: stream-bench's 64 B ping-pong client, the same libevent
-# program over TCP bufferevents and over evrdma's, with the instructions libevent itself ran:
-# what any program that holds a real bufferevent pays per message, whatever carries the bytes.
+# program over TCP bufferevents and over evrdma's, with the instructions libevent itself ran
+# (what any program that holds a real bufferevent pays per message, whatever carries the bytes)
+# and evrdma's own (its library's code, inlined parts included): the share this project can cut.
 set -u
 case ${1:-} in -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${BUILD_DIR:-build}
@@ -28,8 +29,15 @@ in_libevent() {  # the instructions a callgrind file counted in libevent's own c
     callgrind_annotate --threshold=100 "$1" |
         awk '/\/libevent(_[a-z]+)?-[0-9.]+\.so/ && $1 ~ /^[0-9,]+$/ { gsub(",", "", $1); n += $1 } END { printf "%d\n", n }'
 }
+in_evrdma() {  # the instructions a callgrind file counted in libevrdma's code: each function's own
+    # cost lines under its object (ob=), not the call lines' (a calls= line's next line is the
+    # callee's inclusive cost, counted where the callee is)
+    awk '/^ob=/ { ob = substr($0, 4) } /^calls=/ { skip = 1; next }
+         /^[0-9+*-]/ { if (skip) { skip = 0; next } if (ob ~ /libevrdma/) n += $2 } END { printf "%d\n", n }' "$1"
+}
 # One side under callgrind, the other native; $1: pingpong, raw, stream-tcp or stream-rdma, $2:
-# client or server, $3: round trips. Prints the instructions, and libevent's with `libevent` as $4.
+# client or server, $3: round trips. Prints the instructions, then libevent's and evrdma's with
+# `libevent` as $4.
 measure() {
     local kind=$1 side=$2 n=$3 out="$log/cg.$1.$2.$3"
     local server client prefix=()
@@ -60,29 +68,30 @@ measure() {
     else
         wait "$pid" || { echo "instructions.sh: $kind server failed" >&2; cat "$log/server" >&2; return 1; }
     fi
-    if [ "${4:-}" = libevent ]; then echo "$(total "$out") $(in_libevent "$out")"; else total "$out"; fi
+    if [ "${4:-}" = libevent ]; then echo "$(total "$out") $(in_libevent "$out") $(in_evrdma "$out")"; else total "$out"; fi
 }
-per_trip() {  # median over runs of (I(n2) - I(n1)) / (n2 - n1); with `libevent` as $3, "all libevent" (the run whose all is the median)
-    local kind=$1 side=$2 r a1 l1 a2 l2 values=()
+per_trip() {  # median over runs of (I(n2) - I(n1)) / (n2 - n1); with `libevent` as $3, "all libevent evrdma" (the run whose all is the median)
+    local kind=$1 side=$2 r a1 l1 e1 a2 l2 e2 values=()
     for ((r = 0; r < runs; r++)); do
-        read -r a1 l1 < <(measure "$kind" "$side" $n1 ${3:-}) && read -r a2 l2 < <(measure "$kind" "$side" $n2 ${3:-}) &&
+        read -r a1 l1 e1 < <(measure "$kind" "$side" $n1 ${3:-}) && read -r a2 l2 e2 < <(measure "$kind" "$side" $n2 ${3:-}) &&
             [ -n "$a1" ] && [ -n "$a2" ] || return 1
-        values+=("$(((a2 - a1) / (n2 - n1)))${3:+ $(((l2 - l1) / (n2 - n1)))}")
+        values+=("$(((a2 - a1) / (n2 - n1)))${3:+ $(((l2 - l1) / (n2 - n1))) $(((e2 - e1) / (n2 - n1)))}")
     done
     printf '%s\n' "${values[@]}" | sort -n | sed -n "$(((runs + 1) / 2))p"
 }
 
 echo "instructions per round trip (callgrind), $size B, pingpong -P 100 against raw-pingpong; median of $runs"
-printf '  %-8s %10s %10s %7s\n' side pingpong raw ratio
+printf '  %-8s %10s %10s %7s %10s\n' side pingpong raw ratio "evrdma's"
 for side in client server; do
-    p=$(per_trip pingpong $side) && r=$(per_trip raw $side) || exit 1
-    printf '  %-8s %10s %10s %7s\n' "$side" "$p" "$r" "$(awk -v p="$p" -v r="$r" 'BEGIN { printf "%.2f", p / r }')"
+    p=$(per_trip pingpong $side libevent) && r=$(per_trip raw $side) || exit 1
+    read -r p _ own <<<"$p"
+    printf '  %-8s %10s %10s %7s %10s\n' "$side" "$p" "$r" "$(awk -v p="$p" -v r="$r" 'BEGIN { printf "%.2f", p / r }')" "$own"
 done
 
-echo "the byte stream: stream-bench's ping-pong client ($size B), instructions per round trip, all and libevent's"
-printf '  %-22s %10s %10s\n' carried-by all libevent
+echo "the byte stream: stream-bench's ping-pong client ($size B), instructions per round trip: all, libevent's, evrdma's own"
+printf '  %-22s %10s %10s %10s\n' carried-by all libevent "evrdma's"
 for kind in stream-tcp stream-rdma; do
     f=$(per_trip $kind client libevent) || exit 1
-    read -r all ev <<<"$f"
-    printf '  %-22s %10s %10s\n' "$([ $kind = stream-tcp ] && echo "TCP bufferevents" || echo "evrdma's bufferevents")" "$all" "$ev"
+    read -r all ev own <<<"$f"
+    printf '  %-22s %10s %10s %10s\n' "$([ $kind = stream-tcp ] && echo "TCP bufferevents" || echo "evrdma's bufferevents")" "$all" "$ev" "$own"
 done
