@@ -151,7 +151,7 @@ evrdma::AcceptDecision Factory::onConnectRequest(const evrdma::ConnectRequest& r
     ++agentsServed;
     --activeAgents;
     if (!a.error.empty()) ++agentsFailed;
-    else if (!a.complete()) ++agentsIncomplete;
+    else if (!a.servedToTheEnd()) ++agentsIncomplete;
     if (agentClosedHook) agentClosedHook(a, c);
   };
   ++activeAgents;

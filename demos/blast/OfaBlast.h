@@ -72,7 +72,8 @@ class AckLedger {
   void onAckPosted(uint64_t count);
   void onAckDone() { --sending_; }  // the ack's send completed (its send buffer is free)
   bool allReceived() const { return received_ >= request_.limit; }
-  bool allAcked() const { return acked_ >= request_.limit && sending_ == 0; }
+  bool allAcked() const { return everyAckPosted() && sending_ == 0; }
+  bool everyAckPosted() const { return acked_ >= request_.limit; }
   uint64_t received() const { return received_; }
   // Acks the client may not have read yet.
   uint32_t unread() const { return static_cast<uint32_t>(readOnceReceived_.size()); }
@@ -106,6 +107,10 @@ class Agent final : public evrdma::ConnectionHandler {
   const Request& request() const { return request_; }
   uint64_t received() const { return ledger_.received(); }
   bool complete() const { return ledger_.allAcked() && ledger_.allReceived(); }
+  // Served to the end: every message received and every ack posted. The client leaves once it
+  // has read the final ack, and its disconnect may be read before that ack's send completion
+  // (the library tells no send's end once the connection closes): the agent's part was done.
+  bool servedToTheEnd() const { return ledger_.allReceived() && ledger_.everyAckPosted(); }
   Clock::time_point firstMessage, lastAck;
   std::string error;
 
