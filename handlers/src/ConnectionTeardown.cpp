@@ -47,6 +47,10 @@ void ConnectionTeardown::noteUnexplainedFlush() noexcept {
 void ConnectionTeardown::onCmEvent(const CmEvent& event) noexcept {
   if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
     disconnectDone_ = true;
+    // Our close went first; the receives posted again meanwhile may never return (iWARP): once the
+    // CQ is drained past the flush, the close waits no more for them.
+    if (onIwarp() && c_.queuePair_ && c_.queuePair_->attachment())
+      c_.queuePair_->attachment()->whenDrained([this] { receivesNeverReturn(); });
     maybeFinish();
   } else if (event.type == RDMA_CM_EVENT_ESTABLISHED && c_.life_ == Life::AwaitingEstablished) {
     c_.life_ = Life::Disconnecting;  // see begin()
@@ -58,10 +62,25 @@ void ConnectionTeardown::onCmEvent(const CmEvent& event) noexcept {
 
 void ConnectionTeardown::peerDisconnected() noexcept {
   disconnectDone_ = true;
+  if (onIwarp()) receivesAbandoned_ = true;  // called once the CQ was drained past DISCONNECTED
   if (closing())
     maybeFinish();
   else
     begin();
+}
+
+bool ConnectionTeardown::onIwarp() const noexcept { return c_.id_ && c_.id_->verbs && isIwarp(c_.id_->verbs); }
+
+void ConnectionTeardown::receivesNeverReturn() noexcept {
+  // An iWARP device flushes a QP's receives when its connection closes, and reports the close
+  // after that (soft-iWARP: siw_qp_llp_close, then the CM's upcall): with the CQ drained past
+  // DISCONNECTED, every flush is handed out. A receive posted after the flush (the loop read the
+  // last messages' completions, and posted their buffers again, after the device had flushed)
+  // goes into soft-iWARP's user-space queue, which nothing reads again: it never completes. The
+  // close waited for the disconnect timer for them (3 s; a lingering Reactor its whole linger).
+  // They are taken back with the QP, as after the timer.
+  receivesAbandoned_ = true;
+  maybeFinish();
 }
 
 void ConnectionTeardown::onDeviceGone() noexcept {
@@ -178,7 +197,7 @@ void ConnectionTeardown::maybeFinish() noexcept {
   const SendQueue* queue = queuePair ? queuePair->sendQueue() : nullptr;
   const size_t sendsInFlight = queue ? queue->inFlight() : 0;
   const uint32_t receivesPosted = queuePair ? queuePair->postedReceives() : 0;
-  if (receivesPosted == 0 && sendsInFlight == 0) scheduleFinish();
+  if ((receivesPosted == 0 || receivesAbandoned_) && sendsInFlight == 0) scheduleFinish();
 }
 
 void ConnectionTeardown::scheduleFinish() noexcept {
