@@ -95,6 +95,11 @@ int ClientCore::connect(const std::string& address, uint16_t port, std::vector<u
   const char* problem = nullptr;
   if (int rc = evrdma::checkOptions(options_, problem); rc != 0) return rc;
   if (int rc = parseAddress(address, port, destination_); rc != 0) return rc;
+  source_ = sockaddr_storage{};
+  if (!clientOptions_.sourceAddress.empty()) {
+    if (int rc = parseAddress(clientOptions_.sourceAddress, 0, source_); rc != 0) return rc;
+    if (source_.ss_family != destination_.ss_family) return -EINVAL;
+  }
   if (int rc = resolveOnNewId(); rc != 0) return rc;
   privateData_ = std::move(privateData);
   peerAddress_ = formatAddress(reinterpret_cast<sockaddr*>(&destination_));
@@ -108,7 +113,8 @@ int ClientCore::resolveOnNewId() noexcept {
   if (cm == nullptr) return error;
   CmId id;
   if (int rc = cm->createId(nullptr, RDMA_PS_TCP, id); rc != 0) return rc;
-  if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&destination_),
+  sockaddr* source = source_.ss_family != 0 ? reinterpret_cast<sockaddr*>(&source_) : nullptr;
+  if (rdma_resolve_addr(id.get(), source, reinterpret_cast<sockaddr*>(&destination_),
                         static_cast<int>(clientOptions_.resolveTimeout.count())) != 0)
     return errno ? -errno : -EINVAL;
   adoptId(std::move(id));  // events of the id come here from now on (a former id is destroyed)

@@ -44,6 +44,7 @@ class ClientCore final : public ConnectionCore {
   ClientOptions clientOptions_;
   std::vector<uint8_t> privateData_;
   sockaddr_storage destination_{};
+  sockaddr_storage source_{};  // ClientOptions::sourceAddress, when given (ss_family 0: none)
   int portsRefused_ = 0;  // ids given up because a TCP socket held their port (iWARP)
   Timer connectTimer_;
   std::unique_ptr<ConnectTurn> turn_;

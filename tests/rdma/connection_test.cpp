@@ -546,3 +546,64 @@ TEST_F(PingPongBed, TheMostPrivateDataTheTransportCarriesArrivesWholeAndOneByteM
 }
 
 }  // namespace
+
+// A client connects from the local address it asks for (ClientOptions::sourceAddress: the
+// server's connect request comes from it); one that is not this host's is refused at once with
+// -EADDRNOTAVAIL, one not numeric or of the other family with -EINVAL, and no callback follows
+// those. With more addresses on the test bed (EVRDMA_RDMA_SOURCE_IPS), each is used in turn.
+TEST_F(PingPongBed, AClientConnectsFromTheSourceAddressItAsksForAndOneNotOfThisHostIsRefusedAtOnce) {
+  struct Recording : evrdma::AgentFactory {
+    std::vector<std::string> from;
+    evrdma::AcceptDecision onConnectRequest(const evrdma::ConnectRequest& request) noexcept override {
+      from.push_back(request.peerAddress);
+      return evrdma::AcceptDecision::accept(std::make_unique<evrdma::ConnectionHandler>());
+    }
+  } recording;
+  auto listener = evrdma::Listener::create(reactor_, recording);
+  ASSERT_EQ(listener->listen(bed_.ip, 0), 0);
+  std::vector<std::string> sources{bed_.ip};
+  if (const char* more = std::getenv("EVRDMA_RDMA_SOURCE_IPS")) {
+    std::string list = more;
+    for (size_t at = 0; at < list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      if (end > at) sources.push_back(list.substr(at, end - at));
+      at = end + 1;
+    }
+  }
+  struct Seen : evrdma::ConnectionHandler {
+    bool established = false;
+    int calls = 0;
+    void onEstablished(evrdma::Connection&) noexcept override { established = true; }
+    void onError(evrdma::Connection&, int, const char*) noexcept override { ++calls; }
+    void onClosed(evrdma::Connection&) noexcept override { ++calls; }
+  };
+  for (const std::string& source : sources) {
+    evrdma::ClientOptions options;
+    options.sourceAddress = source;
+    auto handler = std::make_unique<Seen>();
+    Seen* seen = handler.get();
+    auto client = evrdma::Client::create(reactor_, std::move(handler), options);
+    ASSERT_EQ(client->connect(bed_.ip, listener->port()), 0) << source;
+    ASSERT_TRUE(runUntil([&] { return seen->established; }, 30s)) << source;
+    ASSERT_FALSE(recording.from.empty());
+    EXPECT_EQ(recording.from.back().rfind(source + ":", 0), 0u) << recording.from.back() << " for " << source;
+    client->close();
+    ASSERT_TRUE(runUntil([&] { return seen->calls > 0; }, 30s));
+  }
+  auto refused = [&](const std::string& source, const std::string& destination) {
+    evrdma::ClientOptions options;
+    options.sourceAddress = source;
+    auto handler = std::make_unique<Seen>();
+    Seen* seen = handler.get();
+    auto client = evrdma::Client::create(reactor_, std::move(handler), options);
+    const int rc = client->connect(destination, listener->port());
+    runUntil([] { return false; }, 20ms);
+    EXPECT_EQ(seen->calls, 0) << "a refused connect called back (" << source << ")";
+    return rc;
+  };
+  EXPECT_EQ(refused("192.0.2.77", bed_.ip), -EADDRNOTAVAIL);  // on the bed's subnet, not the host's
+  EXPECT_EQ(refused("not-an-address", bed_.ip), -EINVAL);
+  EXPECT_EQ(refused("::1", bed_.ip), -EINVAL);
+  std::printf("[ figures  ] connected from %zu source address(es): the server saw %s\n", sources.size(),
+              recording.from.empty() ? "none" : recording.from.back().c_str());
+}

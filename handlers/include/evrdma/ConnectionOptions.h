@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace evrdma {
 
@@ -112,6 +113,11 @@ struct ConnectionOptions {
 struct ClientOptions : ConnectionOptions {
   std::chrono::milliseconds resolveTimeout{2000};   ///< address, then route resolution, each
   std::chrono::milliseconds connectTimeout{10000};  ///< from rdma_connect to established/rejected
+  /// The numeric local address to connect from (its port is chosen), of the destination's family;
+  /// empty: whichever the route to the destination gives. A client spreads many connections over
+  /// several addresses this way (one address's ports end near 28 000 connections). Not an address
+  /// of this host: connect() returns -EADDRNOTAVAIL; not numeric, or of the other family: -EINVAL.
+  std::string sourceAddress;
 };
 
 struct ConnectionStats {
