@@ -30,6 +30,7 @@ inline const char* setupErrorHint(int rc) {
   switch (rc) {
     case -EADDRINUSE: return " (port in use)";
     case -EINVAL: return " (not a numeric address)";
+    case -EADDRNOTAVAIL: return " (not an address of this host)";
     case -ENODEV: return " (no RDMA device: run under tools/rdma-run)";
     default: return "";
   }

@@ -30,6 +30,9 @@ void usage(FILE* out, const char* prog) {
                "  -c N      count: round trips per connection (default 1000)\n"
                "  -s BYTES  data_size: bytes per message (default 64)\n"
                "  -n N      connections at once, all from this one thread (default 1)\n"
+               "  -b ADDR[,ADDR...]  connect from these local addresses (numeric, of this host), connection\n"
+               "            i from the (i mod k)th: one address's local ports end near 28 000 connections\n"
+               "            (default: whichever address the route to the server gives)\n"
                "  -r N      each of them N times in a row: a new connection as soon as the previous\n"
                "            one has closed (connection churn; default 1). A connection that fails after\n"
                "            connecting does not end the series; one that cannot connect does\n"
@@ -76,8 +79,9 @@ int main(int argc, char** argv) {
   bool verify = false, figures = false, keepOpen = false, inFlightGiven = false, waitForSignal = false;
   unsigned long long inFlight = 0, pollingWindow = 0, pollingStretch = 0;
   pingpong::Trace trace = pingpong::Trace::Off;
+  std::vector<std::string> sources;  // -b
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:r:R:C:F:P:G:kWvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:r:R:C:F:P:G:b:kWvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -87,6 +91,16 @@ int main(int argc, char** argv) {
       case 'n': ok = pingpong::parseNumber(optarg, 100000, connections) && connections > 0; break;
       case 'r': ok = pingpong::parseNumber(optarg, 100000000, repeats) && repeats > 0; break;
       case 'R': ok = pingpong::parseNumber(optarg, 86400000, roundTripTimeout); break;
+      case 'b':
+        sources.clear();
+        for (const char* from = optarg;; ++from) {
+          const char* comma = std::strchr(from, ',');
+          sources.emplace_back(from, comma != nullptr ? comma : from + std::strlen(from));
+          ok = ok && !sources.back().empty();
+          if (comma == nullptr) break;
+          from = comma;
+        }
+        break;
       case 'k': keepOpen = true; break;
       case 'P': ok = pingpong::parseNumber(optarg, 10000000, pollingWindow); break;
       case 'G': ok = pingpong::parseNumber(optarg, 10000000, pollingStretch); break;
@@ -187,16 +201,19 @@ int main(int argc, char** argv) {
         ++holding;
         reportHolding();
       });
+    evrdma::ClientOptions own = options;
+    if (!sources.empty()) own.sourceAddress = sources[slot % sources.size()];
     if (slot < clients.size()) {
       completions.note(*clients[slot]);
-      clients[slot] = evrdma::Client::create(reactor, std::move(handler), options);
+      clients[slot] = evrdma::Client::create(reactor, std::move(handler), own);
     } else {
-      clients.push_back(evrdma::Client::create(reactor, std::move(handler), options));
+      clients.push_back(evrdma::Client::create(reactor, std::move(handler), own));
     }
     int rc = clients[slot]->connect(address, static_cast<uint16_t>(port), pingsr::encode(info));
     if (rc != 0)
-      std::fprintf(stderr, "pingpong-client: cannot connect to %s port %llu: %s%s\n", address.c_str(), port,
-                   std::strerror(-rc), pingpong::setupErrorHint(rc));
+      std::fprintf(stderr, "pingpong-client: cannot connect to %s port %llu%s%s: %s%s\n", address.c_str(), port,
+                   own.sourceAddress.empty() ? "" : " from ", own.sourceAddress.c_str(), std::strerror(-rc),
+                   pingpong::setupErrorHint(rc));
     return rc;
   };
   for (unsigned long long i = 0; i < connections; ++i) {

@@ -35,6 +35,30 @@ check "pingpong-server -w 2 -S served them and exited" $?
 grep -E "served|worker|shared receive" "$log"
 check "both workers took clients" $([ "$(grep -cE "worker [01]: [1-9][0-9]* clients accepted" "$log")" = 2 ]; echo $?)
 
+# -b spreads the connections over local addresses: the test bed's own and those rdma-run
+# --addresses made (make test asks for 2), connection i from the (i mod k)th.
+sources=$address${EVRDMA_RDMA_SOURCE_IPS:+,$EVRDMA_RDMA_SOURCE_IPS}
+IFS=, read -ra source_list <<<"$sources"
+clients=$((2 * ${#source_list[@]}))
+"$build/demos/pingpong-server" -a "$address" -p 0 -x -e "$clients" >"$log" 2>&1 &
+server=$!
+port=$(listening_port "$log" "$server")
+"$build/demos/pingpong-client" -a "$address" -p "$port" -n "$clients" -c 10 -v -b "$sources" >"$log.client" 2>&1
+check "pingpong-client -b $sources: $clients clients verified" $?
+wait "$server"
+spread=0
+for source in "${source_list[@]}"; do
+    [ "$(grep -c "^agent $source:[0-9]*: 10 echoes" "$log")" = 2 ] && spread=$((spread + 1))
+done
+check "the server saw 2 clients from each of the ${#source_list[@]} addresses ($(grep -c '^agent ' "$log") agents)" \
+    $([ $spread = ${#source_list[@]} ]; echo $?)
+"$build/demos/pingpong-client" -a "$address" -p "$port" -c 1 -b 192.0.2.250 >/dev/null 2>"$log.client"
+check "pingpong-client -b with an address not of this host says so: $(cat "$log.client")" \
+    $(grep -q "from 192.0.2.250: .*not an address of this host" "$log.client"; echo $?)
+"$build/demos/pingpong-client" -a "$address" -p "$port" -c 1 -b "$address,," >/dev/null 2>"$log.client"
+check "pingpong-client -b with an empty address is bad usage: $(cat "$log.client")" $(grep -q "bad value" "$log.client"; echo $?)
+rm -f "$log.client"
+
 "$build/demos/devices" | tee "$log"
 check "devices lists ${EVRDMA_RDMA_DEV:-?} with an active port" $(grep -q "^${EVRDMA_RDMA_DEV:-?}:" "$log" && grep -q "state active" "$log"; echo $?)
 "$build/demos/evrdma-loop-latency" -a "$address" -d 1 | tee "$log"
