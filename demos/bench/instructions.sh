@@ -24,17 +24,18 @@ grind=(valgrind --tool=callgrind --dump-instr=no --compress-strings=no)
 total() {  # the instructions a callgrind file counted
     sed -n 's/^summary: \([0-9]*\).*/\1/p;s/^totals: \([0-9]*\).*/\1/p' "$1" | head -n 1
 }
-in_libevent() {  # the instructions a callgrind file counted in libevent's own code
-    # Any of its libraries: stream-bench links libevent-2.1.so (TLS), others libevent_core-2.1.so.
-    callgrind_annotate --threshold=100 "$1" |
-        awk '/\/libevent(_[a-z]+)?-[0-9.]+\.so/ && $1 ~ /^[0-9,]+$/ { gsub(",", "", $1); n += $1 } END { printf "%d\n", n }'
+in_object() {  # in_object <regex> <file>: the instructions a callgrind file counted in the code of
+    # the objects (ob=) matching regex: each function's own cost lines, not the call lines' (a
+    # calls= line's next line is the callee's inclusive cost, counted where the callee is).
+    # callgrind_annotate's per-object sums are not used: it files some functions of a library
+    # without symbols under another object (libevent's event loop once under libnl-route).
+    awk -v object="$1" '/^ob=/ { ob = substr($0, 4) } /^calls=/ { skip = 1; next }
+         /^[0-9+*-]/ { if (skip) { skip = 0; next } if (ob ~ object) n += $2 } END { printf "%d\n", n }' "$2"
 }
-in_evrdma() {  # the instructions a callgrind file counted in libevrdma's code: each function's own
-    # cost lines under its object (ob=), not the call lines' (a calls= line's next line is the
-    # callee's inclusive cost, counted where the callee is)
-    awk '/^ob=/ { ob = substr($0, 4) } /^calls=/ { skip = 1; next }
-         /^[0-9+*-]/ { if (skip) { skip = 0; next } if (ob ~ /libevrdma/) n += $2 } END { printf "%d\n", n }' "$1"
-}
+# libevent's own code: any of its libraries (stream-bench links libevent-2.1.so for TLS, others
+# libevent_core-2.1.so); libevrdma's, its inlined parts included.
+in_libevent() { in_object '/libevent(_[a-z]+)?-[0-9.]+[.]so' "$1"; }
+in_evrdma() { in_object 'libevrdma' "$1"; }
 # One side under callgrind, the other native; $1: pingpong, raw, stream-tcp or stream-rdma, $2:
 # client or server, $3: round trips. Prints the instructions, then libevent's and evrdma's with
 # `libevent` as $4.
