@@ -110,12 +110,15 @@ struct ClosesAtTheLastMessage : evrdma::ConnectionHandler {
   void onClosed(evrdma::Connection&) noexcept override { closed = true; }
 };
 
-// `clients` clients of `factory`, each with a Handler; true once every one, and every agent, has closed.
+// Clients of a SendThenCloseFactory, each with a Handler and a 10-minute disconnect timeout, many
+// at once (so the race is met): every one, and every agent, must close well before that. `who`
+// names them in the figures line.
 template <typename Handler>
-bool everyClientCloses(evrdma::Reactor& reactor, const evrdma::test::TestBed& testBed, evrdma::AgentFactory& factory,
-                       int clients, uint64_t& received) {
+void expectEveryClientCloses(evrdma::Reactor& reactor, const evrdma::test::TestBed& testBed, const char* who) {
+  SendThenCloseFactory factory;
+  const int clients = lightStress() ? 10 : 30;
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory);
-  EXPECT_EQ(listener->listen(testBed.ip, 0), 0);
+  ASSERT_EQ(listener->listen(testBed.ip, 0), 0);
   std::vector<evrdma::Client::Ptr> all;
   std::vector<Handler*> handlers;
   for (int i = 0; i < clients; ++i) {
@@ -123,50 +126,38 @@ bool everyClientCloses(evrdma::Reactor& reactor, const evrdma::test::TestBed& te
     handlers.push_back(handler.get());
     evrdma::ClientOptions options;
     options.maxMessageSize = 64;
-    options.sendDepth = kMessages;
     options.recvDepth = 16;  // room for every message: each is posted again as it is read
     options.disconnectTimeout = kDisconnectTimeout;
     all.push_back(evrdma::Client::create(reactor, std::move(handler), options));
     EXPECT_EQ(all.back()->connect(testBed.ip, listener->port()), 0);
   }
-  const bool closed = evrdma::test::runUntil(reactor, [&] {
+  EXPECT_TRUE(evrdma::test::runUntil(reactor, [&] {
     for (const Handler* h : handlers)
       if (!h->closed) return false;
     return true;
-  }, 120s);
-  received = 0;
+  }, 120s)) << "a client's close waited for the disconnect timer";
+  uint64_t received = 0;
   for (const Handler* h : handlers) received += h->received;
+  std::printf("[ figures  ] %d clients %s %d messages: %llu read\n", clients, who, kMessages,
+              static_cast<unsigned long long>(received));
   all.clear();
   listener.reset();
-  return closed && runUntilNoConnections(reactor, 120s);
+  EXPECT_TRUE(runUntilNoConnections(reactor, 120s)) << "an agent's close waited for the disconnect timer";
 }
 
 // On iWARP the peer's close flushes this side's posted receives in the kernel while the loop may
 // not yet have read the completions of the last messages; the receives it then posts again go into
 // soft-iWARP's queue after the flush, and the device never returns them. Such a close waited for
 // the disconnect timer (3 s by default; a Reactor's linger at exit 5 s): once the peer is gone
-// those receives are taken back with the queue pair. Many at once, so the race is met.
+// those receives are taken back with the queue pair.
 TEST_F(PingPongBed, APeerThatClosesTheInstantItHasSentLeavesNoReceiveWaitingForTheDisconnectTimer) {
-  SendThenCloseFactory factory;
-  const int kClients = lightStress() ? 10 : 30;
-  uint64_t received = 0;
-  EXPECT_TRUE(everyClientCloses<CountsUntilClosed>(reactor_, bed_, factory, kClients, received))
-      << "a close waited for the disconnect timer";
-  std::printf("[ figures  ] %d clients of a peer that sent %d messages and closed at once: %llu messages received\n",
-              kClients, kMessages, static_cast<unsigned long long>(received));
+  expectEveryClientCloses<CountsUntilClosed>(reactor_, bed_, "of a peer that closed the instant it had sent");
 }
 
 // The same when both sides close at once: this one as soon as it has read the last message, before
 // it has read the peer's disconnect (DISCONNECTED then ends a close already begun).
 TEST_F(PingPongBed, BothSidesClosingAtOnceLeaveNoReceiveWaitingForTheDisconnectTimer) {
-  SendThenCloseFactory factory;
-  const int kClients = lightStress() ? 10 : 30;
-  uint64_t received = 0;
-  EXPECT_TRUE(everyClientCloses<ClosesAtTheLastMessage>(reactor_, bed_, factory, kClients, received))
-      << "a close waited for the disconnect timer";
-  std::printf("[ figures  ] %d clients that closed at the last of %d messages a peer sent before it closed: %llu "
-              "messages read\n",
-              kClients, kMessages, static_cast<unsigned long long>(received));
+  expectEveryClientCloses<ClosesAtTheLastMessage>(reactor_, bed_, "that closed at the last, as their peer closed, of");
 }
 
 }  // namespace
