@@ -8,6 +8,9 @@
 # create id + resolve address + resolve route + create QP + connect). Meant for tools/rdma-run.
 #   agents.sh [agents (10000)] [client processes (5)] [round trips (10)] [server options...]
 #   (AGENTS_CLIENT_OPTIONS: more pingpong-client options, e.g. "-F 64")
+# With more local addresses (tools/rdma-run --addresses N: EVRDMA_RDMA_SOURCE_IPS) each client
+# process spreads its connections over them and the test bed's own (pingpong-client -b): one
+# address's local ports end near 28 000 connections. cmtime, from one address, makes at most 20 000.
 set -u
 case ${1:-} in -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${BUILD_DIR:-build}
@@ -28,7 +31,8 @@ wait_for "$log/server" listening || { echo "agents: the server did not start"; c
 started=$(date +%s.%N)
 clients=()
 for p in $(seq "$processes"); do
-    "$build/demos/pingpong-client" -a "$ip" -p 7483 -n "$per" -c "$trips" -s 64 -v -k -W -x -C 300000 -R 120000 ${AGENTS_CLIENT_OPTIONS:-} >"$log/client$p" 2>&1 &
+    "$build/demos/pingpong-client" -a "$ip" -p 7483 -n "$per" -c "$trips" -s 64 -v -k -W -x -C 300000 -R 120000 \
+        ${EVRDMA_RDMA_SOURCE_IPS:+-b "$ip,$EVRDMA_RDMA_SOURCE_IPS"} ${AGENTS_CLIENT_OPTIONS:-} >"$log/client$p" 2>&1 &
     clients+=($!)
 done
 # Setup alone: each process waits with its round trips until every process is established.
@@ -56,20 +60,21 @@ for p in $(seq "$processes"); do
     setup_us=$(awk -v a="$setup_us" -v b="${s:-0}" 'BEGIN { print (b * 1e6 > a) ? b * 1e6 : a }')
 done
 
-# cmtime, same guest, same number of connections.
-cmtime -b "$ip" -p 7484 -c "$agents" >"$log/cmtime-server" 2>&1 &
+# cmtime, same guest, the same number of connections (at most 20 000: it connects from one address).
+cm_agents=$(( agents < 20000 ? agents : 20000 ))
+cmtime -b "$ip" -p 7484 -c "$cm_agents" >"$log/cmtime-server" 2>&1 &
 cmserver=$!
 sleep 1
-timeout 600 cmtime -s "$ip" -p 7484 -c "$agents" >"$log/cmtime" 2>&1
+timeout 600 cmtime -s "$ip" -p 7484 -c "$cm_agents" >"$log/cmtime" 2>&1
 kill $cmserver 2>/dev/null; wait $cmserver 2>/dev/null
 cm_ms=$(awk -F'[:[:space:]]+' '/^(create id|resolve addr|resolve route|create qp|connect) *:/ { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/) { sum += $i; break } } END { print sum + 0 }' "$log/cmtime")
 
 echo "$agents concurrent agents on one pingpong-server ${*:+($*) }(one reactor thread), from $processes client processes of $per connections, $trips verified round trips of 64 B each:"
 echo "  $established established, $completed completed their round trips (every byte verified) and were held open together; client processes failed: $failed"
 sed -n 's/^pingpong-server: \(served .*\)/  server: \1/p; s/^pingpong-server: memory per agent/  server: memory per agent/p; s/^pingpong-server: \(shared receive queues.*\)/  server: \1/p' "$log/server"
-awk -v ours="$setup_us" -v n="$agents" -v cm="$cm_ms" 'BEGIN {
+awk -v ours="$setup_us" -v n="$agents" -v cm="$cm_ms" -v cmn="$cm_agents" 'BEGIN {
     printf "  setup, all %d connecting at once: evrdma %.0f ms (%.1f us per connection; the slowest of the %s processes)\n", n, ours / 1000, ours / n, "'"$processes"'"
-    if (cm > 0) printf "                                  cmtime %.0f ms (%.1f us per connection: create id .. connect, one process)\n  ratio evrdma / cmtime: %.2f\n", cm, cm * 1000 / n, (ours / 1000) / cm
+    if (cm > 0) printf "                                  cmtime %.0f ms for %d (%.1f us per connection: create id .. connect, one process)\n  ratio evrdma / cmtime, per connection: %.2f\n", cm, cmn, cm * 1000 / cmn, (ours / n) / (cm * 1000 / cmn)
     else print "  cmtime did not finish" }'
 if [ "$completed" != "$agents" ] || [ "$failed" != 0 ]; then
     echo "  what the clients saw:"
