@@ -47,10 +47,10 @@ void ConnectionTeardown::noteUnexplainedFlush() noexcept {
 void ConnectionTeardown::onCmEvent(const CmEvent& event) noexcept {
   if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
     disconnectDone_ = true;
-    // Our close went first; the receives posted again meanwhile may never return (iWARP): once the
-    // CQ is drained past the flush, the close waits no more for them.
+    // Our close went first; work posted meanwhile may never return (iWARP): once the CQ is drained
+    // past the flush, the close waits no more for it.
     if (onIwarp() && c_.queuePair_ && c_.queuePair_->attachment())
-      c_.queuePair_->attachment()->whenDrained([this] { receivesNeverReturn(); });
+      c_.queuePair_->attachment()->whenDrained([this] { postedWorkNeverReturns(); });
     maybeFinish();
   } else if (event.type == RDMA_CM_EVENT_ESTABLISHED && c_.life_ == Life::AwaitingEstablished) {
     c_.life_ = Life::Disconnecting;  // see begin()
@@ -62,7 +62,7 @@ void ConnectionTeardown::onCmEvent(const CmEvent& event) noexcept {
 
 void ConnectionTeardown::peerDisconnected() noexcept {
   disconnectDone_ = true;
-  if (onIwarp()) receivesAbandoned_ = true;  // called once the CQ was drained past DISCONNECTED
+  if (onIwarp()) flushedAll_ = true;  // called once the CQ was drained past DISCONNECTED
   if (closing())
     maybeFinish();
   else
@@ -71,15 +71,15 @@ void ConnectionTeardown::peerDisconnected() noexcept {
 
 bool ConnectionTeardown::onIwarp() const noexcept { return c_.id_ && c_.id_->verbs && isIwarp(c_.id_->verbs); }
 
-void ConnectionTeardown::receivesNeverReturn() noexcept {
-  // An iWARP device flushes a QP's receives when its connection closes, and reports the close
-  // after that (soft-iWARP: siw_qp_llp_close, then the CM's upcall): with the CQ drained past
-  // DISCONNECTED, every flush is handed out. A receive posted after the flush (the loop read the
-  // last messages' completions, and posted their buffers again, after the device had flushed)
-  // goes into soft-iWARP's user-space queue, which nothing reads again: it never completes. The
-  // close waited for the disconnect timer for them (3 s; a lingering Reactor its whole linger).
-  // They are taken back with the QP, as after the timer.
-  receivesAbandoned_ = true;
+void ConnectionTeardown::postedWorkNeverReturns() noexcept {
+  // An iWARP device flushes a QP's work when its connection closes, and reports the close after
+  // that (soft-iWARP: siw_qp_llp_close, then the CM's upcall): with the CQ drained past
+  // DISCONNECTED, every flush is handed out. Work posted after the flush (the loop read the last
+  // messages' completions after the device had flushed, and posted their buffers again, or
+  // answers) goes into soft-iWARP's queues in user space, which nothing reads again: it never
+  // completes. The close waited for the disconnect timer for it (3 s; a lingering Reactor its
+  // whole linger). Receives go with the QP, and sends are reported flushed, as after the timer.
+  flushedAll_ = true;
   maybeFinish();
 }
 
@@ -197,7 +197,7 @@ void ConnectionTeardown::maybeFinish() noexcept {
   const SendQueue* queue = queuePair ? queuePair->sendQueue() : nullptr;
   const size_t sendsInFlight = queue ? queue->inFlight() : 0;
   const uint32_t receivesPosted = queuePair ? queuePair->postedReceives() : 0;
-  if ((receivesPosted == 0 || receivesAbandoned_) && sendsInFlight == 0) scheduleFinish();
+  if (flushedAll_ || (receivesPosted == 0 && sendsInFlight == 0)) scheduleFinish();
 }
 
 void ConnectionTeardown::scheduleFinish() noexcept {
@@ -221,7 +221,8 @@ void ConnectionTeardown::finish(Ending ending) noexcept {
   if (told) disconnectTimer_.cancel();
   if (c_.queuePair_) c_.queuePair_->destroyQp();  // the device touches no memory of ours from here on
   if (told) {
-    // What the flush did not hand back (disconnectTimeout ran out first), then what never went out.
+    // What the flush did not hand back (disconnectTimeout ran out first, or iWARP took it after its
+    // flush: postedWorkNeverReturns), then what never went out.
     if (SendQueue* queue = c_.queuePair_ ? c_.queuePair_->sendQueue() : nullptr)
       for (const SendOp& op : queue->takeInFlight()) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);
     for (const SendOp& op : dropped_) reportUnfinished(op, IBV_WC_WR_FLUSH_ERR);

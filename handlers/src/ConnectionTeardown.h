@@ -77,8 +77,8 @@ class ConnectionTeardown {
   void finish(Ending ending) noexcept;
   void logFailure(int err, const char* op) const noexcept;
   bool onIwarp() const noexcept;
-  // iWARP: the CQ drained past our close's DISCONNECTED; what receives are still posted never return.
-  void receivesNeverReturn() noexcept;
+  // iWARP: the CQ drained past our close's DISCONNECTED; what is still posted never returns.
+  void postedWorkNeverReturns() noexcept;
 
   // Work flushed while the connection was up: the QP went to the error state. A disconnect that
   // follows (iWARP may flush before DISCONNECTED) explains it; if none comes within this, the
@@ -90,9 +90,9 @@ class ConnectionTeardown {
   bool failed_ = false;
   // DISCONNECTED seen, rdma_disconnect refused, or no disconnect needed (may come before close())
   bool disconnectDone_ = false;
-  // iWARP, the peer gone and the CQ drained past it: the receives still posted never come back
-  // (see receivesNeverReturn), and the close waits for the sends only.
-  bool receivesAbandoned_ = false;
+  // iWARP, the peer gone and the CQ drained past it: what is still posted never comes back (see
+  // postedWorkNeverReturns), and the close waits no more.
+  bool flushedAll_ = false;
   bool deviceGone_ = false;
   bool closeRequested_ = false;  // the application called close()
   int error_ = 0;

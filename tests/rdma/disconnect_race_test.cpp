@@ -100,6 +100,14 @@ struct CountsUntilClosed : evrdma::ConnectionHandler {
   void onClosed(evrdma::Connection&) noexcept override { closed = true; }
 };
 
+// Answers every message it reads: its answers to the last ones are posted after the peer closed.
+struct AnswersUntilClosed : CountsUntilClosed {
+  void onRecv(evrdma::Connection& c, const uint8_t* data, size_t size) noexcept override {
+    CountsUntilClosed::onRecv(c, data, size);
+    (void)c.postSend("answer", 6);
+  }
+};
+
 // Closes once it has read every message.
 struct ClosesAtTheLastMessage : evrdma::ConnectionHandler {
   uint64_t received = 0;
@@ -127,6 +135,7 @@ void expectEveryClientCloses(evrdma::Reactor& reactor, const evrdma::test::TestB
     evrdma::ClientOptions options;
     options.maxMessageSize = 64;
     options.recvDepth = 16;  // room for every message: each is posted again as it is read
+    options.sendDepth = 16;  // and for an answer to each
     options.disconnectTimeout = kDisconnectTimeout;
     all.push_back(evrdma::Client::create(reactor, std::move(handler), options));
     EXPECT_EQ(all.back()->connect(testBed.ip, listener->port()), 0);
@@ -158,6 +167,13 @@ TEST_F(PingPongBed, APeerThatClosesTheInstantItHasSentLeavesNoReceiveWaitingForT
 // it has read the peer's disconnect (DISCONNECTED then ends a close already begun).
 TEST_F(PingPongBed, BothSidesClosingAtOnceLeaveNoReceiveWaitingForTheDisconnectTimer) {
   expectEveryClientCloses<ClosesAtTheLastMessage>(reactor_, bed_, "that closed at the last, as their peer closed, of");
+}
+
+// The same for sends: answers posted after the device flushed the queue pair go into soft-iWARP's
+// send queue in user space and never complete either (kv-client on siw took 5.3 s for 10 commands,
+// 0.3 s on rxe). They are reported flushed, as after the timer.
+TEST_F(PingPongBed, AnswersToAPeerThatClosedTheInstantItHadSentLeaveNoSendWaitingForTheDisconnectTimer) {
+  expectEveryClientCloses<AnswersUntilClosed>(reactor_, bed_, "that answered each of a peer's (which closed at once)");
 }
 
 }  // namespace
