@@ -69,7 +69,8 @@ void ConnectionTeardown::peerDisconnected() noexcept {
     begin();
 }
 
-bool ConnectionTeardown::onIwarp() const noexcept { return c_.id_ && c_.id_->verbs && isIwarp(c_.id_->verbs); }
+// The core's answer, kept once the device is known (iWARP has no immediate data).
+bool ConnectionTeardown::onIwarp() const noexcept { return c_.id_ && c_.id_->verbs && !c_.supportsImmediateData(); }
 
 void ConnectionTeardown::postedWorkNeverReturns() noexcept {
   // An iWARP device flushes a QP's work when its connection closes, and reports the close after
