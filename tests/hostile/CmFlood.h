@@ -38,7 +38,7 @@ void listAttacks(FILE* out, const Attack (&attacks)[N], int width) {
 
 class CmFlood {
  public:
-  explicit CmFlood(uint64_t count) : ids_(count, nullptr) {}
+  explicit CmFlood(uint64_t count) : ids_(count, nullptr), portRetries_(count, 0) {}
   ~CmFlood() {
     for (rdma_cm_id* id : ids_) {
       if (id == nullptr) continue;
@@ -76,6 +76,25 @@ class CmFlood {
         rdma_resolve_addr(ids_[i], nullptr, ai_->ai_addr, 5000) == 0)
       return true;
     why = std::string("rdma_resolve_addr: ") + std::strerror(errno);
+    return false;
+  }
+
+  // rdma_connect for connection `i`, whose id has its route (and on iWARP its QP). On iWARP siw
+  // binds the connection's TCP socket to the port rdma_cm picked for the id without asking TCP, so
+  // a TCP socket on that port (another program's, in TIME_WAIT) fails it with EADDRINUSE: then the
+  // connection starts over on a new id, a new port (as evrdma's own clients do), at most
+  // kPortRetries times. False with `why` if it failed otherwise.
+  bool connect(uint64_t i, rdma_conn_param& param, std::string& why) {
+    if (rdma_connect(ids_[i], &param) == 0) return true;
+    const int err = errno;
+    if (err == EADDRINUSE && portRetries_[i] < kPortRetries) {
+      ++portRetries_[i];
+      if (ids_[i]->qp != nullptr) rdma_destroy_qp(ids_[i]);
+      rdma_destroy_id(ids_[i]);
+      ids_[i] = nullptr;
+      return start(i, why);
+    }
+    why = std::string("rdma_connect: ") + std::strerror(err);
     return false;
   }
 
@@ -120,6 +139,7 @@ class CmFlood {
   addrinfo* ai_ = nullptr;
   rdma_event_channel* channel_ = nullptr;
   std::vector<rdma_cm_id*> ids_;
+  std::vector<uint8_t> portRetries_;  // per connection: new ids after EADDRINUSE
   ibv_pd* pd_ = nullptr;
   ibv_cq* cq_ = nullptr;
 };

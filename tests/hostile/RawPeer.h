@@ -11,11 +11,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace evrdma::hostile {
+
+// New ids a raw connection tries when TCP holds the port of the last (iWARP: below).
+constexpr int kPortRetries = 16;
 
 using Clock = std::chrono::steady_clock;
 
@@ -61,33 +66,45 @@ class Peer {
     addrinfo hints{}, *ai = nullptr;
     hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
     if (getaddrinfo(address, port, &hints, &ai) != 0) return failed("bad address");
+    const std::unique_ptr<addrinfo, void (*)(addrinfo*)> freed(ai, freeaddrinfo);
     channel_ = rdma_create_event_channel();
-    const bool resolved = channel_ != nullptr && rdma_create_id(channel_, &id_, nullptr, RDMA_PS_TCP) == 0 &&
-                          rdma_resolve_addr(id_, nullptr, ai->ai_addr, 5000) == 0 &&
-                          waitFor(RDMA_CM_EVENT_ADDR_RESOLVED, 10000) && rdma_resolve_route(id_, 5000) == 0 &&
-                          waitFor(RDMA_CM_EVENT_ROUTE_RESOLVED, 10000);
-    freeaddrinfo(ai);
-    if (!resolved) return failed("cannot resolve the address or route");
-    pd_ = ibv_alloc_pd(id_->verbs);
-    cq_ = pd_ != nullptr ? ibv_create_cq(id_->verbs, 512, nullptr, nullptr, 0) : nullptr;
-    buffer_.assign(1 << 20, 0);
-    mr_ = cq_ != nullptr ? ibv_reg_mr(pd_, buffer_.data(), buffer_.size(), IBV_ACCESS_LOCAL_WRITE) : nullptr;  // (RDMA reads land here)
-    ibv_qp_init_attr attr{};
-    attr.send_cq = attr.recv_cq = cq_;
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap.max_send_wr = 256;
-    attr.cap.max_recv_wr = 64;
-    attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-    if (mr_ == nullptr || rdma_create_qp(id_, pd_, &attr) != 0) return failed("cannot set up a QP");
-    for (int i = 0; i < receives; ++i)
-      if (!postRecv(static_cast<size_t>(i) * 65536, 65536, kFirstRecvWrId + static_cast<uint64_t>(i))) return failed("cannot post a receive");
     rdma_conn_param param{};
     param.private_data = privateData.empty() ? nullptr : privateData.data();
     param.private_data_len = static_cast<uint8_t>(privateData.size());
     param.responder_resources = param.initiator_depth = 1;
     param.retry_count = 7;
     param.rnr_retry_count = 7;
-    if (rdma_connect(id_, &param) != 0) return failed("rdma_connect failed");
+    // On iWARP siw binds the connection's TCP socket to the port rdma_cm picked for the id without
+    // asking TCP: a TCP socket on it (in TIME_WAIT) fails rdma_connect with EADDRINUSE. Then a new
+    // id, a new port, as evrdma's own clients do.
+    for (int attempt = 0;; ++attempt) {
+      const bool resolved = channel_ != nullptr && rdma_create_id(channel_, &id_, nullptr, RDMA_PS_TCP) == 0 &&
+                            rdma_resolve_addr(id_, nullptr, ai->ai_addr, 5000) == 0 &&
+                            waitFor(RDMA_CM_EVENT_ADDR_RESOLVED, 10000) && rdma_resolve_route(id_, 5000) == 0 &&
+                            waitFor(RDMA_CM_EVENT_ROUTE_RESOLVED, 10000);
+      if (!resolved) return failed("cannot resolve the address or route");
+      if (pd_ == nullptr) {
+        pd_ = ibv_alloc_pd(id_->verbs);
+        cq_ = pd_ != nullptr ? ibv_create_cq(id_->verbs, 512, nullptr, nullptr, 0) : nullptr;
+        buffer_.assign(1 << 20, 0);
+        mr_ = cq_ != nullptr ? ibv_reg_mr(pd_, buffer_.data(), buffer_.size(), IBV_ACCESS_LOCAL_WRITE) : nullptr;  // (RDMA reads land here)
+      }
+      ibv_qp_init_attr attr{};
+      attr.send_cq = attr.recv_cq = cq_;
+      attr.qp_type = IBV_QPT_RC;
+      attr.cap.max_send_wr = 256;
+      attr.cap.max_recv_wr = 64;
+      attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+      if (mr_ == nullptr || rdma_create_qp(id_, pd_, &attr) != 0) return failed("cannot set up a QP");
+      for (int i = 0; i < receives; ++i)
+        if (!postRecv(static_cast<size_t>(i) * 65536, 65536, kFirstRecvWrId + static_cast<uint64_t>(i)))
+          return failed("cannot post a receive");
+      if (rdma_connect(id_, &param) == 0) break;
+      if (errno != EADDRINUSE || attempt == kPortRetries) return failed("rdma_connect failed");
+      rdma_destroy_qp(id_);
+      rdma_destroy_id(id_);
+      id_ = nullptr;
+    }
     rdma_cm_event* event = nullptr;
     if (!nextEvent(10000, event)) return failed("no answer to the connect request within 10 s");
     const rdma_cm_event_type type = event->event;

@@ -143,7 +143,7 @@ bool halfOpen(const char* address, const char* port, uint64_t count, uint64_t si
         fail(i, why);
         continue;
       }
-      if (rdma_connect(event.id, &param) != 0) fail(i, std::string("rdma_connect: ") + std::strerror(errno));
+      if (!flood.connect(i, param, why)) fail(i, why);
     } else if (answers[i] != Answer::None) {
       ++endedLater;  // e.g. the server's agent gave up waiting (acceptTimeout): a reject after the answer
     } else if (type == RDMA_CM_EVENT_CONNECT_RESPONSE || type == RDMA_CM_EVENT_ESTABLISHED) {

@@ -111,7 +111,7 @@ bool noHello(const char* address, const char* port, uint64_t count, int waitMs, 
       param.responder_resources = param.initiator_depth = 1;
       param.retry_count = 7;
       param.rnr_retry_count = 7;
-      if (rdma_connect(event.id, &param) != 0) fail(i, std::string("rdma_connect: ") + std::strerror(errno));
+      if (!flood.connect(i, param, why)) fail(i, why);
     } else if (type == RDMA_CM_EVENT_ESTABLISHED && states[i] == State::Connecting) {
       states[i] = State::Established;  // and never a word
       ++established;
