@@ -17,14 +17,31 @@
 #                    new client is served
 set -u -o pipefail
 build=$1 case=$2
-a=${EVRDMA_LINK_A_IP:?run this under tools/rdma-run --link}
+: "${EVRDMA_LINK_A_IP:?run this under tools/rdma-run --link}"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/script_test.sh"
-ends="$EVRDMA_LINK_A_NETDEV $EVRDMA_LINK_B_NETDEV"
+# A link of its own (tools/rdma-run --links N: tests run side by side, each with netem on its own
+# link): the first one no other test holds, by a lock held until this script ends; the first link
+# (waiting for it) when all are taken.
+links=${EVRDMA_LINK_COUNT:-1}
+for ((link = 0; link < links; link++)); do
+    exec {link_lock}>"/tmp/evrdma-link-$link.lock"
+    flock -n "$link_lock" && break
+    exec {link_lock}>&-
+done
+if [ "$link" = "$links" ]; then
+    link=0
+    exec {link_lock}>/tmp/evrdma-link-0.lock
+    flock "$link_lock"
+fi
+link_var() { local name=EVRDMA_LINK${link}_$1; echo "${!name:?no link $link in the test bed}"; }
+a=$(link_var A_IP) a_netdev=$(link_var A_NETDEV) b_netdev=$(link_var B_NETDEV)
+echo "link $link: A $a on $a_netdev, B on $b_netdev"
+ends="$a_netdev $b_netdev"
 iwarp=0; [ "${EVRDMA_RDMA_DRIVER:-}" = siw ] && iwarp=1
 fault() { for end in $ends; do tc qdisc replace dev "$end" root netem "$@" || exit 1; done; }
 clear_faults() { for end in $ends; do tc qdisc del dev "$end" root 2>/dev/null; done; }
 at_exit clear_faults
-tx_packets() { cat "/sys/class/net/$EVRDMA_LINK_B_NETDEV/statistics/tx_packets"; }
+tx_packets() { cat "/sys/class/net/$b_netdev/statistics/tx_packets"; }
 # Until the client's traffic flows across the link (connected, round trips under way).
 wait_for_traffic() { local from; from=$(tx_packets); for _ in $(seq 300); do [ $(( $(tx_packets) - from )) -ge 100 ] && return 0; sleep 0.1; done; return 1; }
 netem_dropped() { tc -s qdisc show dev "$1" | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -n 1; }
@@ -69,14 +86,14 @@ case $case in
     loss)
         fault loss 1%
         every_program "1 % loss each way"
-        dropped=$(( $(netem_dropped "$EVRDMA_LINK_A_NETDEV") + $(netem_dropped "$EVRDMA_LINK_B_NETDEV") ))
+        dropped=$(( $(netem_dropped "$a_netdev") + $(netem_dropped "$b_netdev") ))
         [ "$dropped" -gt 0 ]
         check "netem dropped $dropped packets on the way" $?
         ;;
     delay)
         fault delay 5ms 2ms rate 1gbit reorder 10% 50%
         every_program "5 ms +- 2 ms each way, 10 % reordered"
-        reordered=$(tc -s qdisc show dev "$EVRDMA_LINK_B_NETDEV" | grep -c 'reorder 10%')
+        reordered=$(tc -s qdisc show dev "$b_netdev" | grep -c 'reorder 10%')
         [ "$reordered" = 1 ]
         check "netem delayed and reordered on the way" $?
         ;;
@@ -129,9 +146,9 @@ esac
 clear_faults
 # The servers are whole: each ends on SIGINT (no agent stuck) within 30 s.
 for name in pingpong blast; do
-    pkill -INT -f "$build/demos/$name-server -a $a"
+    pkill -INT -f "$build/demos/$name-server -a $a "
 done
-pkill -INT -f "$build/demos/stream-bench --server"
+pkill -INT -f "$build/demos/stream-bench --server --rdma $a "
 for _ in $(seq 300); do [ -z "$(jobs -rp)" ] && break; sleep 0.1; done
 [ -z "$(jobs -rp)" ]
 status=$?
