@@ -109,6 +109,8 @@ void CompletionDispatcher::dropPendingWork() noexcept {
   polling_.stop();
   trimTurn_.cancel();
   ready_.clear();
+  for (SharedCq* cq : recent_) cq->recent = false;
+  recent_.clear();
   for (size_t i = 0; i < pool_.size(); ++i) pool_[i].queued = false;
 }
 
@@ -133,6 +135,7 @@ void CompletionDispatcher::releaseIdleCqs() noexcept {
   pool_.releaseIdle([this](SharedCq& cq) { serveAll(cq); },
                     [this](SharedCq& cq) {
                       if (cq.queued) ready_.remove(&cq);
+                      if (cq.recent) recent_.erase(std::find(recent_.begin(), recent_.end(), &cq));
                     });
   if (firstToPoll_ >= pool_.size()) firstToPoll_ = 0;
 }

@@ -8,10 +8,13 @@
 // fit in the turn budget, at most kBudget, at least a poll's worth per CQ), shared equally
 // by the CQs a pass serves; what a CQ holds past its share waits for a later turn, after the loop
 // has polled its other sources and timers, with that CQ at the back of the ready list, so one busy
-// CQ cannot starve the others. The same holds for the passes over every CQ (event mode's poll before the
-// channel's read, adaptive polling's spins): a pass that could not finish makes the next one start
-// a CQ further on. The polling window and the turn budget are the Reactor's PollingSettings,
-// handed down when the dispatcher is made.
+// CQ cannot starve the others. The same holds for adaptive polling's spins over every CQ: a pass
+// that could not finish makes the next one start a CQ further on. Event mode's poll before the
+// channel's read polls only the CQs that handed out completions since the last one (each up to
+// its share as if all were served): every other CQ is armed and raises an event for what lands on
+// it, so a wake-up costs what the busy CQs hold, not a poll of every CQ of a server holding
+// thousands of idle connections. The polling window and the turn budget are the Reactor's
+// PollingSettings, handed down when the dispatcher is made.
 //
 // It routes completions and nothing else: the device's protection domain, buffers, SRQs, async
 // events and removal are its Device's, which it tells when its channel fails and when a
@@ -136,7 +139,7 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   void releaseVerbs() noexcept;
   bool delivering() const noexcept { return delivering_; }
   // For the Reactor's linger (ReactorCore::lingerStreams), which serves the CQs without the loop: the
-  // channel's fd, and one pass as on readiness (it polls every CQ first).
+  // channel's fd, and one pass as on readiness (it polls the busy CQs first).
   int channelFd() const noexcept { return channel_ ? channel_->fd : -1; }
   void serveNow() noexcept { run(); }
   const CompletionStats& stats() const noexcept { return stats_; }
@@ -157,6 +160,19 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   // False if the budget was spent before every CQ was drained; the next call then starts a CQ
   // further on, so every CQ gets its turn at the front. `untilEmpty`: as serve's.
   bool pollAll(int& handled, int budget, bool untilEmpty) noexcept;
+  // Event mode's poll before the channel's read: one poll's worth or more (a share of `budget` as
+  // if every CQ were served) from each CQ that handed out completions since the last such poll,
+  // noted in foundBeforeRead; with one CQ, pollAll. False if the budget was spent.
+  bool pollRecent(int& handled, int budget) noexcept;
+  // Takes the channel's events: each CQ that raised one is to be armed and joins the ready line.
+  // False if the channel failed (the device is gone: the owner was told).
+  bool readEvents() noexcept;
+  // A CQ handed out completions: it is polled before the next read.
+  void noteRecent(SharedCq& cq) {
+    if (cq.recent) return;
+    cq.recent = true;
+    recent_.push_back(&cq);
+  }
   // The completions this pass may hand out: the turn budget's, or a poll's worth per CQ if more.
   int passBudget() const noexcept;
   // What each of `cqs` CQs may take of `budget` completions in one pass.
@@ -206,6 +222,8 @@ class CompletionDispatcher final : private detail::AdaptivePolling::Source {
   detail::TurnBudget turnBudget_;    // Reactor::setTurnBudget
   detail::SharedCqPool pool_;  // its CQs are destroyed before the channel
   detail::Ring<SharedCq*> ready_;
+  std::vector<SharedCq*> recent_;      // noteRecent, in the order they handed out
+  std::vector<SharedCq*> recentPass_;  // recent_ as pollRecent took it (kept: no allocation once warm)
   size_t firstToPoll_ = 0;  // where pollAll's next pass starts: one further after a pass that did not finish
   bool delivering_ = false;
   std::vector<Attachment*> awaitingDrain_;  // Attachment::whenDrained, in the order asked

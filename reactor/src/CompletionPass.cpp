@@ -85,6 +85,7 @@ bool CompletionDispatcher::serve(SharedCq& cq, int budget, int& handled, bool un
     if (n == 0) return true;
     stats_.completions += n;
     cq.handedOut += static_cast<uint64_t>(n);
+    noteRecent(cq);
     handled += n;
     turnBudget_.afterPoll(handled);
     pollReceives_ = 0;
@@ -122,40 +123,19 @@ void CompletionDispatcher::run() noexcept {
   const int budget = passBudget();
   // Polling adaptively, a CQ is armed only when a window passes with nothing (AdaptivePolling).
   const bool adaptive = settings_.window.count() > 0;
-  // Woken in event mode, hand out what the CQs hold before reading the channel: the read(2) and
-  // the arm then come after the answers' posts, off the path from wake-up to answer. The event
+  // Woken in event mode, hand out what the busy CQs hold before reading the channel: the read(2)
+  // and the arm then come after the answers' posts, off the path from wake-up to answer. The event
   // read below still arms each CQ that raised one, and the poll after the arm closes the race.
   const bool pollFirst = !adaptive && ready_.empty() && !removed_;
-  if (pollFirst && !pollAll(handled, budget, false)) {
+  if (pollFirst && !pollRecent(handled, budget)) {
+    // The budget is spent: the CQs that raised events wait in the ready line for the next pass
+    // (an idle CQ is found only by its event).
+    if (!readEvents()) return;
     turnBudget_.endPass(handled);
     yieldBudget();
     return;
   }
-  ibv_cq* eventCq = nullptr;
-  void* eventContext = nullptr;
-  // At most one event can be pending per CQ on the channel (armIfNeeded arms a CQ again only after
-  // its event was read), so once as many are read the channel is empty: no read(2) only to be told
-  // EAGAIN, a system call per wake-up. The fd is level-triggered: anything left wakes the next turn.
-  const size_t mostPending = std::max<size_t>(1, pool_.size());
-  for (size_t read = 0; read < mostPending; ++read) {
-    if (ibv_get_cq_event(channel_.get(), &eventCq, &eventContext) != 0) {
-      if (errno != EAGAIN && errno != EINTR) {  // the device is gone: the channel stays in error
-        owner_.onChannelFailed();
-        return;
-      }
-      break;
-    }
-    auto* cq = static_cast<SharedCq*>(eventContext);
-    ++stats_.events;
-    cq->cq.noteEvent();
-    cq->needsArm = true;
-    cq->firstPoll = !cq->foundBeforeRead;  // "empty first polls" count wake-ups that found nothing
-    cq->foundBeforeRead = false;
-    if (!cq->queued) {
-      cq->queued = true;
-      ready_.push_back(cq);
-    }
-  }
+  if (!readEvents()) return;
 
   delivering_ = true;
   // Sweeps over the CQs that are ready, each served up to its share of what is left of the turn's
@@ -172,9 +152,10 @@ void CompletionDispatcher::run() noexcept {
       // to the answers' posts, and the window in which a completion is both polled and announced
       // (a later wake-up that finds nothing) is the second poll only, not the whole delivery.
       const uint64_t pollFailures = stats_.pollFailures;
-      // Drained by the poll before the read (pollFirst: it drained every CQ), a CQ with an arm due
-      // is armed at once: polled again first, it could only hold what landed since, which the
-      // poll after the arm finds as well (a ping-pong's round trip saved a poll, ~80 instructions).
+      // After the poll before the read (pollFirst), a CQ with an arm due is armed at once: polled
+      // again first, it could only hold what landed since or what that poll left (it polled the
+      // busy CQs only, each up to a share), which the poll after the arm finds as well (a
+      // ping-pong's round trip saved a poll, ~80 instructions).
       bool drained = (pollFirst && cq->needsArm) || serve(*cq, limit, handled, adaptive);
       if (drained && !adaptive && cq->needsArm && stats_.pollFailures == pollFailures) {
         armIfNeeded(*cq);
@@ -202,6 +183,58 @@ int CompletionDispatcher::shareOf(int budget, size_t cqs) noexcept {
 int CompletionDispatcher::passBudget() const noexcept {
   // Every CQ may have one poll's worth in a turn, however short the time budget makes it.
   return std::max(turnBudget_.completions(), CompletionStats::kBatch * static_cast<int>(std::max<size_t>(1, pool_.size())));
+}
+
+bool CompletionDispatcher::readEvents() noexcept {
+  ibv_cq* eventCq = nullptr;
+  void* eventContext = nullptr;
+  // At most one event can be pending per CQ on the channel (armIfNeeded arms a CQ again only after
+  // its event was read), so once as many are read the channel is empty: no read(2) only to be told
+  // EAGAIN, a system call per wake-up. The fd is level-triggered: anything left wakes the next turn.
+  const size_t mostPending = std::max<size_t>(1, pool_.size());
+  for (size_t read = 0; read < mostPending; ++read) {
+    if (ibv_get_cq_event(channel_.get(), &eventCq, &eventContext) != 0) {
+      if (errno != EAGAIN && errno != EINTR) {  // the device is gone: the channel stays in error
+        owner_.onChannelFailed();
+        return false;
+      }
+      break;
+    }
+    auto* cq = static_cast<SharedCq*>(eventContext);
+    ++stats_.events;
+    cq->cq.noteEvent();
+    cq->needsArm = true;
+    cq->firstPoll = !cq->foundBeforeRead;  // "empty first polls" count wake-ups that found nothing
+    cq->foundBeforeRead = false;
+    if (!cq->queued) {
+      cq->queued = true;
+      ready_.push_back(cq);
+    }
+  }
+  return true;
+}
+
+bool CompletionDispatcher::pollRecent(int& handled, int budget) noexcept {
+  if (pool_.size() == 1) return pollAll(handled, budget, false);
+  // Only the CQs that handed out completions since the last such poll: with the ready line empty
+  // every CQ is armed, so what lands on any other raises an event, read next. Each takes at most
+  // its share as if every CQ were served, so CQs found by their events still get theirs this turn.
+  recentPass_.swap(recent_);
+  for (SharedCq* cq : recentPass_) {
+    cq->recent = false;
+    cq->foundBeforeRead = false;
+  }
+  const int share = shareOf(budget - handled, pool_.size());
+  delivering_ = true;
+  for (size_t k = 0; k < recentPass_.size() && handled < budget && !removed_; ++k) {
+    SharedCq& cq = *recentPass_[k];
+    const int before = handled;
+    (void)serve(cq, std::min(budget, handled + share), handled, false);  // what it holds past its share: by its event
+    if (handled > before) cq.foundBeforeRead = true;
+  }
+  delivering_ = false;
+  recentPass_.clear();
+  return handled < budget;
 }
 
 bool CompletionDispatcher::pollAll(int& handled, int budget, bool untilEmpty) noexcept {

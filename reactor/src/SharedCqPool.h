@@ -32,6 +32,7 @@ struct SharedCq {
   bool needsArm = false;          // an event was taken from it since it was last armed
   bool firstPoll = false;         // the next poll is the first after a wake-up (for the stats)
   bool foundBeforeRead = false;   // the poll before the channel's read found completions
+  bool recent = false;            // in the dispatcher's list of CQs that handed out completions lately
 };
 
 // One QP's place on a shared CQ.

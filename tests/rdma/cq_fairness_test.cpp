@@ -2,8 +2,8 @@
 // turn hands out at most a budget of completions. While the connections on the first CQ keep it
 // busy (it never drains within a budget), connections on the second and third CQ still get their
 // round trips: each waits at most a few budgets of the busy connections' traffic, whatever the
-// busy CQ's own rate. Proven in event mode (the poll before the channel's read) and with adaptive
-// polling (the poll of every spin), both of which sweep all CQs each pass.
+// busy CQ's own rate. Proven in event mode (the poll of the busy CQs before the channel's read,
+// then the ready line) and with adaptive polling (the poll of every CQ at each spin).
 //
 // The gap is counted, not timed: how many of the busy connections' echoes the client's loop handled
 // while one round trip of a measured connection was outstanding. A CQ served only when the busy
@@ -14,6 +14,12 @@
 // took the whole budget, a loop with more work than a turn served one CQ per turn, and what a CQ
 // held past the budget waited a whole round of the others (64 connections with 16 messages in
 // flight: echoes that waited twice the mean).
+//
+// Idle connections cost a wake-up nothing: in event mode the poll before the channel's read polls
+// the CQs that handed out completions lately, not every CQ (a server of 100 000 idle agents has
+// thousands of CQs, and each wake-up polled them all). Counted, not timed: one connection's
+// round trips, the client's polls per round trip with 3 idle connections beside it, then with ten
+// times as many more idle ones on more CQs.
 //
 // The shared CQs follow the connections down: once a peak has passed, the CQs emptied are
 // destroyed but one, kept as a spare, so a connection coming and going at a CQ's boundary does not
@@ -351,6 +357,90 @@ TEST(CqFairness, InEventModeConnectionsOnOtherCqsKeepTheirRoundTripsWhileTheFirs
 
 TEST(CqFairness, WithAdaptivePollingConnectionsOnOtherCqsKeepTheirRoundTripsWhileTheFirstCqIsBusy) {
   runFairness(std::chrono::microseconds(100));
+}
+
+// One message in flight, `left` round trips to go.
+struct Pinger : evrdma::ConnectionHandler {
+  bool established = false;
+  int error = 0, left = 0;
+  void start(evrdma::Connection& c, int roundTrips) {
+    left = roundTrips;
+    if (int rc = c.postSend("ping", 4); rc != 0) error = rc;
+  }
+  void onEstablished(evrdma::Connection&) noexcept override { established = true; }
+  void onRecv(evrdma::Connection& c, const uint8_t*, size_t) noexcept override {
+    if (--left > 0) start(c, left);
+  }
+  void onError(evrdma::Connection&, int err, const char*) noexcept override { error = err; }
+};
+
+struct Idle : evrdma::ConnectionHandler {
+  bool established = false;
+  int error = 0;
+  void onEstablished(evrdma::Connection&) noexcept override { established = true; }
+  void onError(evrdma::Connection&, int err, const char*) noexcept override { error = err; }
+};
+
+TEST(IdleCqs, AWakeUpPollsOnlyTheCqsWithWorkSoIdleConnectionsOnMoreCqsAddNoPoll) {
+  // Both ends in this process: siw holds 12 deep connections, 3 CQs' worth (ATurnAfterABacklog...).
+  const int moreIdleCqs = evrdma::test::onIwarp() ? 2 : 10;
+  constexpr int kRoundTripsEach = 300;
+  evrdma::test::TestBed bed;
+  ASSERT_TRUE(evrdma::test::loadTestBed(bed));
+  evrdma::ReactorThread server;
+  ASSERT_TRUE(server.valid());
+  evrdma::test::EchoFactory factory;  // default depths: 16 agents share a CQ there
+  evrdma::Listener::Ptr listener;
+  ASSERT_TRUE(listenOnServer(server, factory, bed, listener));
+
+  evrdma::Reactor reactor;
+  ASSERT_TRUE(reactor.valid());
+  const evrdma::ClientOptions options = deepClient();
+  std::vector<evrdma::Client::Ptr> clients;
+  const auto open = [&](std::unique_ptr<evrdma::ConnectionHandler> handler, const bool& established, const int& error) {
+    clients.push_back(evrdma::Client::create(reactor, std::move(handler), options));
+    return clients.back()->connect(bed.ip, listener->port()) == 0 &&
+           runUntil(reactor, [&] { return established || error != 0; }, 60s) && error == 0;
+  };
+  const auto openIdle = [&](int count) {
+    for (int i = 0; i < count; ++i) {
+      auto idle = std::make_unique<Idle>();
+      Idle& one = *idle;
+      if (!open(std::move(idle), one.established, one.error)) return false;
+    }
+    return true;
+  };
+  auto pinger = std::make_unique<Pinger>();
+  Pinger& ping = *pinger;
+  ASSERT_TRUE(open(std::move(pinger), ping.established, ping.error)) << "the pinging connection: " << ping.error;
+  evrdma::Connection& pingConnection = *clients.front();
+  const evrdma::CompletionStats* stats = pingConnection.completionStats();
+  ASSERT_NE(stats, nullptr);
+  // Polls per round trip of the one busy connection.
+  const auto pollsPerRoundTrip = [&] {
+    const uint64_t before = stats->polls;
+    ping.start(pingConnection, kRoundTripsEach);
+    if (!runUntil(reactor, [&] { return ping.left == 0 || ping.error != 0; }, 120s) || ping.error != 0) return -1.0;
+    return static_cast<double>(stats->polls - before) / kRoundTripsEach;
+  };
+
+  ASSERT_TRUE(openIdle(kPerCq - 1)) << "the idle connections beside it";
+  const uint64_t fewCqs = stats->sharedCqsCreated - stats->sharedCqsReleased;
+  const double beside = pollsPerRoundTrip();
+  ASSERT_GT(beside, 0) << "round trips with " << kPerCq - 1 << " idle connections: " << ping.error;
+  ASSERT_TRUE(openIdle(moreIdleCqs * kPerCq)) << "the idle connections on more CQs";
+  const uint64_t manyCqs = stats->sharedCqsCreated - stats->sharedCqsReleased;
+  const double amidMany = pollsPerRoundTrip();
+  const int idleAmid = (moreIdleCqs + 1) * kPerCq - 1;
+  ASSERT_GT(amidMany, 0) << "round trips amid " << idleAmid << " idle connections: " << ping.error;
+  std::printf("polls per round trip: %.2f beside %d idle connections on %llu CQ(s), %.2f amid %d on %llu CQs\n", beside,
+              kPerCq - 1, static_cast<unsigned long long>(fewCqs), amidMany, idleAmid,
+              static_cast<unsigned long long>(manyCqs));
+  EXPECT_EQ(manyCqs, fewCqs + moreIdleCqs) << "the idle connections are not on CQs of their own: proves nothing";
+  EXPECT_LT(amidMany, beside + 0.5) << "a wake-up polled the idle connections' CQs too";
+
+  clients.clear();
+  server.runAndWait([&] { listener.reset(); });
 }
 
 TEST(SharedCqs, AfterAPeakTheEmptiedCqsAreReleasedButOneSpareIsKept) {
