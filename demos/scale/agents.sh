@@ -25,6 +25,10 @@ ulimit -n 65536 2>/dev/null || true
 per=$(( (agents + processes - 1) / processes ))
 agents=$(( per * processes ))
 
+# The kernel's memory (the soft device's queues, CQs, and the CM's ids: both ends live in this
+# guest), from /proc/meminfo before the server starts and with every connection held.
+meminfo_kib() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
+kernel_before=("$(meminfo_kib Slab)" "$(meminfo_kib VmallocUsed)" "$(meminfo_kib MemAvailable)")
 "$build/demos/pingpong-server" -a "$ip" -p 7483 -x "$@" >"$log/server" 2>&1 &
 server=$!
 wait_for "$log/server" listening || { echo "agents: the server did not start"; cat "$log/server"; exit 1; }
@@ -45,6 +49,7 @@ for p in $(seq "$processes"); do
     wait_for "$log/client$p" "holding them open" 12000 && held=$((held + 1))
 done
 all_held=$(date +%s.%N)
+kernel_held=("$(meminfo_kib Slab)" "$(meminfo_kib VmallocUsed)" "$(meminfo_kib MemAvailable)")
 sleep 2  # the server samples its memory once a second
 kill -INT "${clients[@]}" 2>/dev/null
 failed=0
@@ -72,6 +77,9 @@ cm_ms=$(awk -F'[:[:space:]]+' '/^(create id|resolve addr|resolve route|create qp
 echo "$agents concurrent agents on one pingpong-server ${*:+($*) }(one reactor thread), from $processes client processes of $per connections, $trips verified round trips of 64 B each:"
 echo "  $established established, $completed completed their round trips (every byte verified) and were held open together; client processes failed: $failed"
 sed -n 's/^pingpong-server: \(served .*\)/  server: \1/p; s/^pingpong-server: memory per agent/  server: memory per agent/p; s/^pingpong-server: \(shared receive queues.*\)/  server: \1/p' "$log/server"
+awk -v n="$agents" -v slab=$((kernel_held[0] - kernel_before[0])) -v vm=$((kernel_held[1] - kernel_before[1])) \
+    -v avail=$((kernel_before[2] - kernel_held[2])) -v driver="${EVRDMA_RDMA_DRIVER:-?}" 'BEGIN {
+    printf "  kernel memory per connection (%s, both ends in this guest: two QPs, their share of CQs, two CM ids): slab %.1f KiB, vmalloc %.1f KiB; all memory in use (user too) %.1f KiB\n", driver, slab / n, vm / n, avail / n }'
 awk -v ours="$setup_us" -v n="$agents" -v cm="$cm_ms" -v cmn="$cm_agents" 'BEGIN {
     printf "  setup, all %d connecting at once: evrdma %.0f ms (%.1f us per connection; the slowest of the %s processes)\n", n, ours / 1000, ours / n, "'"$processes"'"
     if (cm > 0) printf "                                  cmtime %.0f ms for %d (%.1f us per connection: create id .. connect, one process)\n  ratio evrdma / cmtime, per connection: %.2f\n", cm, cmn, cm * 1000 / cmn, (ours / n) / (cm * 1000 / cmn)
