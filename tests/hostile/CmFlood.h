@@ -79,11 +79,9 @@ class CmFlood {
     return false;
   }
 
-  // rdma_connect for connection `i`, whose id has its route (and on iWARP its QP). On iWARP siw
-  // binds the connection's TCP socket to the port rdma_cm picked for the id without asking TCP, so
-  // a TCP socket on that port (another program's, in TIME_WAIT) fails it with EADDRINUSE: then the
-  // connection starts over on a new id, a new port (as evrdma's own clients do), at most
-  // kPortRetries times. False with `why` if it failed otherwise.
+  // rdma_connect for connection `i`, whose id has its route (and on iWARP its QP); after EADDRINUSE
+  // the connection starts over on a new id, at most kPortRetries times (RawPeer.h says why).
+  // False with `why` if it failed otherwise.
   bool connect(uint64_t i, rdma_conn_param& param, std::string& why) {
     if (rdma_connect(ids_[i], &param) == 0) return true;
     const int err = errno;

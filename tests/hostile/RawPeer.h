@@ -19,7 +19,10 @@
 
 namespace evrdma::hostile {
 
-// New ids a raw connection tries when TCP holds the port of the last (iWARP: below).
+// New ids a raw connection tries when TCP holds the port of the last. On iWARP siw binds the
+// connection's TCP socket to the port rdma_cm picked for the id without asking TCP, so a TCP socket
+// on that port (another program's, in TIME_WAIT) fails rdma_connect with EADDRINUSE: the
+// connection starts over on a new id, a new port, as evrdma's own clients do.
 constexpr int kPortRetries = 16;
 
 using Clock = std::chrono::steady_clock;
@@ -74,10 +77,7 @@ class Peer {
     param.responder_resources = param.initiator_depth = 1;
     param.retry_count = 7;
     param.rnr_retry_count = 7;
-    // On iWARP siw binds the connection's TCP socket to the port rdma_cm picked for the id without
-    // asking TCP: a TCP socket on it (in TIME_WAIT) fails rdma_connect with EADDRINUSE. Then a new
-    // id, a new port, as evrdma's own clients do.
-    for (int attempt = 0;; ++attempt) {
+    for (int attempt = 0;; ++attempt) {  // a new id after EADDRINUSE (kPortRetries)
       const bool resolved = channel_ != nullptr && rdma_create_id(channel_, &id_, nullptr, RDMA_PS_TCP) == 0 &&
                             rdma_resolve_addr(id_, nullptr, ai->ai_addr, 5000) == 0 &&
                             waitFor(RDMA_CM_EVENT_ADDR_RESOLVED, 10000) && rdma_resolve_route(id_, 5000) == 0 &&
