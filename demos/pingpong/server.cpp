@@ -13,6 +13,7 @@
 #include "CommandLine.h"
 #include "Figures.h"
 #include "MemoryFigures.h"
+#include "ProgressLine.h"
 #include "ServerLifetime.h"
 #include "PingPong.h"
 #include "evrdma/Listener.h"
@@ -60,6 +61,9 @@ void usage(FILE* out, const char* prog) {
                "  -t        trace connections;  -T  trace every message too\n"
                "  -x        print figures: per client, and totals with CPU use, poll histogram and memory\n"
                "            per agent by category (heap, pinned, provider queues, RSS) at the most agents\n"
+               "  -l        a progress line a second: agents held and how many came or went, CPU use, and\n"
+               "            the loop's longest stall in that second (how late a 10 ms timer fired, and the\n"
+               "            most CPU its thread used between two ticks)\n"
                "  -h        this help\n",
                prog, pingsr::kDefaultPort);
 }
@@ -73,12 +77,12 @@ int main(int argc, char** argv) {
   std::string address = "0.0.0.0";
   unsigned long long port = pingsr::kDefaultPort, maxCount = 1000000000, maxSize = 16u << 20, maxAgents = 0, exitAfter = 0;
   pingpong::Trace trace = pingpong::Trace::Off;
-  bool figures = false, disconnectAfterLast = false, sharedReceives = false, copyEchoes = false;
+  bool figures = false, progress = false, disconnectAfterLast = false, sharedReceives = false, copyEchoes = false;
   unsigned long long backlog = 0;  // the kernel's limit
   unsigned long long workerCount = 0, pollingWindow = 0, pollingStretch = 0, budgetMiB = 1024, acceptTimeoutMs = 10000, unestablishedMiB = 0;
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:W:U:e:w:P:G:SDCvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:W:U:e:w:P:G:SDCvtTxlh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -107,6 +111,7 @@ int main(int argc, char** argv) {
       case 't': trace = pingpong::Trace::Connections; break;
       case 'T': trace = pingpong::Trace::Messages; break;
       case 'x': figures = true; break;
+      case 'l': progress = true; break;
       case 'h': usage(stdout, argv[0]); return 0;
       default: usage(stderr, argv[0]); return 2;
     }
@@ -183,11 +188,16 @@ int main(int argc, char** argv) {
                  std::strerror(-rc), pingpong::setupErrorHint(rc));
     return 1;
   }
-  // -x: memory per agent, idle against the most agents (sampled once a second while they grow).
+  // -x: memory per agent, idle against the most agents (sampled when they stop growing).
   pingpong::MemoryFigures memory;
   memory.idle();
   evrdma::Timer sampleMemory(reactor, [&] { memory.agents(factory.activeAgents); });
   if (figures) sampleMemory.startPeriodic(std::chrono::milliseconds(1000));
+  pingpong::ProgressLine progressLine(reactor, "pingpong-server", [&] { return static_cast<size_t>(factory.activeAgents); });
+  if (progress && progressLine.start() != 0) {
+    std::fprintf(stderr, "pingpong-server: cannot start the progress timers\n");
+    return 1;
+  }
   lifetime.listening(address, listener->port(), static_cast<int>(backlog));
   factory.listenerErrorHook = [&lifetime](int err) { lifetime.listenerFailed(err); };
   std::printf("pingpong-server: listening on %s port %u\n", address.c_str(), listener->port());
@@ -202,6 +212,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(stats.rejected), static_cast<unsigned long long>(stats.abandoned));
   if (figures) {
     pingpong::printProcessFigures("pingpong-server", cpu, completions, &transfer);
+    if (progress)
+      std::printf("pingpong-server: the loop's longest stall: %.1f ms; the most CPU between two 10 ms ticks: %.1f ms\n",
+                  static_cast<double>(progressLine.longestStall().count()) / 1000,
+                  static_cast<double>(progressLine.mostCpuBetweenTicks().count()) / 1000);
     std::printf("pingpong-server: %s\n", memory.describe().c_str());
     if (sharedReceives) {
       // The workers' own (read on their threads; that also lets each finish what it was doing).
