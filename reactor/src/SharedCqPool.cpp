@@ -18,11 +18,14 @@ SharedCq* SharedCqPool::reserve(uint32_t entries, ibv_comp_channel* channel, int
     return nullptr;
   }
   SharedCq* chosen = nullptr;
-  for (auto& cq : cqs_) {
+  while (!roomy_.empty()) {
+    SharedCq* cq = roomy_.back();
     if (cq->capacity - cq->reserved >= entries) {
-      chosen = cq.get();
+      chosen = cq;
       break;
     }
+    cq->roomy = false;  // back on the list when a reservation on it lets go
+    roomy_.pop_back();
   }
   if (chosen == nullptr) {
     auto cq = std::make_unique<SharedCq>();
@@ -35,6 +38,8 @@ SharedCq* SharedCqPool::reserve(uint32_t entries, ibv_comp_channel* channel, int
     }
     chosen = cq.get();
     AsyncEventRouter::instance().ownCq(cq->cq.get(), &inbox_);
+    cq->roomy = true;
+    roomy_.push_back(cq.get());
     cqs_.push_back(std::move(cq));
     ++stats_.sharedCqsCreated;
   }
@@ -62,6 +67,10 @@ bool SharedCqPool::unreserve(CqReservation& reservation) noexcept {
   }
   reservation.cq->reserved -= reservation.entries;
   --reservations_;
+  if (!reservation.cq->roomy) {
+    reservation.cq->roomy = true;
+    roomy_.push_back(reservation.cq);
+  }
   return reservation.cq->reserved == 0 && cqs_.size() > 1;
 }
 
@@ -87,6 +96,7 @@ uint32_t SharedCqPool::takeSerial() noexcept {
 void SharedCqPool::destroy(size_t index) noexcept {
   SharedCq& cq = *cqs_[index];
   AsyncEventRouter::instance().disownCq(cq.cq.get());
+  if (cq.roomy) roomy_.erase(std::find(roomy_.begin(), roomy_.end(), &cq));
   if (int rc = cq.cq.reset(); rc != 0)
     EVRDMA_LOG(LogLevel::Warn, "%s: destroying an idle shared CQ failed (%s)",
                context_ != nullptr && context_->device != nullptr ? ibv_get_device_name(context_->device) : "?",
@@ -99,6 +109,7 @@ void SharedCqPool::clear() noexcept {
   byQpNum_.clear();
   last_ = nullptr;
   srqs_.clear();
+  roomy_.clear();
   cqs_.clear();  // each acks its events first
 }
 

@@ -33,6 +33,7 @@ struct SharedCq {
   bool firstPoll = false;         // the next poll is the first after a wake-up (for the stats)
   bool foundBeforeRead = false;   // the poll before the channel's read found completions
   bool recent = false;            // in the dispatcher's list of CQs that handed out completions lately
+  bool roomy = false;             // in the pool's list of CQs that may have entries free
 };
 
 // One QP's place on a shared CQ.
@@ -56,7 +57,11 @@ class SharedCqPool {
   SharedCqPool& operator=(const SharedCqPool&) = delete;
 
   // A CQ with `entries` free, made (on `channel`, armed) if none has them; its entries are
-  // reserved. Null + -errno (-EINVAL: more than the device's CQs hold).
+  // reserved. Null + -errno (-EINVAL: more than the device's CQs hold). O(1) amortized, however
+  // many CQs there are: the CQs with entries free wait in a list, the one freed into last first;
+  // one found too full for a request leaves it until a reservation on it lets go (so a CQ with a
+  // few entries free may wait for that while a new CQ is made: connections of a Reactor mostly
+  // reserve alike).
   SharedCq* reserve(uint32_t entries, ibv_comp_channel* channel, int& error);
   // The reservation lets go of its entries, and its QP of its route. True if that left a CQ
   // with nothing reserved while others remain (releaseIdle may then destroy it).
@@ -109,6 +114,7 @@ class SharedCqPool {
   CompletionStats& stats_;
   AsyncInbox& inbox_;
   std::vector<std::unique_ptr<SharedCq>> cqs_;
+  std::vector<SharedCq*> roomy_;  // CQs that may have entries free (SharedCq::roomy)
   std::vector<SharedReceiveQueue*> srqs_;  // the Device's, whose receives come through here
   std::unordered_map<uint32_t, CqReservation*> byQpNum_;
   CqReservation* last_ = nullptr;  // boundTo's last find; reset whenever byQpNum_ changes
