@@ -80,11 +80,12 @@ int QueuePair::setUp(Reactor& reactor, rdma_cm_id* id, const ConnectionOptions& 
     op = "shared receive queue";
     // Guaranteed buffers: a framed peer holds recvDepth credits; an iWARP peer that finds no
     // receive ends the connection (no RNR retry).
-    const uint32_t reserve = options.framed || isIwarp(id->verbs) ? options.recvDepth : 0;
-    SharedReceiveQueue* srq = device_->sharedReceiveQueue(bufferSize_, reserve, error);
-    if (srq == nullptr || (error = srq->join(reserve)) != 0) return error;
+    const SharedReceiveQueue::Seat seat{options.recvDepth,
+                                        options.framed || isIwarp(id->verbs) ? options.recvDepth : 0};
+    SharedReceiveQueue* srq = device_->sharedReceiveQueue(bufferSize_, seat, error);
+    if (srq == nullptr || (error = srq->join(seat)) != 0) return error;
     sharedReceives_.srq = srq;
-    sharedReceives_.reserved = reserve;
+    sharedReceives_.seat = seat;
     attachment_->receiveThrough(srq);
   }
   op = "receive/send buffer registration";

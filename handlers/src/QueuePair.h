@@ -156,12 +156,12 @@ class QueuePair {
   // A place in a shared receive queue, left when the QueuePair goes.
   struct SharedReceives {
     SharedReceiveQueue* srq = nullptr;
-    uint32_t reserved = 0;
+    SharedReceiveQueue::Seat seat;
     SharedReceives() = default;
     SharedReceives(const SharedReceives&) = delete;
     SharedReceives& operator=(const SharedReceives&) = delete;
     ~SharedReceives() {
-      if (srq != nullptr) srq->leave(reserved);
+      if (srq != nullptr) srq->leave(seat);
     }
   };
 

@@ -93,7 +93,8 @@ std::unique_ptr<CompletionDispatcher::Attachment> Device::attach(uint32_t entrie
   return completions_->attach(entries, handler, error);
 }
 
-detail::SharedReceiveQueue* Device::sharedReceiveQueue(size_t bufferSize, uint32_t reserve, int& error) {
+detail::SharedReceiveQueue* Device::sharedReceiveQueue(size_t bufferSize, detail::SharedReceiveQueue::Seat seat,
+                                                       int& error) {
   error = 0;
   if (removed_ || !completions_) {
     error = -ENODEV;
@@ -103,14 +104,16 @@ detail::SharedReceiveQueue* Device::sharedReceiveQueue(size_t bufferSize, uint32
     error = -EOPNOTSUPP;
     return nullptr;
   }
-  for (auto& srq : srqs_)
-    if (srq->bufferSize() == bufferSize && srq->hasRoomFor(reserve)) return srq.get();
+  // Newest first: the queues before it were full when it was made (and thousands of agents take
+  // dozens of queues).
+  for (auto it = srqs_.rbegin(); it != srqs_.rend(); ++it)
+    if ((*it)->bufferSize() == bufferSize && (*it)->hasRoomFor(seat)) return it->get();
   auto srq = std::make_unique<detail::SharedReceiveQueue>(pd_.get(), smallBuffers(), memoryAccount(), bufferSize,
                                                           completions_->takeSerial());
   const bool iwarp = isIwarp(context_);
   const uint32_t capacity = iwarp ? detail::SharedReceiveQueue::kMaxCapacityIwarp : detail::SharedReceiveQueue::kMaxCapacity;
   if ((error = srq->init(std::min(maxSrqWr_, capacity))) != 0) return nullptr;
-  if (!srq->hasRoomFor(reserve)) {
+  if (!srq->hasRoomFor(seat)) {
     error = -ENOSPC;
     return nullptr;
   }

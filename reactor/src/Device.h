@@ -59,10 +59,10 @@ class Device final : private detail::AsyncInbox, private CompletionDispatcher::O
   // Registered memory for the connections' small buffers, on that protection domain.
   detail::SmallBufferArena& smallBuffers();
   detail::MemoryAccount& memoryAccount() noexcept;
-  // A shared receive queue of `bufferSize`-byte buffers with room to guarantee `reserve` more
-  // (made on first use; another once one is full). Null + -errno (-EOPNOTSUPP: the device has no
-  // SRQ; -ENODEV: it is being removed).
-  detail::SharedReceiveQueue* sharedReceiveQueue(size_t bufferSize, uint32_t reserve, int& error);
+  // A shared receive queue of `bufferSize`-byte buffers with room for `seat` (made on first use;
+  // another once one is full). Null + -errno (-EOPNOTSUPP: the device has no SRQ; -ENODEV: it is
+  // being removed; -ENOSPC: the seat is larger than a whole SRQ).
+  detail::SharedReceiveQueue* sharedReceiveQueue(size_t bufferSize, detail::SharedReceiveQueue::Seat seat, int& error);
   void addSharedReceiveStats(SharedReceiveStats& stats) const noexcept;
   // Reserves `entries` CQ entries for one QP whose completions go to `handler`. Null + -errno
   // (-ENODEV once the device is being removed).

@@ -25,16 +25,18 @@ int SharedReceiveQueue::init(uint32_t maxWr) noexcept {
   return 0;
 }
 
-int SharedReceiveQueue::join(uint32_t reserve) noexcept {
-  if (reserved_ + reserve > buffers())
-    if (int rc = grow(reserved_ + reserve - buffers()); rc != 0) return rc;
-  reserved_ += reserve;
+int SharedReceiveQueue::join(Seat seat) noexcept {
+  if (reserved_ + seat.reserve > buffers())
+    if (int rc = grow(reserved_ + seat.reserve - buffers()); rc != 0) return rc;
+  reserved_ += seat.reserve;
+  seated_ += seat.depth;
   ++connections_;
   return 0;
 }
 
-void SharedReceiveQueue::leave(uint32_t reserve) noexcept {
-  reserved_ -= reserve;
+void SharedReceiveQueue::leave(Seat seat) noexcept {
+  reserved_ -= seat.reserve;
+  seated_ -= seat.depth;
   --connections_;
 }
 

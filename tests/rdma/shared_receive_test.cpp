@@ -193,6 +193,29 @@ TEST_F(SharedReceives, ABurstFromManyPeersIsReceivedWhileThePoolGrowsWhenTheDevi
   }
 }
 
+// Every agent takes a seat of its recvDepth on a shared queue, guaranteed buffers or not, and a
+// queue seats no more than its capacity (4 096 on RoCE, 512 on iWARP): when all its agents send at
+// once, the grown pool has room for what their rings would have held. Three agents whose depths
+// add up past it take two queues, and a burst from all three arrives whole. (On RoCE, before
+// seats, unframed agents were guaranteed nothing and all joined one queue: 50 000 ping-sr agents
+// on one SRQ of 4 096 buffers, whose senders' RNR retries starved the server.)
+TEST_F(SharedReceives, AgentsTakeSeatsOfTheirReceiveDepthSoAQueueSeatsNoMoreThanItsCapacity) {
+  evrdma::ConnectionOptions agentOptions = burstAgentOptions();
+  agentOptions.recvDepth = evrdma::test::onIwarp() ? 200 : 1500;  // three of them: past 512 or 4 096
+  constexpr size_t kPeers = 3;
+  constexpr uint32_t kEach = 8;
+  connect(kPeers, agentOptions, burstSenderOptions(), kEach);
+  const evrdma::SharedReceiveStats connected = reactor_.sharedReceiveStats();
+  print("connected", connected);
+  EXPECT_EQ(connected.queues, 2u) << "three agents of " << agentOptions.recvDepth << " receives on one queue";
+  EXPECT_EQ(connected.connections, kPeers);
+
+  burst();
+  ASSERT_TRUE(runUntil(reactor_, [&] { return factory_.received() == kPeers * kEach; }, 60s))
+      << factory_.received() << " of " << kPeers * kEach << " messages";
+  expectEveryMessageInOrder(kEach);
+}
+
 // Framed connections over the shared queue: each agent is guaranteed its recvDepth buffers, the
 // credits its peer holds, so however fast 12 peers send, none ever finds the pool empty: on RoCE
 // no receiver-not-ready NAK is sent, on iWARP (no RNR at all) no connection breaks.

@@ -40,8 +40,10 @@ struct ConnectionOptions {
   /// grows when the device says it runs low, so thousands of mostly idle connections do not each
   /// pin recvDepth buffers. A framed connection (and any connection on iWARP, which has no RNR
   /// retry) is still guaranteed recvDepth buffers; on RoCE an unframed one is guaranteed none, and
-  /// a peer that finds the pool empty retries (rnrRetryCount). Needs autoPostRecv. See
-  /// Reactor::sharedReceiveStats().
+  /// a peer that finds the pool empty retries (rnrRetryCount). Each connection takes a seat of
+  /// recvDepth on its queue, guaranteed or not, and a queue seats at most its capacity (4 096
+  /// receives on RoCE, 512 on iWARP; then another queue): grown, a pool has room for all its
+  /// connections' messages at once. Needs autoPostRecv. See Reactor::sharedReceiveStats().
   bool sharedReceiveQueue = false;
   uint8_t retryCount = 7;         ///< transport retries before a send fails (0-7)
   uint8_t rnrRetryCount = 7;      ///< retries when the peer has no receive posted (7 = without end)
