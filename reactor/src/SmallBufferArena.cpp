@@ -2,6 +2,7 @@
 // back.
 #include "SmallBufferArena.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -48,13 +49,8 @@ SmallBufferArena::Lease SmallBufferArena::take(size_t bytes, int& error) {
     return lease;
   }
   const size_t index = classOf(bytes), size = kSmallestBlock << index;
-  auto& slabs = slabs_[index];
-  Slab* slab = nullptr;
-  for (auto& candidate : slabs)
-    if (!candidate->free.empty()) {
-      slab = candidate.get();
-      break;
-    }
+  std::vector<Slab*>& open = withFree_[index];
+  Slab* slab = open.empty() ? nullptr : open.back();
   if (slab == nullptr) {
     auto made = std::make_unique<Slab>();
     if ((error = chargeTo(account_, kSlabBytes, made->charge)) != 0) return lease;
@@ -65,11 +61,18 @@ SmallBufferArena::Lease SmallBufferArena::take(size_t bytes, int& error) {
     made->free.reserve(blocks);
     for (uint32_t block = blocks; block-- > 0;) made->free.push_back(block);
     slab = made.get();
-    slabs.push_back(std::move(made));
+    slab->listed = true;
+    open.push_back(slab);
+    ++emptySlabs_[index];
+    slabs_[index].push_back(std::move(made));
   }
   const uint32_t block = slab->free.back();
   slab->free.pop_back();
-  ++slab->inUse;
+  if (slab->inUse++ == 0) --emptySlabs_[index];
+  if (slab->free.empty()) {
+    slab->listed = false;
+    open.pop_back();
+  }
   ++blocksInUse_;
   lease.arena_ = this;
   lease.slab_ = slab;
@@ -83,12 +86,18 @@ void SmallBufferArena::give(Slab* slab, uint32_t index) noexcept {
   slab->free.push_back(index);
   --slab->inUse;
   --blocksInUse_;
+  const size_t classIndex = slab->classIndex;
+  if (!slab->listed) {
+    slab->listed = true;
+    withFree_[classIndex].push_back(slab);
+  }
   if (slab->inUse != 0) return;
   // Keep one empty slab per class as a spare; deregister the others.
-  auto& slabs = slabs_[slab->classIndex];
-  size_t empty = 0;
-  for (auto& candidate : slabs) empty += candidate->inUse == 0;
-  if (empty <= 1) return;
+  if (++emptySlabs_[classIndex] <= 1) return;
+  --emptySlabs_[classIndex];
+  std::vector<Slab*>& open = withFree_[classIndex];
+  open.erase(std::find(open.begin(), open.end(), slab));
+  auto& slabs = slabs_[classIndex];
   for (auto it = slabs.begin(); it != slabs.end(); ++it)
     if (it->get() == slab) {
       slabs.erase(it);

@@ -5,7 +5,9 @@
 // Blocks are powers of two from kSmallestBlock to kLargestBlock, each class in slabs of its own;
 // a slab is deregistered once none of its blocks is in use, except one spare per class, so a
 // connection coming and going does not register and deregister a slab each time. Registered for
-// local write (receives need it; sends only read). Single-threaded, like the Reactor.
+// local write (receives need it; sends only read). Single-threaded, like the Reactor. Taking and
+// giving back are O(1) however many slabs there are: the slabs with free blocks wait in a list (a
+// scan of every slab for one took 9 % of a server's CPU while 25 000 agents connected).
 #pragma once
 
 #include <array>
@@ -77,6 +79,7 @@ class SmallBufferArena {
     size_t classIndex = 0;
     std::vector<uint32_t> free;  // a stack of block indexes
     uint32_t inUse = 0;
+    bool listed = false;  // in withFree_
   };
   static size_t classOf(size_t bytes) noexcept;
   void give(Slab* slab, uint32_t index) noexcept;
@@ -84,6 +87,8 @@ class SmallBufferArena {
   ibv_pd* pd_;
   MemoryAccount* account_;
   std::array<std::vector<std::unique_ptr<Slab>>, kClasses> slabs_;
+  std::array<std::vector<Slab*>, kClasses> withFree_;  // the slabs of each class with a block free
+  std::array<size_t, kClasses> emptySlabs_{};          // of each class, with no block in use
   uint64_t blocksInUse_ = 0;
 };
 

@@ -208,4 +208,34 @@ TEST_F(DeviceResources, SmallBuffersShareRegisteredSlabsAndTheSlabsGoWhenUnused)
   EXPECT_EQ(pd.reset(), 0) << "the arena deregistered everything";
 }
 
+// A block given back in a full slab is taken again before a new slab is registered: three full
+// slabs of 128-byte blocks, one block back in the first and one in the second, two taken: still
+// three slabs (the arena lists the slabs with a free block instead of scanning them all).
+TEST_F(DeviceResources, ABlockGivenBackInAFullSlabIsTakenBeforeANewSlabIsMade) {
+  using evrdma::detail::SmallBufferArena;
+  ProtectionDomain pd(ibv_alloc_pd(context_.get()));
+  ASSERT_TRUE(pd);
+  {
+    SmallBufferArena arena(pd.get());
+    constexpr size_t kPerSlab = SmallBufferArena::kSlabBytes / 128;
+    std::vector<SmallBufferArena::Lease> leases;
+    int error = 0;
+    for (size_t i = 0; i < 3 * kPerSlab; ++i) {
+      leases.push_back(arena.take(128, error));
+      ASSERT_TRUE(leases.back()) << strerror(-error);
+    }
+    ASSERT_EQ(arena.slabCount(), 3u);
+    uint8_t* const first = leases[5].data();
+    uint8_t* const second = leases[kPerSlab + 7].data();
+    leases[5].reset();
+    leases[kPerSlab + 7].reset();
+    SmallBufferArena::Lease again = arena.take(128, error), more = arena.take(128, error);
+    ASSERT_TRUE(again && more) << strerror(-error);
+    EXPECT_EQ(arena.slabCount(), 3u) << "a new slab while two blocks were free";
+    EXPECT_TRUE((again.data() == first && more.data() == second) || (again.data() == second && more.data() == first));
+    EXPECT_EQ(arena.blocksInUse(), 3 * kPerSlab);
+  }
+  EXPECT_EQ(pd.reset(), 0) << "the arena deregistered everything";
+}
+
 }  // namespace
