@@ -4,15 +4,16 @@
 # timed alone, as cmtime's), do R verified round trips on each and hold them open until every
 # process is done, so all N agents exist at once. Prints how many were established and
 # verified, the server's memory per agent by category (heap, pinned, provider queues, RSS) at the
-# most agents, and the setup time per connection against rdma-core's cmtime (same guest, same N:
-# create id + resolve address + resolve route + create QP + connect). Meant for tools/rdma-run.
+# most agents, the connect rate over time and the loop's longest stalls (the server's -l), and the
+# setup time per connection against rdma-core's cmtime (same guest, same N: create id + resolve
+# address + resolve route + create QP + connect). Meant for tools/rdma-run.
 #   agents.sh [agents (10000)] [client processes (5)] [round trips (10)] [server options...]
 #   (AGENTS_CLIENT_OPTIONS: more pingpong-client options, e.g. "-F 64")
 # With more local addresses (tools/rdma-run --addresses N: EVRDMA_RDMA_SOURCE_IPS) each client
 # process spreads its connections over them and the test bed's own (pingpong-client -b): one
 # address's local ports end near 28 000 connections. cmtime, from one address, makes at most 20 000.
 set -u
-case ${1:-} in -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${BUILD_DIR:-build}
 agents=${1:-10000} processes=${2:-5} trips=${3:-10}
 shift $(( $# < 3 ? $# : 3 ))
@@ -29,7 +30,9 @@ agents=$(( per * processes ))
 # guest), from /proc/meminfo before the server starts and with every connection held.
 meminfo_kib() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
 kernel_before=("$(meminfo_kib Slab)" "$(meminfo_kib VmallocUsed)" "$(meminfo_kib MemAvailable)")
-"$build/demos/pingpong-server" -a "$ip" -p 7483 -x "$@" >"$log/server" 2>&1 &
+# -l: a line a second (the connect rate over time, the loop's stalls). -W 60000: in one emulated
+# guest the client processes answer their first accepts late (64 each timed out at 10 s at 50 000).
+"$build/demos/pingpong-server" -a "$ip" -p 7483 -x -l -W 60000 "$@" >"$log/server" 2>&1 &
 server=$!
 wait_for "$log/server" listening || { echo "agents: the server did not start"; cat "$log/server"; exit 1; }
 started=$(date +%s.%N)
@@ -84,6 +87,27 @@ awk -v ours="$setup_us" -v n="$agents" -v cm="$cm_ms" -v cmn="$cm_agents" 'BEGIN
     printf "  setup, all %d connecting at once: evrdma %.0f ms (%.1f us per connection; the slowest of the %s processes)\n", n, ours / 1000, ours / n, "'"$processes"'"
     if (cm > 0) printf "                                  cmtime %.0f ms for %d (%.1f us per connection: create id .. connect, one process)\n  ratio evrdma / cmtime, per connection: %.2f\n", cm, cmn, cm * 1000 / cmn, (ours / n) / (cm * 1000 / cmn)
     else print "  cmtime did not finish" }'
+# With the server's -l: the connect rate over time and the loop's longest stalls, from its lines a second.
+if grep -q '^pingpong-server: progress' "$log/server"; then
+    sed -n 's/^pingpong-server: progress at \([0-9]*\) s: \([0-9]*\) agents .*longest stall \([0-9.]*\) ms (the most CPU between two 10 ms ticks \([0-9.]*\) ms)/\1 \2 \3 \4/p' "$log/server" |
+    awk -v n="$agents" '
+        { t[NR] = $1; a[NR] = $2; stall[NR] = $3; cpu[NR] = $4; if ($2 > most) { most = $2; at = NR } }
+        END {
+            if (NR == 0) exit
+            for (i = 1; i <= NR && a[i] == 0; i++) ; first = i
+            printf "  connect rate over time (server, agents held each second): "
+            q = 1; prev_t = t[first] - 1; prev_a = 0
+            for (i = first; i <= at; i++) if (a[i] >= q * most / 4 || i == at) {
+                printf "%s%d%% at %d s (%.0f/s)", (q > 1 ? ", " : ""), 100 * a[i] / most, t[i] - t[first] + 1, (a[i] - prev_a) / (t[i] - prev_t)
+                prev_t = t[i]; prev_a = a[i]; q++
+                while (q <= 4 && a[i] >= q * most / 4) q++
+            }
+            printf "; most held %d\n", most
+            for (i = first; i <= at; i++) { if (stall[i] > cs) cs = stall[i]; if (cpu[i] > cc) cc = cpu[i] }
+            for (i = at + 1; i <= NR && a[i] == most; i++) { if (stall[i] > hs) hs = stall[i]; if (cpu[i] > hc) hc = cpu[i] }
+            printf "  the loop'"'"'s longest stall while they connected %.0f ms (the most CPU between two 10 ms ticks %.0f ms); with all held (round trips, then idle) %.0f ms (%.0f ms)\n", cs, cc, hs, hc
+        }'
+fi
 if [ "$completed" != "$agents" ] || [ "$failed" != 0 ]; then
     echo "  what the clients saw:"
     cat "$log"/client* | grep "^connection [0-9]*: [a-z]" | sed 's/^connection [0-9]*: //' | sort | uniq -c | sort -rn | head -n 5
