@@ -89,7 +89,8 @@ void SharedReceiveQueue::armLowWatermark() noexcept {
 
 void SharedReceiveQueue::onLowWatermark() noexcept {
   ++lowWatermarkEvents_;
-  const uint32_t more = std::min(std::max(kChunkBuffers, buffers() / 2), capacity_ - buffers());
+  const auto byBytes = static_cast<uint32_t>(std::min<size_t>(kGrowthBytes / bufferSize_, capacity_));
+  const uint32_t more = std::min(std::max({kChunkBuffers, buffers() / 2, byBytes}), capacity_ - buffers());
   if (more < kChunkBuffers || grow(more) != 0) {  // full, or past the budget
     ++growthRefusals_;
     EVRDMA_LOG(LogLevel::Warn, "a shared receive queue runs low (%u buffers) and cannot grow: %s", buffers(),
