@@ -57,6 +57,11 @@ sleep 2  # the server samples its memory once a second
 kill -INT "${clients[@]}" 2>/dev/null
 failed=0
 for pid in "${clients[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+# The server closes what the clients left (its -l line says when none are left; at most 2 minutes).
+for _ in $(seq 1200); do
+    [ "$(sed -n 's/^pingpong-server: progress at [0-9]* s: \([0-9]*\) agents.*/\1/p' "$log/server" | tail -n 1)" = 0 ] && break
+    sleep 0.1
+done
 kill -INT $server; wait $server
 
 completed=0 established=0 setup_us=0
@@ -106,6 +111,10 @@ if grep -q '^pingpong-server: progress' "$log/server"; then
             for (i = first; i <= at; i++) { if (stall[i] > cs) cs = stall[i]; if (cpu[i] > cc) cc = cpu[i] }
             for (i = at + 1; i <= NR && a[i] == most; i++) { if (stall[i] > hs) hs = stall[i]; if (cpu[i] > hc) hc = cpu[i] }
             printf "  the loop'"'"'s longest stall while they connected %.0f ms (the most CPU between two 10 ms ticks %.0f ms); with all held (round trips, then idle) %.0f ms (%.0f ms)\n", cs, cc, hs, hc
+            # The drain: from the line that first shows fewer to the first that shows none.
+            for (d = at + 1; d <= NR && a[d] >= most; d++) ;
+            for (e = d; e <= NR && a[e] > 0; e++) ;
+            if (d <= NR && e <= NR) printf "  closing them all (every client interrupted at once): %d s, %.0f a second\n", t[e] - t[d - 1], most / (t[e] - t[d - 1])
         }'
 fi
 if [ "$completed" != "$agents" ] || [ "$failed" != 0 ]; then
