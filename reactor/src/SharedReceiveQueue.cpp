@@ -89,7 +89,7 @@ void SharedReceiveQueue::armLowWatermark() noexcept {
 
 void SharedReceiveQueue::onLowWatermark() noexcept {
   ++lowWatermarkEvents_;
-  const auto byBytes = static_cast<uint32_t>(std::min<size_t>(kGrowthBytes / bufferSize_, capacity_));
+  const auto byBytes = static_cast<uint32_t>(kGrowthBytes / bufferSize_);  // at most 65 536
   const uint32_t more = std::min(std::max({kChunkBuffers, buffers() / 2, byBytes}), capacity_ - buffers());
   if (more < kChunkBuffers || grow(more) != 0) {  // full, or past the budget
     ++growthRefusals_;

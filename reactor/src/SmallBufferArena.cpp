@@ -93,8 +93,10 @@ void SmallBufferArena::give(Slab* slab, uint32_t index) noexcept {
   }
   if (slab->inUse != 0) return;
   // Keep one empty slab per class as a spare; deregister the others.
-  if (++emptySlabs_[classIndex] <= 1) return;
-  --emptySlabs_[classIndex];
+  if (emptySlabs_[classIndex] == 0) {
+    emptySlabs_[classIndex] = 1;
+    return;
+  }
   std::vector<Slab*>& open = withFree_[classIndex];
   open.erase(std::find(open.begin(), open.end(), slab));
   auto& slabs = slabs_[classIndex];
