@@ -14,6 +14,11 @@
 
 namespace pingpong {
 
+// Seconds from one rusage time to a later one.
+inline double secondsBetween(const timeval& from, const timeval& to) {
+  return static_cast<double>(to.tv_sec - from.tv_sec) + static_cast<double>(to.tv_usec - from.tv_usec) / 1e6;
+}
+
 // CPU time of this process between construction and report(), as % of the wall time.
 class CpuMeter {
  public:
@@ -26,9 +31,7 @@ class CpuMeter {
     rusage now{};
     getrusage(RUSAGE_SELF, &now);
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart_).count();
-    auto seconds = [](const timeval& a, const timeval& b) {
-      return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_usec - a.tv_usec) / 1e6;
-    };
+    const auto seconds = secondsBetween;
     char text[128];
     std::snprintf(text, sizeof text, "user %.1f%% system %.1f%% of %.3f s", wall > 0 ? 100 * seconds(start_.ru_utime, now.ru_utime) / wall : 0,
                   wall > 0 ? 100 * seconds(start_.ru_stime, now.ru_stime) / wall : 0, wall);
@@ -63,9 +66,7 @@ class TransferMeter {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!started_ || !ended_) return "";
     double wall = std::chrono::duration<double>(wallEnd_ - wallStart_).count();
-    auto seconds = [](const timeval& a, const timeval& b) {
-      return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_usec - a.tv_usec) / 1e6;
-    };
+    const auto seconds = secondsBetween;
     char text[160];
     std::snprintf(text, sizeof text, "user %.1f%% system %.1f%% of %.3f s (user %.3f s, system %.3f s)",
                   wall > 0 ? 100 * seconds(start_.ru_utime, end_.ru_utime) / wall : 0,

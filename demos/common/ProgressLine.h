@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "Figures.h"
 #include "evrdma/Reactor.h"
 #include "evrdma/Watch.h"
 
@@ -66,9 +67,7 @@ class ProgressLine {
     const Clock::time_point now = Clock::now();
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    auto seconds = [](const timeval& a, const timeval& b) {
-      return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_usec - a.tv_usec) / 1e6;
-    };
+    const auto seconds = secondsBetween;
     const double wall = std::chrono::duration<double>(now - lastLine_).count();
     const size_t agents = agents_();
     std::printf("%s: progress at %.0f s: %zu agents (%+lld in %.2f s), cpu user %.0f%% system %.0f%%, the loop's "
