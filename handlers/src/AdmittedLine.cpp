@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "BufferMemory.h"
+#include "CmDispatcher.h"
 #include "QueuePair.h"
 
 namespace evrdma::detail {
@@ -93,7 +94,7 @@ bool AdmittedLine::take(rdma_cm_id* id, Request& out) noexcept {
 }
 
 void AdmittedLine::destroyIds() noexcept {
-  for (Request& request : line_) rdma_destroy_id(request.id);
+  for (Request& request : line_) destroyCmId(request.id);
   line_.clear();
 }
 

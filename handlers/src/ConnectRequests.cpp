@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "CmDispatcher.h"
 #include "Logging.h"
 #include "evrdma/Address.h"
 #include "evrdma/PrivateData.h"
@@ -22,7 +23,7 @@ void refuseRequest(rdma_cm_id* id, const std::string& reason) noexcept {
 
 void rejectRequest(rdma_cm_id* id, const std::string& reason) noexcept {
   refuseRequest(id, reason);
-  rdma_destroy_id(id);  // its event is acked already
+  destroyCmId(id);  // its event is acked already
 }
 
 bool requestStillWaiting(rdma_cm_id* id) noexcept {
@@ -38,7 +39,7 @@ bool requestStillWaiting(rdma_cm_id* id) noexcept {
 void forgetAbandonedRequest(rdma_cm_id* id) noexcept {
   EVRDMA_LOG(LogLevel::Info, "the client %s gave up its connect request before it was answered",
              formatAddress(rdma_get_peer_addr(id)).c_str());
-  rdma_destroy_id(id);  // its event is acked already
+  destroyCmId(id);  // its event is acked already
 }
 
 bool isWildcard(const sockaddr_storage& address) noexcept {

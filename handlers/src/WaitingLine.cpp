@@ -1,6 +1,8 @@
 // WaitingLine: the requests past a turn's acceptsPerTurn, oldest first.
 #include "WaitingLine.h"
 
+#include "CmDispatcher.h"
+
 namespace evrdma::detail {
 
 bool WaitingLine::popFront(CmEvent& out) noexcept {
@@ -20,7 +22,7 @@ bool WaitingLine::take(rdma_cm_id* id) noexcept {
 }
 
 void WaitingLine::destroyIds() noexcept {
-  for (const CmEvent& event : line_) rdma_destroy_id(event.id);
+  for (const CmEvent& event : line_) destroyCmId(event.id);
   line_.clear();
 }
 

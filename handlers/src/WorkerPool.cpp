@@ -2,6 +2,8 @@
 // figures, their sides' end.
 #include "WorkerPool.h"
 
+#include "CmDispatcher.h"
+
 #include "evrdma/Reactor.h"
 
 namespace evrdma::detail {
@@ -54,6 +56,7 @@ std::shared_ptr<ListenerWorker> WorkerPool::pick() noexcept {
 void WorkerPool::handOver(rdma_cm_id* id, AcceptDecision decision, const ListenerOptions& options) noexcept {
   std::shared_ptr<ListenerWorker> worker = pick();  // its agents count this one
   id->context = nullptr;  // an event of it read here before it moves is dropped, not ours
+  (void)CmDispatcher::forgetWaitingEventsOf(id);  // nor dispatched here, if read ahead already
   auto handed = std::make_shared<AcceptDecision>(std::move(decision));
   (void)worker->reactor->post([worker, id, handed, options] {  // listen() checked it accepts posts
     if (!worker->side) worker->side = WorkerSide::create(worker, options);

@@ -90,6 +90,8 @@ CmEventStats Reactor::cmEventStats() const noexcept {
     out.dispatched = cm->eventsDispatched();
     out.withoutHandler = cm->eventsWithoutHandler();
     out.budgetYields = cm->budgetYields();
+    out.waiting = cm->eventsWaiting();
+    out.mostWaiting = cm->mostEventsWaiting();
   }
   return out;
 }

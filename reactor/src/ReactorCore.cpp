@@ -65,7 +65,9 @@ void ReactorCore::lingerStreams() noexcept {
     if (fds.empty()) break;
     // Bounded at 10 ms: the CQs are polled each round whatever the fds say (a pass may have left
     // work for a later turn, which no event announces).
-    (void)::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left.count(), 10)));
+    // Not at all while CM events read ahead wait for their turn (the channel's fd does not say so).
+    const long long wait = cm_ && cm_->backlogged() ? 0 : std::min<long long>(left.count(), 10);
+    (void)::poll(fds.data(), fds.size(), static_cast<int>(wait));
     if (cm_) cm_->serveNow();
     for (const auto& [context, device] : devices_) device->serveCompletionsNow();
   }

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "CmDispatcher.h"
 #include "RegisteredHeap.h"
 
 namespace evrdma {
@@ -34,7 +35,7 @@ int CmEventChannelDeleter::operator()(rdma_event_channel* ch) const noexcept {
   rdma_destroy_event_channel(ch);
   return 0;
 }
-int CmIdDeleter::operator()(rdma_cm_id* id) const noexcept { return errnoResult(rdma_destroy_id(id)); }
+int CmIdDeleter::operator()(rdma_cm_id* id) const noexcept { return errnoResult(detail::destroyCmId(id)); }
 int CmQueuePairDeleter::operator()(rdma_cm_id* id) const noexcept {
   rdma_destroy_qp(id);
   return 0;

@@ -437,7 +437,10 @@ TEST(IdleCqs, AWakeUpPollsOnlyTheCqsWithWorkSoIdleConnectionsOnMoreCqsAddNoPoll)
               kPerCq - 1, static_cast<unsigned long long>(fewCqs), amidMany, idleAmid,
               static_cast<unsigned long long>(manyCqs));
   EXPECT_EQ(manyCqs, fewCqs + moreIdleCqs) << "the idle connections are not on CQs of their own: proves nothing";
-  EXPECT_LT(amidMany, beside + 0.5) << "a wake-up polled the idle connections' CQs too";
+  // Polling every CQ on each wake-up costs a poll per CQ (rxe: 1.93 -> 11.72 per round trip); how
+  // often the echo is already there when the loop re-polls moves the figure by up to a poll (seen:
+  // 1.06 beside, 1.57 amid), so the bound leaves two.
+  EXPECT_LT(amidMany, beside + 2) << "a wake-up polled the idle connections' CQs too";
 
   clients.clear();
   server.runAndWait([&] { listener.reset(); });

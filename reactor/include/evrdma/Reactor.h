@@ -29,6 +29,10 @@ struct CmEventStats {
   uint64_t dispatched = 0;      ///< events handed to a connection or listener
   uint64_t withoutHandler = 0;  ///< events for an id nobody owned any more (dropped)
   uint64_t budgetYields = 0;    ///< turns that stopped at the budget and left the rest for later
+  /// Events read out of the channel, waiting for their turn now (a Reactor reads ahead of what it
+  /// dispatches: the kernel walks every unread event on each id's destruction), and the most ever.
+  uint64_t waiting = 0;
+  uint64_t mostWaiting = 0;
 };
 
 /// What the shared receive queues of a Reactor hold and did (ConnectionOptions::sharedReceiveQueue):
