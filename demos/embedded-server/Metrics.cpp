@@ -132,6 +132,8 @@ void reactorFigures(Exposition& e, const evrdma::ReactorStats& r) {
   e.sample("evrdma_cm_events_total", l + "," + label("outcome", "dispatched"), r.cmEvents.dispatched);
   e.sample("evrdma_cm_events_total", l + "," + label("outcome", "without_handler"), r.cmEvents.withoutHandler);
   e.counter("evrdma_cm_budget_yields_total", "Turns that left CM events for a later turn.", l, r.cmEvents.budgetYields);
+  e.gauge("evrdma_cm_events_waiting", "RDMA CM events read, waiting for their turn.", l,
+          static_cast<double>(r.cmEvents.waiting));
   e.gauge("evrdma_registered_memory_bytes", "Memory evrdma's connections registered.", l,
           static_cast<double>(r.registeredMemory));
   e.gauge("evrdma_memory_budget_bytes", "evrdma's memory budget (0: none).", l, static_cast<double>(r.memoryBudget));
