@@ -24,8 +24,7 @@ SharedCq* SharedCqPool::reserve(uint32_t entries, ibv_comp_channel* channel, int
       chosen = cq;
       break;
     }
-    cq->roomy = false;  // back on the list when a reservation on it lets go
-    roomy_.pop_back();
+    roomy_.popBack();  // back on the list when a reservation on it lets go
   }
   if (chosen == nullptr) {
     auto cq = std::make_unique<SharedCq>();
@@ -38,8 +37,7 @@ SharedCq* SharedCqPool::reserve(uint32_t entries, ibv_comp_channel* channel, int
     }
     chosen = cq.get();
     AsyncEventRouter::instance().ownCq(cq->cq.get(), &inbox_);
-    cq->roomy = true;
-    roomy_.push_back(cq.get());
+    roomy_.add(cq.get());
     cqs_.push_back(std::move(cq));
     ++stats_.sharedCqsCreated;
   }
@@ -67,10 +65,7 @@ bool SharedCqPool::unreserve(CqReservation& reservation) noexcept {
   }
   reservation.cq->reserved -= reservation.entries;
   --reservations_;
-  if (!reservation.cq->roomy) {
-    reservation.cq->roomy = true;
-    roomy_.push_back(reservation.cq);
-  }
+  roomy_.add(reservation.cq);
   return reservation.cq->reserved == 0 && cqs_.size() > 1;
 }
 
@@ -96,7 +91,7 @@ uint32_t SharedCqPool::takeSerial() noexcept {
 void SharedCqPool::destroy(size_t index) noexcept {
   SharedCq& cq = *cqs_[index];
   AsyncEventRouter::instance().disownCq(cq.cq.get());
-  if (cq.roomy) roomy_.erase(std::find(roomy_.begin(), roomy_.end(), &cq));
+  roomy_.remove(&cq);
   if (int rc = cq.cq.reset(); rc != 0)
     EVRDMA_LOG(LogLevel::Warn, "%s: destroying an idle shared CQ failed (%s)",
                context_ != nullptr && context_->device != nullptr ? ibv_get_device_name(context_->device) : "?",

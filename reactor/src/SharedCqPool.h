@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "AsyncEventRouter.h"
+#include "FlaggedList.h"
 #include "CompletionHandler.h"
 #include "SharedReceiveQueue.h"
 #include "evrdma/CompletionStats.h"
@@ -114,7 +115,7 @@ class SharedCqPool {
   CompletionStats& stats_;
   AsyncInbox& inbox_;
   std::vector<std::unique_ptr<SharedCq>> cqs_;
-  std::vector<SharedCq*> roomy_;  // CQs that may have entries free (SharedCq::roomy)
+  FlaggedList<SharedCq, &SharedCq::roomy> roomy_;  // CQs that may have entries free
   std::vector<SharedReceiveQueue*> srqs_;  // the Device's, whose receives come through here
   std::unordered_map<uint32_t, CqReservation*> byQpNum_;
   CqReservation* last_ = nullptr;  // boundTo's last find; reset whenever byQpNum_ changes

@@ -49,7 +49,7 @@ SmallBufferArena::Lease SmallBufferArena::take(size_t bytes, int& error) {
     return lease;
   }
   const size_t index = classOf(bytes), size = kSmallestBlock << index;
-  std::vector<Slab*>& open = withFree_[index];
+  FlaggedList<Slab, &Slab::listed>& open = withFree_[index];
   Slab* slab = open.empty() ? nullptr : open.back();
   if (slab == nullptr) {
     auto made = std::make_unique<Slab>();
@@ -61,18 +61,14 @@ SmallBufferArena::Lease SmallBufferArena::take(size_t bytes, int& error) {
     made->free.reserve(blocks);
     for (uint32_t block = blocks; block-- > 0;) made->free.push_back(block);
     slab = made.get();
-    slab->listed = true;
-    open.push_back(slab);
+    open.add(slab);
     ++emptySlabs_[index];
     slabs_[index].push_back(std::move(made));
   }
   const uint32_t block = slab->free.back();
   slab->free.pop_back();
   if (slab->inUse++ == 0) --emptySlabs_[index];
-  if (slab->free.empty()) {
-    slab->listed = false;
-    open.pop_back();
-  }
+  if (slab->free.empty()) open.popBack();
   ++blocksInUse_;
   lease.arena_ = this;
   lease.slab_ = slab;
@@ -87,18 +83,14 @@ void SmallBufferArena::give(Slab* slab, uint32_t index) noexcept {
   --slab->inUse;
   --blocksInUse_;
   const size_t classIndex = slab->classIndex;
-  if (!slab->listed) {
-    slab->listed = true;
-    withFree_[classIndex].push_back(slab);
-  }
+  withFree_[classIndex].add(slab);
   if (slab->inUse != 0) return;
   // Keep one empty slab per class as a spare; deregister the others.
   if (emptySlabs_[classIndex] == 0) {
     emptySlabs_[classIndex] = 1;
     return;
   }
-  std::vector<Slab*>& open = withFree_[classIndex];
-  open.erase(std::find(open.begin(), open.end(), slab));
+  withFree_[classIndex].remove(slab);
   auto& slabs = slabs_[classIndex];
   for (auto it = slabs.begin(); it != slabs.end(); ++it)
     if (it->get() == slab) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "FlaggedList.h"
 #include "MemoryAccount.h"
 #include "evrdma/MemoryRegion.h"
 
@@ -87,7 +88,7 @@ class SmallBufferArena {
   ibv_pd* pd_;
   MemoryAccount* account_;
   std::array<std::vector<std::unique_ptr<Slab>>, kClasses> slabs_;
-  std::array<std::vector<Slab*>, kClasses> withFree_;  // the slabs of each class with a block free
+  std::array<FlaggedList<Slab, &Slab::listed>, kClasses> withFree_;  // the slabs of each class with a block free
   std::array<size_t, kClasses> emptySlabs_{};          // of each class, with no block in use
   uint64_t blocksInUse_ = 0;
 };
