@@ -105,7 +105,7 @@ TEST(CmEvents, AServerReadsEveryDisconnectWaitingInItsChannelBeforeItsFirstTeard
   ASSERT_TRUE(spin({&server, &clients}, 120s, [&] {
     return clientCounts.established == kClients && factory.counts.established == kClients;
   })) << clientCounts.established << " clients and " << factory.counts.established << " agents of " << kClients
-      << " established (" << clientCounts.failed << " clients failed)";
+      << " established (" << clientCounts.failed << " clients failed, " << clientCounts.closed << " closed)";
 
   // The server's loop stands still: every client disconnects, then connects to a sentinel behind
   // the disconnects. When the sentinel hears it, the disconnects are in the server's channel.
