@@ -2,8 +2,11 @@
 // for what they cause, without hanging when it never comes.
 #pragma once
 
+#include <event2/event.h>
+
 #include <chrono>
 #include <functional>
+#include <vector>
 
 #include "evrdma/Reactor.h"
 #include "evrdma/Watch.h"
@@ -21,6 +24,18 @@ inline bool runUntil(evrdma::Reactor& reactor, const std::function<bool()>& done
   check.startPeriodic(std::chrono::milliseconds(2));
   reactor.run();
   return reached;
+}
+
+// Runs the loops of `reactors` in turn, each without blocking, until `done()` holds or `limit`
+// passes: how a test runs Reactors that share its thread, or keeps one of them standing still.
+inline bool spinUntil(const std::vector<evrdma::Reactor*>& reactors, std::chrono::milliseconds limit,
+                      const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (evrdma::Reactor* reactor : reactors) event_base_loop(reactor->base(), EVLOOP_NONBLOCK);
+    if (done()) return true;
+  }
+  return done();
 }
 
 // No client or agent is left on `reactor` (each closed and freed).

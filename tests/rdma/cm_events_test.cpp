@@ -13,12 +13,14 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "CmDispatcher.h"  // kBudget
 #include "evrdma/Client.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
+#include "rdma/RunUntil.h"
 #include "rdma/TestBed.h"
 
 namespace {
@@ -71,15 +73,19 @@ struct Sentinel : evrdma::AgentFactory {
   }
 };
 
-// Runs the loops of `reactors` (without blocking) in turn until `done()` or `limit`.
-bool spin(const std::vector<evrdma::Reactor*>& reactors, std::chrono::milliseconds limit,
-          const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    for (evrdma::Reactor* reactor : reactors) event_base_loop(reactor->base(), EVLOOP_NONBLOCK);
-    if (done()) return true;
-  }
-  return done();
+using evrdma::test::spinUntil;
+
+// Connects to a sentinel listener on `clients`, after what they sent: once it hears the request,
+// what was sent before it has reached the server's channel too (one device, one CM, in order).
+::testing::AssertionResult sentinelHearsWhatWasSentBefore(evrdma::Reactor& clients, const std::string& ip) {
+  Sentinel sentinel;
+  auto listener = evrdma::Listener::create(clients, sentinel);
+  if (listener->listen(ip, 0) != 0) return ::testing::AssertionFailure() << "the sentinel could not listen";
+  auto mark = evrdma::Client::create(clients, std::make_unique<evrdma::ConnectionHandler>());
+  if (mark->connect(ip, listener->port()) != 0) return ::testing::AssertionFailure() << "the sentinel's client";
+  if (!spinUntil({&clients}, 60s, [&] { return sentinel.heard; }))
+    return ::testing::AssertionFailure() << "the sentinel never heard its client";
+  return ::testing::AssertionSuccess();
 }
 
 TEST(CmEvents, AServerReadsEveryDisconnectWaitingInItsChannelBeforeItsFirstTeardown) {
@@ -102,7 +108,7 @@ TEST(CmEvents, AServerReadsEveryDisconnectWaitingInItsChannelBeforeItsFirstTeard
     all.push_back(evrdma::Client::create(clients, std::make_unique<Counting>(clientCounts), options));
     ASSERT_EQ(all.back()->connect(bed.ip, listener->port()), 0);
   }
-  ASSERT_TRUE(spin({&server, &clients}, 120s, [&] {
+  ASSERT_TRUE(spinUntil({&server, &clients}, 120s, [&] {
     return clientCounts.established == kClients && factory.counts.established == kClients;
   })) << clientCounts.established << " clients and " << factory.counts.established << " agents of " << kClients
       << " established (" << clientCounts.failed << " clients failed, " << clientCounts.closed << " closed)";
@@ -111,15 +117,10 @@ TEST(CmEvents, AServerReadsEveryDisconnectWaitingInItsChannelBeforeItsFirstTeard
   // the disconnects. When the sentinel hears it, the disconnects are in the server's channel.
   factory.counts.dispatchedBefore = server.cmEventStats().dispatched;
   for (const evrdma::Client::Ptr& client : all) client->close();
-  Sentinel sentinel;
-  auto sentinelListener = evrdma::Listener::create(clients, sentinel);
-  ASSERT_EQ(sentinelListener->listen(bed.ip, 0), 0);
-  auto mark = evrdma::Client::create(clients, std::make_unique<evrdma::ConnectionHandler>());
-  ASSERT_EQ(mark->connect(bed.ip, sentinelListener->port()), 0);
-  ASSERT_TRUE(spin({&clients}, 60s, [&] { return sentinel.heard; })) << "the sentinel never heard its client";
+  ASSERT_TRUE(sentinelHearsWhatWasSentBefore(clients, bed.ip));
   EXPECT_EQ(factory.counts.disconnected, 0u);
 
-  ASSERT_TRUE(spin({&server, &clients}, 120s, [&] {
+  ASSERT_TRUE(spinUntil({&server, &clients}, 120s, [&] {
     return factory.counts.closed == kClients && clientCounts.closed == kClients;
   })) << factory.counts.closed << " agents and " << clientCounts.closed << " clients of " << kClients << " closed";
   const evrdma::CmEventStats cm = server.cmEventStats();
@@ -176,17 +177,12 @@ TEST(CmEvents, AListenerDroppedWhileRequestsWaitInTheQueueNeverHearsThemAndTheir
   }
   // The server's loop stands still until every request is in its channel: all on the wire, then a
   // sentinel's request behind them heard.
-  ASSERT_TRUE(spin({&clients}, 60s, [&] {
+  ASSERT_TRUE(spinUntil({&clients}, 60s, [&] {
     for (const evrdma::Client::Ptr& client : all)
       if (client->state() != evrdma::ConnectionState::Connecting) return false;
     return true;
   })) << "not every client sent its request";
-  Sentinel sentinel;
-  auto sentinelListener = evrdma::Listener::create(clients, sentinel);
-  ASSERT_EQ(sentinelListener->listen(bed.ip, 0), 0);
-  auto mark = evrdma::Client::create(clients, std::make_unique<evrdma::ConnectionHandler>());
-  ASSERT_EQ(mark->connect(bed.ip, sentinelListener->port()), 0);
-  ASSERT_TRUE(spin({&clients}, 60s, [&] { return sentinel.heard; })) << "the sentinel never heard its client";
+  ASSERT_TRUE(sentinelHearsWhatWasSentBefore(clients, bed.ip));
 
   // One turn of the server: it reads every request and hands the listener a budget of them.
   event_base_loop(server.base(), EVLOOP_ONCE | EVLOOP_NONBLOCK);
@@ -196,7 +192,7 @@ TEST(CmEvents, AListenerDroppedWhileRequestsWaitInTheQueueNeverHearsThemAndTheir
   EXPECT_EQ(heard + waiting, kClients);
   listener.reset();  // its agents close; the requests it never heard go with it
 
-  ASSERT_TRUE(spin({&server, &clients}, 120s, [&] {
+  ASSERT_TRUE(spinUntil({&server, &clients}, 120s, [&] {
     return clientCounts.closed == kClients && factory.agents.closed == factory.requests &&
            server.cmEventStats().waiting == 0;
   })) << clientCounts.closed << " clients of " << kClients << " closed (" << refused << " refused, "

@@ -55,14 +55,8 @@ struct OneAgentFactory : evrdma::AgentFactory {
   }
 };
 
-// Runs one reactor's loop (without blocking) until `done()` or `limit`.
 bool spin(evrdma::Reactor& reactor, std::chrono::milliseconds limit, const std::function<bool()>& done) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    event_base_loop(reactor.base(), EVLOOP_NONBLOCK);
-    if (done()) return true;
-  }
-  return done();
+  return evrdma::test::spinUntil({&reactor}, limit, done);
 }
 
 TEST(TwoReactors, OnOneDeviceEachHearsItsOwnFailuresAndKeepsItsConnections) {
