@@ -31,10 +31,9 @@ class CpuMeter {
     rusage now{};
     getrusage(RUSAGE_SELF, &now);
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart_).count();
-    const auto seconds = secondsBetween;
     char text[128];
-    std::snprintf(text, sizeof text, "user %.1f%% system %.1f%% of %.3f s", wall > 0 ? 100 * seconds(start_.ru_utime, now.ru_utime) / wall : 0,
-                  wall > 0 ? 100 * seconds(start_.ru_stime, now.ru_stime) / wall : 0, wall);
+    std::snprintf(text, sizeof text, "user %.1f%% system %.1f%% of %.3f s", wall > 0 ? 100 * secondsBetween(start_.ru_utime, now.ru_utime) / wall : 0,
+                  wall > 0 ? 100 * secondsBetween(start_.ru_stime, now.ru_stime) / wall : 0, wall);
     return text;
   }
 
@@ -66,12 +65,11 @@ class TransferMeter {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!started_ || !ended_) return "";
     double wall = std::chrono::duration<double>(wallEnd_ - wallStart_).count();
-    const auto seconds = secondsBetween;
     char text[160];
     std::snprintf(text, sizeof text, "user %.1f%% system %.1f%% of %.3f s (user %.3f s, system %.3f s)",
-                  wall > 0 ? 100 * seconds(start_.ru_utime, end_.ru_utime) / wall : 0,
-                  wall > 0 ? 100 * seconds(start_.ru_stime, end_.ru_stime) / wall : 0, wall,
-                  seconds(start_.ru_utime, end_.ru_utime), seconds(start_.ru_stime, end_.ru_stime));
+                  wall > 0 ? 100 * secondsBetween(start_.ru_utime, end_.ru_utime) / wall : 0,
+                  wall > 0 ? 100 * secondsBetween(start_.ru_stime, end_.ru_stime) / wall : 0, wall,
+                  secondsBetween(start_.ru_utime, end_.ru_utime), secondsBetween(start_.ru_stime, end_.ru_stime));
     return text;
   }
 

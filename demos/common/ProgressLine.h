@@ -67,15 +67,14 @@ class ProgressLine {
     const Clock::time_point now = Clock::now();
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    const auto seconds = secondsBetween;
     const double wall = std::chrono::duration<double>(now - lastLine_).count();
     const size_t agents = agents_();
     std::printf("%s: progress at %.0f s: %zu agents (%+lld in %.2f s), cpu user %.0f%% system %.0f%%, the loop's "
                 "longest stall %.1f ms (the most CPU between two 10 ms ticks %.1f ms)\n",
                 program_, std::chrono::duration<double>(now - started_).count(), agents,
                 static_cast<long long>(agents) - static_cast<long long>(lastAgents_), wall,
-                wall > 0 ? 100 * seconds(lastUsage_.ru_utime, usage.ru_utime) / wall : 0.0,
-                wall > 0 ? 100 * seconds(lastUsage_.ru_stime, usage.ru_stime) / wall : 0.0,
+                wall > 0 ? 100 * secondsBetween(lastUsage_.ru_utime, usage.ru_utime) / wall : 0.0,
+                wall > 0 ? 100 * secondsBetween(lastUsage_.ru_stime, usage.ru_stime) / wall : 0.0,
                 static_cast<double>(longestThisSecond_.count()) / 1000,
                 static_cast<double>(mostCpuThisSecond_.count()) / 1000);
     lastAgents_ = agents;
