@@ -183,6 +183,7 @@ void ConnectionCore::onCmEvent(const CmEvent& event) noexcept {
         return;
       }
       if (connecting) {
+        teardown.notePeerGone();  // nothing to wait for before the answer to its DREQ
         fail(-ECONNRESET, "connection reset before it was established");
         return;
       }
@@ -236,12 +237,14 @@ void ConnectionCore::transportUp(bool peerSpoke) noexcept {
 }
 
 void ConnectionCore::notePeerReached() noexcept {
-  if (peerReached_) return;
+  // An agent's QP can receive before the client's RTU reaches the CM (InfiniBand, RoCE): the
+  // connection is up for us, and a close waits for the CM's ESTABLISHED before it disconnects
+  // (ConnectionTeardown::begin). The CM is not told (rdma_notify COMM_EST): Linux's CM then counts
+  // it established at once but cancels its REP only in work it queues, which does nothing if the
+  // client's DREQ is handled first; the REP stays outstanding, retried for about a minute, and
+  // rdma_destroy_id waits for it with the loop blocked (1 in ~3 000 connect / write / free cycles
+  // of a stream). Untold, the CM cancels the REP on the client's RTU, or on its DREQ if that comes first.
   peerReached_ = true;
-  // An agent's QP can receive before the client's RTU reaches the CM (InfiniBand, RoCE): until the
-  // CM hears the connection is up, rdma_disconnect sends the peer nothing, and a connection that
-  // fails that early would leave its client connected. iWARP has no RTU: there it fails, harmlessly.
-  if (!isClient_ && life_ == detail::Life::Accepting && id_) (void)rdma_notify(id_.get(), IBV_EVENT_COMM_EST);
 }
 
 void ConnectionCore::markEstablished() noexcept {

@@ -47,6 +47,13 @@ void ConnectionTeardown::noteUnexplainedFlush() noexcept {
 void ConnectionTeardown::onCmEvent(const CmEvent& event) noexcept {
   if (event.type == RDMA_CM_EVENT_DISCONNECTED) {
     disconnectDone_ = true;
+    if (c_.life_ == Life::AwaitingEstablished) {
+      // The client's DREQ came before its RTU: the CM cancelled its REP, and no ESTABLISHED
+      // comes. rdma_disconnect answers the DREQ and flushes our work.
+      c_.life_ = Life::Disconnecting;
+      disconnect();
+      return;
+    }
     // Our close went first; work posted meanwhile may never return (iWARP): once the CQ is drained
     // past the flush, the close waits no more for it.
     if (onIwarp() && c_.queuePair_ && c_.queuePair_->attachment())
@@ -174,12 +181,11 @@ void ConnectionTeardown::begin() noexcept {
     return;
   }
   disconnectTimer_.startOnce(c_.options_.disconnectTimeout);  // whatever happens, the end comes
-  if (!c_.isClient_ && !c_.cmEstablished_) {
-    // An agent whose client was heard before the CM said ESTABLISHED (notePeerReached asked the
-    // CM to count it established): disconnecting now would race the CM's own work for that, and
-    // Linux's CM then leaves its REP outstanding, retried for about a minute, while rdma_destroy_id
-    // blocks the loop waiting for it (seen: a server that answered nothing for a minute). The
-    // event comes within moments; the disconnect goes then (or the timer ends it all).
+  if (!c_.isClient_ && !c_.cmEstablished_ && !disconnectDone_) {
+    // An agent whose client was heard before the CM said ESTABLISHED (its RTU on its way): the CM
+    // is still waiting for the RTU, and rdma_disconnect would send the client nothing (it would
+    // stay connected). The event comes within moments; the disconnect goes then (or the timer
+    // ends it all). Once the client's DISCONNECTED came, there is nothing to wait for.
     c_.life_ = Life::AwaitingEstablished;
     return;
   }

@@ -47,6 +47,9 @@ class ConnectionTeardown {
   void onCmEvent(const CmEvent& event) noexcept;
   // The peer's side is gone (DISCONNECTED, its completions handed out): ours follows.
   void peerDisconnected() noexcept;
+  // The peer's DISCONNECTED came before the connection was up: the close that follows answers it
+  // at once (no ESTABLISHED will come to wait for).
+  void notePeerGone() noexcept { disconnectDone_ = true; }
   // Finishes once closing, disconnected, and every posted request is back (cheap otherwise: it
   // runs after every completion).
   void maybeFinish() noexcept;

@@ -1,12 +1,11 @@
 #!/bin/bash
 # Clients whose first message fails their agent at once, again and again, against one
 # blast-server: each must be closed by the server with its reason, and the next one answered.
-# On RoCE such a message can arrive before the agent's CM has the client's RTU; the agent then asks
-# the CM to count the connection established (rdma_notify) and disconnects. Disconnecting before
-# the CM's ESTABLISHED event came back raced the CM's own work: Linux's CM left its REP
-# outstanding, and rdma_destroy_id blocked the server's loop for about a minute (the next client
-# got "no answer to the connect request"). A round in which that race can happen is rare (about
-# 1 in 100 attacks here), hence the count. iWARP has no RTU (its kernels complete the connection
+# On RoCE such a message can arrive before the agent's CM has the client's RTU; the agent then
+# disconnects once the CM's ESTABLISHED event comes (the RTU). Disconnecting before it raced the
+# CM's own work: Linux's CM left its REP outstanding, and rdma_destroy_id blocked the server's loop
+# for about a minute (the next client got "no answer to the connect request"). A round in which
+# that race can happen is rare (about 1 in 100 attacks here), hence the count. iWARP has no RTU (its kernels complete the connection
 # before the server hears of it), so there, as in the sanitizer and valgrind stages
 # (EVRDMA_STRESS=light), 60 attacks prove that each is closed with its reason and the next answered.
 #   early_failure_test.sh <build dir> [attacks]

@@ -952,6 +952,21 @@ std::string resourceLinesOfThisProcess(const std::string& what) {
   return {};
 }
 
+// A cycle's server end that never heard its client's bytes or end: what its stream says.
+std::string whereTheServersEndIs(bufferevent* end) {
+  if (end == nullptr) return "the server's end was freed";
+  evrdma::StreamStats stats;
+  if (evrdma::Stream::stats(end, stats) != 0) return "the server's end has no stream";
+  const evrdma::ConnectionStats& c = stats.connection;
+  return "the server's stream: connected " + std::to_string(stats.connected) + ", receiving paused " +
+         std::to_string(stats.receivingPaused) + ", held for the program " + std::to_string(stats.heldForProgram) +
+         ", messages received " + std::to_string(c.messagesReceived) + " (" + std::to_string(c.bytesReceived) +
+         " B), sent " + std::to_string(c.messagesSent) + ", credit frames sent " + std::to_string(c.creditFramesSent) +
+         ", credit waits " + std::to_string(c.creditWaits) + ", flushed " + std::to_string(c.flushedCompletions) +
+         ", input " + std::to_string(evbuffer_get_length(bufferevent_get_input(end))) + " B, enabled " +
+         std::to_string(bufferevent_get_enabled(end));
+}
+
 // What this process holds: open fds, pinned memory (VmPin, KiB), and per kind of RDMA resource
 // the device's count of those that are this process's.
 std::string heldByThisProcess() {
@@ -978,8 +993,10 @@ TEST_F(StreamTest, AThousandConnectWriteFreeCyclesLeaveFdsPinnedMemoryAndRdmaRes
   struct Server {
     uint64_t* heard;
     int* ends;
+    bufferevent* current = nullptr;  // the cycle's end, until freed (a failed cycle says where it is)
   } server{&heardTotal, &serverEnds};
   auto listener = evrdma::StreamListener::create(reactor, [&](bufferevent* bev, const sockaddr*, int) {
+    server.current = bev;
     bufferevent_setcb(
         bev,
         [](bufferevent* b, void* arg) {
@@ -990,7 +1007,9 @@ TEST_F(StreamTest, AThousandConnectWriteFreeCyclesLeaveFdsPinnedMemoryAndRdmaRes
         nullptr,
         [](bufferevent* b, short what, void* arg) {
           if ((what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) == 0) return;
-          ++*static_cast<Server*>(arg)->ends;
+          auto* self = static_cast<Server*>(arg);
+          ++*self->ends;
+          self->current = nullptr;
           bufferevent_free(b);
         },
         &server);
@@ -1002,6 +1021,19 @@ TEST_F(StreamTest, AThousandConnectWriteFreeCyclesLeaveFdsPinnedMemoryAndRdmaRes
     short events = 0;  // what the cycle's client heard (a failed cycle says)
     int error = 0;
   } client{&payload};
+  // The loop's longest pause: no call may block it. rdma_destroy_id did, for a minute, waiting for
+  // a REP Linux's CM kept retrying (an agent that told the CM its client was heard before the RTU,
+  // when the client's DREQ came first: 1 run in 4 here, three at a time). A cycle can still end
+  // in time after such a pause, so the pause itself is checked (a bound on a hang, not a speed).
+  auto lastTick = std::chrono::steady_clock::now();
+  std::chrono::duration<double> longestPause{0};
+  auto notePause = [&] {
+    const auto now = std::chrono::steady_clock::now();
+    longestPause = std::max<std::chrono::duration<double>>(longestPause, now - lastTick);
+    lastTick = now;
+  };
+  evrdma::Timer pauses(reactor, notePause);
+  pauses.startPeriodic(std::chrono::milliseconds(10));
   auto cycle = [&](int i) {
     bufferevent* bev = evrdma::Stream::connect(reactor, bed.ip, listener->port());
     ASSERT_NE(bev, nullptr) << "cycle " << i;
@@ -1022,20 +1054,27 @@ TEST_F(StreamTest, AThousandConnectWriteFreeCyclesLeaveFdsPinnedMemoryAndRdmaRes
         },
         &client);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
-    ASSERT_TRUE(runUntil(reactor, [&] { return serverEnds == i + 1; }, 60s))
+    const bool ended = runUntil(reactor, [&] { return serverEnds == i + 1; }, 60s);
+    notePause();  // (a pause that ended the wait was not seen by the timer)
+    ASSERT_TRUE(ended)
         << "cycle " << i << ": the client heard events 0x" << std::hex << client.events << std::dec << " ("
         << strerror(client.error) << "), accepted " << listener->accepted() << ", server ends " << serverEnds
-        << ", bytes heard " << heardTotal << ", connections by state " << countsByState(reactor.stats().connections);
+        << ", bytes heard " << heardTotal << ", connections by state " << countsByState(reactor.stats().connections)
+        << "; " << whereTheServersEndIs(server.current) << "; CM events dispatched " << reactor.cmEventStats().dispatched
+        << ", waiting " << reactor.cmEventStats().waiting << "; the loop's longest pause " << longestPause.count()
+        << " s; queue pairs:\n" << resourceLinesOfThisProcess("qp");
   };
   cycle(0);
   ASSERT_TRUE(evrdma::test::runUntilNoConnections(reactor));
   const std::string idle = heldByThisProcess(), idleRegions = resourceLinesOfThisProcess("mr -d");
   const uint64_t idleRegistered = reactor.registeredMemory();
+  lastTick = std::chrono::steady_clock::now();  // (reading the idle figures took a while)
   for (int i = 1; i <= cycles; ++i) {
     cycle(i);
     if (::testing::Test::HasFatalFailure()) return;
   }
   EXPECT_EQ(heardTotal, static_cast<uint64_t>(cycles + 1) * payload.size());
+  EXPECT_LT(longestPause.count(), 30) << "the loop stood still for " << longestPause.count() << " s";
   ASSERT_TRUE(evrdma::test::runUntilNoConnections(reactor));
   // The kernel frees a QP's resources as its process lets go of them: wait for them, with a bound.
   std::string after;
