@@ -1,6 +1,7 @@
 // EventHolder: the libevent event behind a Timer, SignalWatch or FdWatch, and its callback.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -31,6 +32,9 @@ class EventHolder final : public detail::ReactorMember {
   int add(const timeval* timeout) noexcept;
   // A timeout counted from this call, not from the start of the loop's turn (as event_add's is).
   int addFromNow(const timeval& timeout) noexcept;
+  // A periodic timer's period, counted from this call: on the Reactor's common timeout of that
+  // length where it has one (ReactorCore::commonPeriod), else as addFromNow.
+  int addPeriodFromNow(std::chrono::microseconds period) noexcept;
   void remove() noexcept;
   bool pending() const noexcept;
   void reset() noexcept;

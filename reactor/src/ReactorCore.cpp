@@ -37,6 +37,16 @@ ReactorCore::ReactorCore(Reactor& reactor, event_base* base, bool ownsBase)
   makeDeferEvents();
 }
 
+const timeval* ReactorCore::commonPeriod(std::chrono::microseconds period) noexcept {
+  for (const auto& [known, duration] : commonPeriods_)
+    if (known == period) return duration;
+  if (base_ == nullptr || commonPeriods_.size() >= kMostCommonPeriods) return nullptr;
+  const timeval tv{static_cast<time_t>(period.count() / 1000000), static_cast<suseconds_t>(period.count() % 1000000)};
+  const timeval* duration = event_base_init_common_timeout(base_, &tv);
+  if (duration != nullptr) commonPeriods_.emplace_back(period, duration);
+  return duration;
+}
+
 void ReactorCore::makeDeferEvents() noexcept {
   if (base_ != nullptr) deferEvent_ = event_new(base_, -1, 0, &ReactorCore::onDeferEvent, this);
   if (deferEvent_ != nullptr &&

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "PollingSettings.h"
@@ -18,6 +19,7 @@
 
 struct event;
 struct event_base;
+struct timeval;
 struct ibv_context;
 
 namespace evrdma {
@@ -92,6 +94,12 @@ class ReactorCore {
   const std::unordered_set<detail::ReactorMember*>& members() const noexcept { return members_; }
   // True while ~Reactor runs: nothing new may be started.
   bool dying() const noexcept { return dying_; }
+  // The duration libevent keeps one queue for (event_base_init_common_timeout), for a periodic
+  // timer of `period`: thousands of timers of one period (a keepalive's, per connection) are then
+  // queued in order, each re-added in O(1), with one entry in the timer heap for all of them
+  // instead of one each. Null past kMostCommonPeriods periods (a plain timeout then).
+  const timeval* commonPeriod(std::chrono::microseconds period) noexcept;
+  static constexpr size_t kMostCommonPeriods = 64;  // libevent allows 256 per base
   MemoryAccount& memoryAccount() noexcept { return *memory_; }
   detail::ConnectGate& connectGate() noexcept { return *connectGate_; }
 
@@ -124,6 +132,7 @@ class ReactorCore {
                                   Reactor::kDefaultTurnBudget};
   std::chrono::milliseconds linger_{Reactor::kDefaultLinger};
   std::vector<std::function<void()>> deferred_;
+  std::vector<std::pair<std::chrono::microseconds, const timeval*>> commonPeriods_;
   std::unordered_set<detail::ReactorMember*> members_;
   // What each device's completion channel counted, kept for the Reactor's lifetime (also after a
   // removed device's channel is gone: Connection::completionStats() points here). One per channel

@@ -54,6 +54,16 @@ int EventHolder::addFromNow(const timeval& timeout) noexcept {
   return add(&timeout);
 }
 
+int EventHolder::addPeriodFromNow(std::chrono::microseconds period) noexcept {
+  const timeval* common = event_ != nullptr && period.count() > 0 ? coreOf(*reactor_).commonPeriod(period) : nullptr;
+  if (common == nullptr) {
+    const timeval tv{static_cast<time_t>(period.count() / 1000000), static_cast<suseconds_t>(period.count() % 1000000)};
+    return addFromNow(tv);
+  }
+  event_base_update_cache_time(reactor_->base());  // (see addFromNow)
+  return add(common);
+}
+
 void EventHolder::remove() noexcept {
   if (event_ != nullptr) event_del(event_);
 }
@@ -83,6 +93,7 @@ int Timer::start(std::chrono::milliseconds delay, bool periodic) noexcept {
     if (rc != 0) return rc;
   }
   if (delay.count() < 0) delay = std::chrono::milliseconds(0);
+  if (periodic) return event_->addPeriodFromNow(delay);  // (many timers share a period: keepalive's)
   timeval tv{static_cast<time_t>(delay.count() / 1000), static_cast<suseconds_t>(delay.count() % 1000 * 1000)};
   return event_->addFromNow(tv);
 }

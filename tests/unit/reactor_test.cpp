@@ -350,6 +350,63 @@ TEST(Timer, PeriodicFiresUntilCancelledFromItsOwnCallback) {
   EXPECT_FALSE(timer.active());
 }
 
+// Periodic timers share a queue per period (libevent's common timeouts: thousands of keepalive
+// timers of one period cost one timer-heap entry): each still fires every period.
+TEST(Timer, AThousandPeriodicTimersOfOnePeriodEachFireRoundAfterRound) {
+  Reactor reactor;
+  Watchdog dog(reactor, 20s);
+  constexpr int kTimers = 1000, kRounds = 3;
+  std::vector<int> fired(kTimers, 0);
+  int done = 0;
+  std::vector<std::unique_ptr<Timer>> timers;
+  for (int i = 0; i < kTimers; ++i) {
+    timers.push_back(std::make_unique<Timer>(reactor, [&, i] {
+      if (++fired[i] != kRounds) return;
+      timers[i]->cancel();
+      if (++done == kTimers) reactor.stop();
+    }));
+    ASSERT_EQ(timers.back()->startPeriodic(2ms), 0);
+  }
+  reactor.run();
+  EXPECT_FALSE(dog.fired) << done << " of " << kTimers << " fired " << kRounds << " times";
+  EXPECT_EQ(done, kTimers);
+}
+
+// More periods than a Reactor keeps queues for (64): the rest are plain timeouts, and fire too.
+TEST(Timer, PeriodicTimersOfSeventyDifferentPeriodsAllFire) {
+  Reactor reactor;
+  Watchdog dog(reactor, 20s);
+  constexpr int kTimers = 70;
+  int done = 0;
+  std::vector<std::unique_ptr<Timer>> timers;
+  for (int i = 0; i < kTimers; ++i) {
+    timers.push_back(std::make_unique<Timer>(reactor, [&, i] {
+      timers[i]->cancel();
+      if (++done == kTimers) reactor.stop();
+    }));
+    ASSERT_EQ(timers.back()->startPeriodic(std::chrono::milliseconds(1 + i)), 0);
+  }
+  reactor.run();
+  EXPECT_EQ(done, kTimers);
+}
+
+TEST(Timer, APeriodicTimerRestartedWithAnotherPeriodFiresAtTheNewOne) {
+  Reactor reactor;
+  Watchdog dog(reactor, 5s);
+  int fired = 0;
+  Timer slow(reactor, [] {});
+  ASSERT_EQ(slow.startPeriodic(60s), 0);  // another timer of the first period stays queued
+  Timer timer(reactor, [&] {
+    if (++fired == 3) reactor.stop();
+  });
+  ASSERT_EQ(timer.startPeriodic(60s), 0);
+  ASSERT_EQ(timer.startPeriodic(2ms), 0);
+  reactor.run();
+  EXPECT_FALSE(dog.fired);
+  EXPECT_EQ(fired, 3);
+  EXPECT_TRUE(slow.active());
+}
+
 TEST(Timer, CancelledTimerNeverFires) {
   Reactor reactor;
   Watchdog dog(reactor, 50ms);
