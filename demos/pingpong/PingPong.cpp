@@ -140,6 +140,7 @@ evrdma::AcceptDecision EchoFactory::onConnectRequest(const evrdma::ConnectReques
   // One message in flight: its echo's send completes before the next message arrives, so one
   // spare is enough (if it is not back yet, that echo is copied).
   options.spareRecvBuffers = fromReceiveBuffer ? 1 : 0;
+  useKeepalive(options, keepalive);
   return evrdma::AcceptDecision::accept(std::move(agent), options);
 }
 

@@ -2,6 +2,7 @@
 // its factory, which validates the ping-sr request) and a pinging client that can verify every byte.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -28,6 +29,17 @@ enum class Trace { Off, Connections, Messages };  // -t, -T
 // repeated, reordered or mixed-up messages, not only flipped bits.
 inline uint8_t patternByte(uint32_t client, uint64_t message, size_t offset) {
   return static_cast<uint8_t>(client * 131u + message * 31u + offset * 7u + (offset >> 8));
+}
+
+// -K MS (both programs, and both sides must say it): framed connections (evrdma's frames around
+// the ping-sr messages, so no longer raw ping-sr) with keepalive: a side silent for MS ms is
+// probed, and closed after 3 x MS. Framed needs five receives (three for evrdma's own frames).
+inline void useKeepalive(evrdma::ConnectionOptions& options, std::chrono::milliseconds interval) {
+  if (interval.count() == 0) return;
+  options.framed = true;
+  options.keepaliveInterval = interval;
+  options.recvDepth = std::max(options.recvDepth, evrdma::ConnectionOptions::kMinFramedRecvDepth);
+  options.sendDepth = std::max<uint32_t>(options.sendDepth, 4);  // an echo, a probe's answer, credits
 }
 
 // Echoes every message back. It does not close: the client does, after its last echo; unless
@@ -89,6 +101,7 @@ class EchoFactory : public evrdma::AgentFactory {
   std::string firstAgentError;  // what the first failed agent heard (under closedMutex)
   bool disconnectAfterLastEcho = false;  // see EchoAgent
   bool sharedReceiveQueue = false;       // agents receive through the device's SRQ
+  std::chrono::milliseconds keepalive{0};  // -K: framed, with keepalive (see useKeepalive)
   // Echoes go from the buffer their message arrived in (Connection::sendReceived: one spare
   // receive buffer more per agent, no copy), except through a shared receive queue; false: copied.
   bool echoFromReceiveBuffer = true;

@@ -41,6 +41,8 @@ void usage(FILE* out, const char* prog) {
                "            for SIGUSR2 before the round trips start (measures setup alone)\n"
                "  -k        keep the connections open after their round trips, until SIGINT (prints a\n"
                "            line once every one has finished them)\n"
+               "  -K MS     keepalive: framed connections (the server must say -K too), a server silent\n"
+               "            for MS ms is probed, the connection closed after 3 x MS\n"
                "  -F N      at most N connect requests on the wire at once; the others wait their turn\n"
                "            (default: the library's, 64; 0: no limit)\n"
                "  -C MS     connect timeout: no answer from the server within MS milliseconds fails the\n"
@@ -77,11 +79,11 @@ int main(int argc, char** argv) {
   unsigned long long port = pingsr::kDefaultPort, count = 1000, size = 64, connections = 1, repeats = 1, roundTripTimeout = 30000,
                      connectTimeout = 10000;
   bool verify = false, figures = false, keepOpen = false, inFlightGiven = false, waitForSignal = false;
-  unsigned long long inFlight = 0, pollingWindow = 0, pollingStretch = 0;
+  unsigned long long inFlight = 0, pollingWindow = 0, pollingStretch = 0, keepaliveMs = 0;
   pingpong::Trace trace = pingpong::Trace::Off;
   std::vector<std::string> sources;  // -b
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:r:R:C:F:P:G:b:kWvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:c:s:n:r:R:C:F:P:G:K:b:kWvtTxh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -102,6 +104,7 @@ int main(int argc, char** argv) {
         }
         break;
       case 'k': keepOpen = true; break;
+      case 'K': ok = pingpong::parseNumber(optarg, 86400000, keepaliveMs) && keepaliveMs > 0; break;
       case 'P': ok = pingpong::parseNumber(optarg, 10000000, pollingWindow); break;
       case 'G': ok = pingpong::parseNumber(optarg, 10000000, pollingStretch); break;
       case 'W': waitForSignal = true; break;
@@ -145,6 +148,7 @@ int main(int argc, char** argv) {
   options.recvDepth = 2;
   options.sendDepth = 2;
   options.connectTimeout = std::chrono::milliseconds(connectTimeout);
+  pingpong::useKeepalive(options, std::chrono::milliseconds(keepaliveMs));
   bool interrupted = false;
   size_t holding = 0, endedEarly = 0;  // -k: connections done with their round trips, or closed before
   // -W: established, round trips not started (by index; a connection that closes leaves the list).

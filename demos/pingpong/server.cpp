@@ -38,7 +38,8 @@ void usage(FILE* out, const char* prog) {
                "  -s BYTES  largest data_size a client may ask for (default 16777216)\n"
                "  -m N      at most N clients at once; more are rejected (default 0: no limit)\n"
                "  -W MS     how long an accepted client may take to complete its connection (default\n"
-               "            10000; 0: for ever); then its agent fails and its memory goes back\n"
+               "            10000; 0: for ever), and with -K to say its hello; then its agent fails and\n"
+               "            its memory goes back\n"
                "  -U MIB    most memory pinned at once for clients accepted but not yet connected (default\n"
                "            0: a quarter of -M, per worker with -w); past it requests wait their turn\n"
                "  -M MIB    most memory registered for all clients together, in MiB (default 1024; 0:\n"
@@ -50,6 +51,8 @@ void usage(FILE* out, const char* prog) {
                "  -S        agents receive through one shared receive queue (SRQ) per device, fed from\n"
                "            one pool that grows when the device says it runs low, instead of a ring each\n"
                "  -D        disconnect as soon as the last echo was sent (as the OFA notes' agent does)\n"
+               "  -K MS     keepalive: framed connections (evrdma's frames around the messages: clients\n"
+               "            must say -K too), a client silent for MS ms is probed, closed after 3 x MS\n"
                "  -C        copy each echo into a send buffer (postSend) instead of sending it from the\n"
                "            buffer its message arrived in (sendReceived, the default: one receive buffer\n"
                "            more per client); for comparison\n"
@@ -79,10 +82,11 @@ int main(int argc, char** argv) {
   pingpong::Trace trace = pingpong::Trace::Off;
   bool figures = false, progress = false, disconnectAfterLast = false, sharedReceives = false, copyEchoes = false;
   unsigned long long backlog = 0;  // the kernel's limit
+  unsigned long long keepaliveMs = 0;
   unsigned long long workerCount = 0, pollingWindow = 0, pollingStretch = 0, budgetMiB = 1024, acceptTimeoutMs = 10000, unestablishedMiB = 0;
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:W:U:e:w:P:G:SDCvtTxlh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:W:U:e:w:P:G:K:SDCvtTxlh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -102,6 +106,7 @@ int main(int argc, char** argv) {
       case 'U': ok = pingpong::parseNumber(optarg, 1ull << 30, unestablishedMiB); break;
       case 'e': ok = pingpong::parseNumber(optarg, ~0ull, exitAfter); break;
       case 'D': disconnectAfterLast = true; break;
+      case 'K': ok = pingpong::parseNumber(optarg, 86400000, keepaliveMs) && keepaliveMs > 0; break;
       case 'S': sharedReceives = true; break;
       case 'C': copyEchoes = true; break;
       case 'w': ok = pingpong::parseNumber(optarg, 64, workerCount); break;
@@ -135,6 +140,7 @@ int main(int argc, char** argv) {
   pingpong::EchoFactory factory(limits, trace, 0);
   listenerOptions.maxAgents = maxAgents;  // the Listener refuses past it before the factory is asked
   listenerOptions.acceptTimeout = std::chrono::milliseconds(acceptTimeoutMs);
+  if (keepaliveMs > 0) listenerOptions.helloTimeout = std::chrono::milliseconds(acceptTimeoutMs);  // -K: framed
   listenerOptions.maxUnestablishedMemory = unestablishedMiB << 20;
   // Declared after the factory: the workers (and the agents on them) go before it.
   std::vector<std::unique_ptr<evrdma::ReactorThread>> workers;
@@ -155,6 +161,7 @@ int main(int argc, char** argv) {
   }
   factory.disconnectAfterLastEcho = disconnectAfterLast;
   factory.sharedReceiveQueue = sharedReceives;
+  factory.keepalive = std::chrono::milliseconds(keepaliveMs);
   factory.echoFromReceiveBuffer = !copyEchoes;
   evrdma::Listener::Ptr listener = evrdma::Listener::create(reactor, factory, listenerOptions);
   pingpong::CpuMeter cpu;

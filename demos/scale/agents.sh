@@ -8,12 +8,15 @@
 # setup time per connection against rdma-core's cmtime (same guest, same N: create id + resolve
 # address + resolve route + create QP + connect). Meant for tools/rdma-run.
 #   agents.sh [agents (10000)] [client processes (5)] [round trips (10)] [server options...]
-#   (AGENTS_CLIENT_OPTIONS: more pingpong-client options, e.g. "-F 64")
+#   (AGENTS_CLIENT_OPTIONS: more pingpong-client options, e.g. "-F 64"; AGENTS_HOLD_SECONDS: hold
+#   them all open and idle this long more, printing the server's CPU and longest stall meanwhile:
+#   with keepalive, "-K MS" in both the server options and AGENTS_CLIENT_OPTIONS; AGENTS_CMTIME=0:
+#   no cmtime run)
 # With more local addresses (tools/rdma-run --addresses N: EVRDMA_RDMA_SOURCE_IPS) each client
 # process spreads its connections over them and the test bed's own (pingpong-client -b): one
 # address's local ports end near 28 000 connections. cmtime, from one address, makes at most 20 000.
 set -u
-case ${1:-} in -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${BUILD_DIR:-build}
 agents=${1:-10000} processes=${2:-5} trips=${3:-10}
 shift $(( $# < 3 ? $# : 3 ))
@@ -54,6 +57,11 @@ done
 all_held=$(date +%s.%N)
 kernel_held=("$(meminfo_kib Slab)" "$(meminfo_kib VmallocUsed)" "$(meminfo_kib MemAvailable)")
 sleep 2  # the server samples its memory once a second
+# Idle: every agent held, nothing sent but what keepalive sends (its -l lines from 2 s on).
+hold=${AGENTS_HOLD_SECONDS:-0}
+idle_from=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s + 1 }')
+sleep "$hold"
+idle_to=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s }')
 kill -INT "${clients[@]}" 2>/dev/null
 failed=0
 for pid in "${clients[@]}"; do wait "$pid" || failed=$((failed + 1)); done
@@ -75,13 +83,17 @@ for p in $(seq "$processes"); do
     setup_us=$(awk -v a="$setup_us" -v b="${s:-0}" 'BEGIN { print (b * 1e6 > a) ? b * 1e6 : a }')
 done
 
-# cmtime, same guest, the same number of connections (at most 20 000: it connects from one address).
+# cmtime, same guest, the same number of connections (at most 20 000: it connects from one address;
+# AGENTS_CMTIME=0 leaves it out).
 cm_agents=$(( agents < 20000 ? agents : 20000 ))
-cmtime -b "$ip" -p 7484 -c "$cm_agents" >"$log/cmtime-server" 2>&1 &
-cmserver=$!
-sleep 1
-timeout 600 cmtime -s "$ip" -p 7484 -c "$cm_agents" >"$log/cmtime" 2>&1
-kill $cmserver 2>/dev/null; wait $cmserver 2>/dev/null
+: >"$log/cmtime"
+if [ "${AGENTS_CMTIME:-1}" != 0 ]; then
+    cmtime -b "$ip" -p 7484 -c "$cm_agents" >"$log/cmtime-server" 2>&1 &
+    cmserver=$!
+    sleep 1
+    timeout 600 cmtime -s "$ip" -p 7484 -c "$cm_agents" >"$log/cmtime" 2>&1
+    kill $cmserver 2>/dev/null; wait $cmserver 2>/dev/null
+fi
 cm_ms=$(awk -F'[:[:space:]]+' '/^(create id|resolve addr|resolve route|create qp|connect) *:/ { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/) { sum += $i; break } } END { print sum + 0 }' "$log/cmtime")
 
 echo "$agents concurrent agents on one pingpong-server ${*:+($*) }(one reactor thread), from $processes client processes of $per connections, $trips verified round trips of 64 B each:"
@@ -93,6 +105,7 @@ awk -v n="$agents" -v slab=$((kernel_held[0] - kernel_before[0])) -v vm=$((kerne
 awk -v ours="$setup_us" -v n="$agents" -v cm="$cm_ms" -v cmn="$cm_agents" 'BEGIN {
     printf "  setup, all %d connecting at once: evrdma %.0f ms (%.1f us per connection; the slowest of the %s processes)\n", n, ours / 1000, ours / n, "'"$processes"'"
     if (cm > 0) printf "                                  cmtime %.0f ms for %d (%.1f us per connection: create id .. connect, one process)\n  ratio evrdma / cmtime, per connection: %.2f\n", cm, cmn, cm * 1000 / cmn, (ours / n) / (cm * 1000 / cmn)
+    else if ("'"${AGENTS_CMTIME:-1}"'" == "0") print "  cmtime not run (AGENTS_CMTIME=0)"
     else print "  cmtime did not finish" }'
 # With the server's -l: the connect rate over time and the loop's longest stalls, from its lines a second.
 if grep -q '^pingpong-server: progress' "$log/server"; then
@@ -119,6 +132,12 @@ if grep -q '^pingpong-server: progress' "$log/server"; then
             if (d <= NR && e <= NR) printf "  closing them all (every client interrupted at once): %d s, %.0f a second\n", t[e] - t[d - 1], most / (t[e] - t[d - 1])
             else if (d <= NR) printf "  closing them all (every client interrupted at once): %d closed, %d still open when the server was stopped %d s later (no disconnect reached it for them)\n", most - a[NR], a[NR], t[NR] - t[d - 1]
         }'
+fi
+if [ "$hold" != 0 ]; then
+    sed -n 's/^pingpong-server: progress at \([0-9]*\) s: \([0-9]*\) agents .*cpu user \([0-9]*\)% system \([0-9]*\)%, the loop.s longest stall \([0-9.]*\) ms (the most CPU between two 10 ms ticks \([0-9.]*\) ms)/\1 \2 \3 \4 \5 \6/p' "$log/server" |
+    awk -v from="$idle_from" -v to="$idle_to" -v opts="$*" '
+        $1 >= from && $1 <= to { n++; cpu += $3 + $4; if ($3 + $4 > most) most = $3 + $4; if ($5 > stall) stall = $5; if ($6 > used) used = $6; if (agents == 0 || $2 < agents) agents = $2 }
+        END { if (n) printf "  idle with all held (%d agents at least), %d s (server options: %s): CPU %.1f%% of a core on average, %d%% in its busiest second; the loop'"'"'s longest stall %.1f ms (the most CPU between two 10 ms ticks %.1f ms)\n", agents, n, opts, cpu / n, most, stall, used }'
 fi
 if [ "$completed" != "$agents" ] || [ "$failed" != 0 ]; then
     echo "  what the clients saw:"
