@@ -8,6 +8,7 @@
 #include <csignal>
 #include <utility>
 
+#include "Durations.h"
 #include "EventHolder.h"
 #include "ReactorCore.h"
 #include "evrdma/Reactor.h"
@@ -57,8 +58,7 @@ int EventHolder::addFromNow(const timeval& timeout) noexcept {
 int EventHolder::addPeriodFromNow(std::chrono::microseconds period) noexcept {
   const timeval* common = event_ != nullptr && period.count() > 0 ? coreOf(*reactor_).commonPeriod(period) : nullptr;
   if (common == nullptr) {
-    const timeval tv{static_cast<time_t>(period.count() / 1000000), static_cast<suseconds_t>(period.count() % 1000000)};
-    return addFromNow(tv);
+    return addFromNow(detail::timevalOf(period));
   }
   event_base_update_cache_time(reactor_->base());  // (see addFromNow)
   return add(common);
@@ -94,8 +94,7 @@ int Timer::start(std::chrono::milliseconds delay, bool periodic) noexcept {
   }
   if (delay.count() < 0) delay = std::chrono::milliseconds(0);
   if (periodic) return event_->addPeriodFromNow(delay);  // (many timers share a period: keepalive's)
-  timeval tv{static_cast<time_t>(delay.count() / 1000), static_cast<suseconds_t>(delay.count() % 1000 * 1000)};
-  return event_->addFromNow(tv);
+  return event_->addFromNow(detail::timevalOf(delay));
 }
 
 int Timer::startOnce(std::chrono::milliseconds delay) noexcept { return start(delay, false); }
