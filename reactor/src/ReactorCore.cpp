@@ -13,11 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "AlignedTicks.h"
 #include "AsyncEventRouter.h"
 #include "CmDispatcher.h"
 #include "ConnectGate.h"
 #include "Device.h"
 #include "DeviceUsers.h"
+#include "Durations.h"
 #include "Mailbox.h"
 #include "MemoryAccount.h"
 #include "NextTurn.h"
@@ -33,7 +35,8 @@ ReactorCore::ReactorCore(Reactor& reactor, event_base* base, bool ownsBase)
       memory_(std::make_shared<detail::MemoryAccount>()),
       connectGate_(std::make_unique<detail::ConnectGate>(reactor)),
       deferLater_(std::make_unique<detail::NextTurn>()),
-      teardowns_(std::make_unique<detail::TurnQueue>(Reactor::kTeardownsPerTurn)) {
+      teardowns_(std::make_unique<detail::TurnQueue>(Reactor::kTeardownsPerTurn)),
+      ticks_(std::make_unique<detail::AlignedTicks>(kTicksPerTurn)) {
   makeDeferEvents();
 }
 
@@ -41,7 +44,7 @@ const timeval* ReactorCore::commonPeriod(std::chrono::microseconds period) noexc
   for (const auto& [known, duration] : commonPeriods_)
     if (known == period) return duration;
   if (base_ == nullptr || commonPeriods_.size() >= kMostCommonPeriods) return nullptr;
-  const timeval tv{static_cast<time_t>(period.count() / 1000000), static_cast<suseconds_t>(period.count() % 1000000)};
+  const timeval tv = detail::timevalOf(period);
   const timeval* duration = event_base_init_common_timeout(base_, &tv);
   if (duration != nullptr) commonPeriods_.emplace_back(period, duration);
   return duration;
@@ -50,7 +53,8 @@ const timeval* ReactorCore::commonPeriod(std::chrono::microseconds period) noexc
 void ReactorCore::makeDeferEvents() noexcept {
   if (base_ != nullptr) deferEvent_ = event_new(base_, -1, 0, &ReactorCore::onDeferEvent, this);
   if (deferEvent_ != nullptr &&
-      (deferLater_->init(base_, &ReactorCore::onDeferEvent, this) != 0 || teardowns_->init(base_) != 0)) {
+      (deferLater_->init(base_, &ReactorCore::onDeferEvent, this) != 0 || teardowns_->init(base_) != 0 ||
+       ticks_->init(base_) != 0)) {
     event_free(deferEvent_);
     deferEvent_ = nullptr;  // valid() says so
   }
@@ -105,6 +109,7 @@ void ReactorCore::shutDown() noexcept {
   deferred_.clear();
   deferLater_->cancel();
   teardowns_->discard();
+  ticks_->discard();  // an orphan's tick, if any, is then inactive: its destructor touches nothing
   devices_.clear();
   cm_.reset();
 }
@@ -114,6 +119,7 @@ ReactorCore::~ReactorCore() {
   // Their events go before the base they are on (freed below when it is ours).
   deferLater_.reset();
   teardowns_.reset();
+  ticks_.reset();
   mailbox_.reset();
   if (ownsBase_ && base_ != nullptr) event_base_free(base_);
 }

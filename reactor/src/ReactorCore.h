@@ -28,6 +28,7 @@ class CmDispatcher;
 class Device;
 
 namespace detail {
+class AlignedTicks;
 class ConnectGate;
 class Mailbox;
 class ReactorMember;
@@ -59,6 +60,10 @@ class ReactorCore {
   // turn, at most Reactor::kTeardownsPerTurn per turn: many connections closed at once would
   // otherwise cost one long turn (about 3 ms each on the test bed) while the others wait.
   void deferTeardown(std::function<void()> fn);
+  // The connections' keepalive and idle ticks, together on aligned instants (see AlignedTicks.h),
+  // at most kTicksPerTurn a turn.
+  detail::AlignedTicks& alignedTicks() noexcept { return *ticks_; }
+  static constexpr size_t kTicksPerTurn = 64;
   int acceptPosts() noexcept;
   bool acceptsPosts() const noexcept { return acceptsPosts_; }
   int post(std::function<void()> fn);
@@ -125,6 +130,7 @@ class ReactorCore {
   // timers: a chain of them can never starve the loop.
   std::unique_ptr<detail::NextTurn> deferLater_;
   std::unique_ptr<detail::TurnQueue> teardowns_;  // deferTeardown
+  std::unique_ptr<detail::AlignedTicks> ticks_;
   std::unique_ptr<detail::Mailbox> mailbox_;      // Reactor::post, from other threads
   std::atomic<bool> acceptsPosts_{false};         // read by posting threads
   bool runningDeferred_ = false;
