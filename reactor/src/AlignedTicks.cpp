@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <memory>
 #include <new>
+#include <random>
 
 #include "Durations.h"
 
@@ -24,8 +25,9 @@ int AlignedTick::start(AlignedTicks& ticks, Clock::duration period, Clock::durat
   step_ = step > Clock::duration::zero() ? step : Clock::duration(std::chrono::milliseconds(1));
   period_ = std::max(period / step_ * step_, step_);
   // The aligned instant at or before now + period, never now or earlier.
-  const Clock::duration target = (now + period_).time_since_epoch();
-  Clock::time_point first(target / step_ * step_);
+  const Clock::duration offset = ticks.phase_ % step_;
+  const Clock::duration target = (now + period_).time_since_epoch() - offset;
+  Clock::time_point first(target / step_ * step_ + offset);
   if (first <= now) first += step_;
   try {
     ticks.insert(*this, first, now);
@@ -38,6 +40,19 @@ int AlignedTick::start(AlignedTicks& ticks, Clock::duration period, Clock::durat
 void AlignedTick::cancel() noexcept {
   if (owner_ != nullptr) owner_->remove(*this);
 }
+
+namespace {
+AlignedTick::Clock::duration randomPhase() noexcept {
+  try {
+    std::random_device random;
+    return std::chrono::microseconds(std::uniform_int_distribution<int64_t>(0, 999999)(random));
+  } catch (...) {  // no source of randomness: the clock's nanoseconds will do
+    return AlignedTick::Clock::now().time_since_epoch() % std::chrono::seconds(1);
+  }
+}
+}  // namespace
+
+AlignedTicks::AlignedTicks(size_t perTurn) : perTurn_(perTurn), phase_(randomPhase()) {}
 
 AlignedTicks::~AlignedTicks() {
   *alive_ = false;

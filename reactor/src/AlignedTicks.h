@@ -4,7 +4,9 @@
 // one loop wake-up for many instead of one each (25 000 agents with a 30 s keepalive woke an idle
 // server 1 100 times a second, most of its CPU in the test bed). The ticks due at one instant run
 // at most perTurn a turn, the time read once for them, the rest on the next turns after the
-// backend poll: all at once they would be one long turn (a keepalive probe each).
+// backend poll: all at once they would be one long turn (a keepalive probe each). Each queue's
+// instants are offset by a random phase of its own, so that the Reactors of many processes on one
+// host (a server and its clients) do not all wake at once.
 //
 // A tick is re-queued before its callback runs, so the callback may cancel it, restart it or
 // destroy its owner (which cancels it); one that went before its turn never runs.
@@ -50,7 +52,7 @@ class AlignedTick {
 class AlignedTicks {
  public:
   using Clock = AlignedTick::Clock;
-  explicit AlignedTicks(size_t perTurn) : perTurn_(perTurn) {}
+  explicit AlignedTicks(size_t perTurn);
   ~AlignedTicks();
   AlignedTicks(const AlignedTicks&) = delete;
   AlignedTicks& operator=(const AlignedTicks&) = delete;
@@ -59,6 +61,8 @@ class AlignedTicks {
   // Forgets every tick (the Reactor goes): none runs again, each is inactive.
   void discard() noexcept;
   size_t size() const noexcept { return due_.size(); }
+  // A tick of step s falls on instants k * s + phase() % s of the steady clock.
+  Clock::duration phase() const noexcept { return phase_; }
   // How often the loop woke for ticks, and ran how many: the figures that show they come together.
   uint64_t wakeups() const noexcept { return wakeups_; }
   uint64_t ticksRun() const noexcept { return ticksRun_; }
@@ -74,6 +78,7 @@ class AlignedTicks {
   void runDue() noexcept;
 
   const size_t perTurn_;
+  const Clock::duration phase_;  // in [0, 1 s)
   Queue due_;
   event* timer_ = nullptr;
   bool armed_ = false;

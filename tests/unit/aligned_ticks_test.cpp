@@ -53,8 +53,10 @@ TEST(AlignedTicks, TicksOfAThousandOwnersStartedApartComeTogetherAndNeverRunBefo
   b.turnUntil([&] { return std::all_of(owners.begin(), owners.end(), [](const Owner& o) { return o.ran.size() >= 3; }); });
   for (const Owner& owner : owners) {
     ASSERT_GE(owner.ran.size(), 3u);
-    // Its instants: the multiple of the step at or before start + period, then every period.
-    Clock::time_point instant((owner.startedAt + kPeriod).time_since_epoch() / kStep * kStep);
+    // Its instants: the multiple of the step (offset by the queue's phase) at or before start +
+    // period, then every period.
+    const Clock::duration offset = ticks.phase() % kStep;
+    Clock::time_point instant(((owner.startedAt + kPeriod).time_since_epoch() - offset) / kStep * kStep + offset);
     for (Clock::time_point ran : owner.ran) {
       EXPECT_GE(ran, instant - 1ms);  // (libevent's clock may run ahead of the steady clock by that)
       instant += kPeriod;
@@ -130,6 +132,30 @@ TEST(AlignedTicks, ATickDestroyedByAnEarlierTickOfItsTurnNeverRunsAndACancelledO
   EXPECT_FALSE(selfCancelling.active());
   EXPECT_TRUE(keeper.active());
   EXPECT_EQ(ticks.size(), 2u);  // first, keeper
+}
+
+TEST(AlignedTicks, TheTicksOfTwoQueuesFallOnInstantsOfTheirOwn) {
+  // (As the Reactors of a server and its clients on one host: they do not all wake at once.)
+  Base b;
+  AlignedTicks one(64), other(64);
+  ASSERT_EQ(one.init(b.base), 0);
+  ASSERT_EQ(other.init(b.base), 0);
+  std::vector<Clock::time_point> oneRan, otherRan;
+  AlignedTick a([&](Clock::time_point now) { oneRan.push_back(now); });
+  AlignedTick z([&](Clock::time_point now) { otherRan.push_back(now); });
+  const Clock::time_point now = Clock::now();
+  ASSERT_EQ(a.start(one, 1s, 1s, now), 0);
+  ASSERT_EQ(z.start(other, 1s, 1s, now), 0);
+  b.turnUntil([&] { return !oneRan.empty() && !otherRan.empty(); });
+  ASSERT_FALSE(oneRan.empty());
+  ASSERT_FALSE(otherRan.empty());
+  EXPECT_NE(one.phase(), other.phase()) << "(equal by chance once in a million)";
+  // Each on its own instant: the multiple of the second, offset by its queue's phase, at or before now + 1 s.
+  const auto instantOf = [&](const AlignedTicks& ticks) {
+    return Clock::time_point(((now + 1s).time_since_epoch() - ticks.phase()) / 1s * 1s + ticks.phase());
+  };
+  EXPECT_GE(oneRan[0], instantOf(one) - 1ms);
+  EXPECT_GE(otherRan[0], instantOf(other) - 1ms);
 }
 
 TEST(AlignedTicks, DiscardLeavesEveryTickInactiveAndAbleToOutliveTheQueue) {
