@@ -35,7 +35,7 @@ ConnectionCore::ConnectionCore(Reactor& reactor, std::unique_ptr<ConnectionHandl
       teardown(*this),
       sender(*this),
       receiver(*this),
-      livenessTimer_(reactor, [this] { onLivenessTick(); }) {
+      livenessTick_([this](std::chrono::steady_clock::time_point now) { onLivenessTick(now); }) {
   coreOf(reactor).join(this);
 }
 
@@ -270,25 +270,25 @@ void ConnectionCore::startLivenessChecks() noexcept {
   if (tick.count() == 0) return;  // no keepalive, no idle timeout: nothing allocated
   liveness.start(establishedAt_, receiver.receivesSeen(), activity());
   liveness_ = std::make_unique<detail::Liveness>(liveness);
-  livenessTimer_.startPeriodic(tick);
+  livenessTick_.start(coreOf(reactor_).alignedTicks(), tick, liveness.alignment(), establishedAt_);
 }
 
-void ConnectionCore::onLivenessTick() noexcept {
+void ConnectionCore::onLivenessTick(std::chrono::steady_clock::time_point now) noexcept {
   if (!sendable()) {
-    livenessTimer_.cancel();
+    livenessTick_.cancel();
     return;
   }
   std::chrono::milliseconds silence{0};
-  switch (liveness_->tick(std::chrono::steady_clock::now(), receiver.receivesSeen(), activity(), silence)) {
+  switch (liveness_->tick(now, receiver.receivesSeen(), activity(), silence)) {
     case detail::Liveness::Verdict::Fine:
       return;
     case detail::Liveness::Verdict::Idle:
-      livenessTimer_.cancel();
+      livenessTick_.cancel();
       errorText_ = "idle timeout: no message either way for " + std::to_string(liveness_->idleTimeout().count()) + " ms";
       fail(-ETIMEDOUT, errorText_.c_str());
       return;
     case detail::Liveness::Verdict::PeerSilent:
-      livenessTimer_.cancel();
+      livenessTick_.cancel();
       errorText_ = "keepalive: the peer has sent nothing, not even an answer to a probe, for " +
                    std::to_string(silence.count()) + " ms (keepaliveTimeout " +
                    std::to_string(liveness_->keepaliveTimeout().count()) + " ms)";

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "AlignedTicks.h"
 #include "CmEvent.h"
 #include "CompletionDispatcher.h"
 #include "ConnectionLife.h"
@@ -118,7 +119,7 @@ class ConnectionCore : public CmEventHandler,
   // Messages either way and operations completed: what idleTimeout watches.
   uint64_t activity() const noexcept;
   void stopLivenessChecks() noexcept {
-    livenessTimer_.cancel();
+    livenessTick_.cancel();
     if (creditTimer_) creditTimer_->cancel();
   }
 
@@ -167,7 +168,10 @@ class ConnectionCore : public CmEventHandler,
   void onPollBegin(int receives) noexcept final;
   void onPollEnd() noexcept final;
   void onPoll(const ibv_wc* wcs, int n, int receives) noexcept final;
-  void onReactorGone() noexcept override { teardown.onReactorGone(); }  // may free the connection
+  void onReactorGone() noexcept override {
+    livenessTick_.cancel();    // while the Reactor's ticks are still there
+    teardown.onReactorGone();  // may free the connection
+  }
   // The Reactor lingers: an application's handler is swapped for a silent one (kept alive in
   // silenced_); a stream's (LingeringHandler) goes on.
   void beforeLinger() noexcept override;
@@ -182,7 +186,7 @@ class ConnectionCore : public CmEventHandler,
   void afterPeerDisconnected() noexcept;  // what the peer sent before it left was handed out
   // keepaliveInterval / idleTimeout: starts the liveness checks (once established).
   void startLivenessChecks() noexcept;
-  void onLivenessTick() noexcept;
+  void onLivenessTick(std::chrono::steady_clock::time_point now) noexcept;
   // creditTimeout: the line began to wait for credits; each quarter of the timeout, whether it
   // moved since.
   void onCreditWaitBegan() noexcept;
@@ -190,9 +194,9 @@ class ConnectionCore : public CmEventHandler,
 
   Connection* facade_ = nullptr;
   bool pollBatch_ = false;  // this poll's callbacks send in one batch (onPollBegin)
-  // Liveness (keepaliveInterval, idleTimeout): counters compared at each tick of the timer, so
-  // the data path only counts.
-  Timer livenessTimer_;
+  // Liveness (keepaliveInterval, idleTimeout): counters compared at each tick, so the data path
+  // only counts. The ticks of the Reactor's connections come together (AlignedTicks).
+  detail::AlignedTick livenessTick_;
   std::unique_ptr<detail::Liveness> liveness_;  // once established, with keepalive or idleTimeout
   // creditTimeout: made at the first wait for credits, ticking only while the line waits.
   std::unique_ptr<Timer> creditTimer_;

@@ -20,6 +20,10 @@ milliseconds Liveness::tickPeriod() const noexcept {
   return std::max(tick, milliseconds(1));
 }
 
+milliseconds Liveness::alignment() const noexcept {
+  return std::clamp(tickPeriod() / 8, milliseconds(1), milliseconds(1000));
+}
+
 void Liveness::start(Clock::time_point at, uint64_t receives, uint64_t activity) noexcept {
   lastHeard_ = lastActive_ = at;
   heardMark_ = receives;

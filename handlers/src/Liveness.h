@@ -30,6 +30,10 @@ class Liveness {
 
   // How often tick() must run to notice each deadline within a quarter of it; 0: no checks at all.
   std::chrono::milliseconds tickPeriod() const noexcept;
+  // The ticks fall on multiples of this on the steady clock (an eighth of the tick period, 1 ms to
+  // 1 s: see AlignedTicks), so that a connection's tick is at most that late, and the ticks of
+  // many connections with one period come together.
+  std::chrono::milliseconds alignment() const noexcept;
   std::chrono::milliseconds keepaliveTimeout() const noexcept;
   std::chrono::milliseconds idleTimeout() const noexcept { return settings_.idleTimeout; }
   // The connection was established at `at`, with `receives` receives and `activity` messages and

@@ -63,7 +63,7 @@ class ReactorCore {
   // The connections' keepalive and idle ticks, together on aligned instants (see AlignedTicks.h),
   // at most kTicksPerTurn a turn.
   detail::AlignedTicks& alignedTicks() noexcept { return *ticks_; }
-  static constexpr size_t kTicksPerTurn = 64;
+  static constexpr size_t kTicksPerTurn = 16;
   int acceptPosts() noexcept;
   bool acceptsPosts() const noexcept { return acceptsPosts_; }
   int post(std::function<void()> fn);

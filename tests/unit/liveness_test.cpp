@@ -77,4 +77,13 @@ TEST(Liveness, TheTickNoticesEachDeadlineWithinAQuarterOfItAndThereIsNoneWithout
   EXPECT_EQ(Liveness(Liveness::Settings{false, 100ms, 0ms, 0ms}).tickPeriod(), 0ms) << "unframed: no keepalive";
 }
 
+TEST(Liveness, TicksAlignToAnEighthOfTheirPeriodFromAMillisecondToASecond) {
+  EXPECT_EQ(Liveness(keepalive(30000ms)).alignment(), 1000ms) << "22.5 s ticks: at most a second late";
+  EXPECT_EQ(Liveness(keepalive(2000ms)).alignment(), 187ms) << "an eighth of 1.5 s";
+  EXPECT_EQ(Liveness(keepalive(100ms)).alignment(), 9ms) << "an eighth of 75 ms";
+  Liveness::Settings idleOnly;
+  idleOnly.idleTimeout = 2ms;
+  EXPECT_EQ(Liveness(idleOnly).alignment(), 1ms);
+}
+
 }  // namespace
