@@ -22,13 +22,13 @@ constexpr std::chrono::milliseconds kSlack{1};
 int AlignedTick::start(AlignedTicks& ticks, Clock::duration period, Clock::duration step, Clock::time_point now) noexcept {
   cancel();
   if (ticks.timer_ == nullptr) return -ENOMEM;
-  step_ = step > Clock::duration::zero() ? step : Clock::duration(std::chrono::milliseconds(1));
-  period_ = std::max(period / step_ * step_, step_);
+  if (step <= Clock::duration::zero()) step = std::chrono::milliseconds(1);
+  period_ = std::max(period / step * step, step);
   // The aligned instant at or before now + period, never now or earlier.
-  const Clock::duration offset = ticks.phase_ % step_;
+  const Clock::duration offset = ticks.phase_ % step;
   const Clock::duration target = (now + period_).time_since_epoch() - offset;
-  Clock::time_point first(target / step_ * step_ + offset);
-  if (first <= now) first += step_;
+  Clock::time_point first(target / step * step + offset);
+  if (first <= now) first += step;
   try {
     ticks.insert(*this, first, now);
   } catch (const std::bad_alloc&) {

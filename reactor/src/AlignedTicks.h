@@ -46,7 +46,7 @@ class AlignedTick {
   std::function<void(Clock::time_point)> onTick_;
   AlignedTicks* owner_ = nullptr;
   std::multimap<Clock::time_point, AlignedTick*>::iterator where_;
-  Clock::duration period_{}, step_{};
+  Clock::duration period_{};  // a multiple of the step it was started with (its instants stay aligned)
 };
 
 class AlignedTicks {
