@@ -213,7 +213,9 @@ void ConnectionCore::onDisconnectedEvent() noexcept {
 }
 
 void ConnectionCore::afterPeerDisconnected() noexcept {
-  // Unless the application closed (or it failed) meanwhile, it hears that the peer left.
+  // What it sent before it left and we held (paused) comes first, then the news that it left;
+  // unless the application closed (or it failed) meanwhile.
+  if (!closing() && life_ == detail::Life::Established) receiver.handOutHeldAsPeerLeft();
   if (!closing()) handler_->onDisconnected(facade());
   teardown.peerDisconnected();  // the peer's side is gone; ours follows
 }

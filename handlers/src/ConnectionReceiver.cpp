@@ -102,6 +102,17 @@ void ConnectionReceiver::dropHeld() noexcept {
   for (; !heldMessages_.empty(); heldMessages_.pop_front()) keep(heldMessages_.front().slot);
 }
 
+void ConnectionReceiver::handOutHeldAsPeerLeft() noexcept {
+  peerLeft_ = true;
+  deliverHeldTimer_.cancel();
+  // The handler may close from a callback: what is left is dropped then (dropHeld).
+  while (!heldMessages_.empty() && !c_.closing()) {
+    const HeldMessage message = heldMessages_.front();
+    heldMessages_.pop_front();
+    deliver(message, nullptr);
+  }
+}
+
 void ConnectionReceiver::noteHeld() noexcept {
   if (c_.flowControl_) c_.flowControl_->setHeld(held());
 }
@@ -128,7 +139,7 @@ int ConnectionReceiver::repost(uint32_t slot) noexcept {
 }
 
 void ConnectionReceiver::postAgain(uint32_t slot) noexcept {
-  if (c_.closing() || c_.life_ != detail::Life::Established) {
+  if (c_.closing() || c_.life_ != detail::Life::Established || peerLeft_) {
     keep(slot);
     return;
   }
@@ -311,10 +322,10 @@ void ConnectionReceiver::deliver(const HeldMessage& message, const Frame* parsed
   if (applicationPosts) {
     deliveringSlot_ = message.slot;
     repostDelivered_ = false;
-  } else if (c_.options_.framed && message.intoBuffer && !message.hasImm) {
-    lendableSlot_ = message.slot;
+  } else if (c_.options_.framed && message.intoBuffer && !message.hasImm && !peerLeft_) {
+    lendableSlot_ = message.slot;  // (once the peer left, copied: nothing is exchanged in a ring torn down)
   }
-  if (message.intoBuffer) {
+  if (message.intoBuffer && !peerLeft_) {
     sendableSlot_ = message.slot;
     sendableLength_ = length;
   }

@@ -61,6 +61,11 @@ class ConnectionReceiver {
   uint64_t receivesSeen() const noexcept { return receivesSeen_; }
   // Closing: what was held stays in its buffers, never delivered.
   void dropHeld() noexcept;
+  // The peer has left (DISCONNECTED, the CQ drained past it): what it sent and this side held
+  // (paused, or waiting for a spare) is handed out now, in order, paused or not: the peer cannot
+  // be held back any more, and its sends completed, so it was told each message arrived (over TCP
+  // the bytes wait in the socket until read, then EOF). Nothing is posted again or lent from then on.
+  void handOutHeldAsPeerLeft() noexcept;
 
  private:
   // A successful receive: a protocol frame is handled and its receive posted again; a message is
@@ -103,6 +108,7 @@ class ConnectionReceiver {
 
   ConnectionCore& c_;
   bool paused_ = false;
+  bool peerLeft_ = false;  // handOutHeldAsPeerLeft: receives are kept, not posted; nothing lent
   HeldMessages heldMessages_;  // what arrived while paused, in order
   Timer deliverHeldTimer_;
   std::vector<uint32_t> idleSlots_;  // consumed, not re-posted (autoPostRecv off)

@@ -1,6 +1,7 @@
 // Receive-side back-pressure over real RDMA: a reader that pauses (Connection::pauseReceiving)
 // stops its peer's sends without losing or reordering a byte, evrdma's own frames (credit returns,
-// keepalive) go on meanwhile, and a writer refused with -ENOBUFS hears onWritable. Also the pattern
+// keepalive) go on meanwhile, a writer refused with -ENOBUFS hears onWritable, and what a paused
+// reader holds when its peer closes reaches it before onDisconnected. Also the pattern
 // documented before pauseReceiving existed (autoPostRecv off, postRecv() from onRecv), which
 // stalled for good once evrdma's own frames had used up receives the application never saw.
 #include <gtest/gtest.h>
@@ -53,6 +54,7 @@ struct Side {
   int postRecvFailures = 0;
   std::string error;
   bool closed = false;
+  uint64_t receivedWhenPeerLeft = UINT64_MAX;  // at onDisconnected
 };
 
 struct Streamer : evrdma::ConnectionHandler {
@@ -96,6 +98,7 @@ struct Streamer : evrdma::ConnectionHandler {
       if (c.pauseReceiving() != 0) s.error = "pauseReceiving failed";
     }
   }
+  void onDisconnected(Connection&) noexcept override { s.receivedWhenPeerLeft = s.in->received; }
   void onError(Connection&, int err, const char* op) noexcept override {
     s.error = std::string(op) + ": " + strerror(-err);
   }
@@ -366,6 +369,31 @@ TEST_F(BackPressure, PausingIsRefusedOnceClosingAndResumingDeliversInOrderFromAL
   agent.connection->close();
   EXPECT_EQ(agent.connection->pauseReceiving(), -ENOTCONN);
   EXPECT_EQ(agent.connection->resumeReceiving(), -ENOTCONN);
+}
+
+// Messages the peer sent (its sends completed: it was told they arrived) and a paused reader holds
+// when the peer closes reach onRecv, in order, before onDisconnected, paused or not: the peer can
+// be held back no more, and they were dropped with the receive buffers (a stream over this lost
+// the tail of what its peer wrote before it freed its end).
+TEST_F(BackPressure, WhatAPausedReaderHoldsReachesItInOrderBeforeOnDisconnectedWhenThePeerCloses) {
+  clientToAgent.total = 8 * kChunk;  // within the agent's receives: every send completes
+  connect();
+  ASSERT_EQ(agent.connection->pauseReceiving(), 0);
+  start(client);
+  ASSERT_TRUE(runUntil(
+      [&] {
+        return (agent.connection->receivesHeld() == 8 && connection->sendQueueStats().inFlight == 0) ||
+               !client.error.empty();
+      },
+      30s))
+      << describe();
+  EXPECT_EQ(clientToAgent.received, 0u) << "nothing is delivered while paused";
+  connection->close();
+  ASSERT_TRUE(runUntil([&] { return agent.closed; }, 30s)) << describe();
+  EXPECT_EQ(agent.receivedWhenPeerLeft, clientToAgent.total) << "held messages were dropped when the peer left";
+  EXPECT_EQ(clientToAgent.received, clientToAgent.total);
+  EXPECT_EQ(clientToAgent.badBytes, 0u);
+  EXPECT_EQ(agent.error, "");
 }
 
 }  // namespace

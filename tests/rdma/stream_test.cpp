@@ -1,7 +1,8 @@
 // Byte streams over real RDMA as a libevent program uses them: a StreamListener and Stream::connect
 // handing out bufferevents, random-sized writes both ways checked byte by byte, the half-close and
 // EOF after the last byte, a refused connect's errno, and a slow reader holding the writer back in
-// the writer's own output evbuffer while a second stream moves its bytes, a thousand streams open
+// the writer's own output evbuffer while a second stream moves its bytes, what a reader that did
+// not read holds reaching it after its writer freed its end and left, a thousand streams open
 // at once on one Reactor, a thousand connect / write / free cycles leaving nothing held, streams
 // served on worker loops, and received bytes lent to the program in their receive buffers.
 #include <event2/buffer.h>
@@ -592,6 +593,51 @@ TEST_F(StreamTest, ASlowReaderHoldsTheWriterBackInTheWritersOwnOutputBuffer) {
   bufferevent_free(bev);
   bufferevent_free(readerBev);
   EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+}
+
+// Over TCP, what a program wrote before it closed waits in its peer's socket until the peer reads
+// it, then EOF, however long the peer took to read: the close does not take it back. Here the
+// reader reads nothing while its writer writes past the reader's receive window (the rest waits in
+// the reader's receive buffers, its receiving paused), frees its end at once, and its connection
+// closes once its FIN was sent; only then does the reader read again: every byte, then EOF, no
+// error. (Its connection dropped what it held when the peer disconnected: a proxy's client lost
+// the tail of an answer.)
+TEST_F(StreamTest, BytesHeldWhileTheReaderDidNotReadReachItAfterItsWriterFreedItsEndAndDisconnected) {
+  evrdma::Reactor reactor;
+  evrdma::StreamListenerOptions options;
+  const evrdma::StreamOptions& defaults = options.stream;
+  // Past the window by half the receive buffers: all of it fits in what the reader takes in.
+  const uint64_t total = defaults.receiveWindow + defaults.connection.recvDepth / 2 * defaults.connection.maxMessageSize;
+  for (const bool halfCloseFirst : {false, true}) {
+    SCOPED_TRACE(halfCloseFirst ? "shutdownWrite, then free" : "free");
+    Side reader(0, 0, 1), writer(1, 0, 2);
+    writer.shutDownWhenSent = false;
+    reader.shutDownWhenSent = false;
+    SidePairs pairs(reactor, bed, {&reader}, {&reader}, options);  // the reader reads nothing for now
+    ASSERT_TRUE(pairs.open(writer));
+    std::vector<uint8_t> all(total);
+    for (uint64_t i = 0; i < total; ++i) all[i] = patternByte(i, 1);
+    bufferevent_write(writer.bev, all.data(), all.size());
+    if (halfCloseFirst) {
+      EXPECT_EQ(evrdma::Stream::shutdownWrite(writer.bev), 0);
+    }
+    bufferevent_free(writer.bev);
+    writer.bev = nullptr;
+    // The writer's connection closes once its FIN went out: the reader's connection ends with it.
+    evrdma::StreamStats stats;
+    ASSERT_TRUE(runUntil(reactor, [&] {
+      return evrdma::Stream::stats(reader.bev, stats) == 0 && !stats.connected && stats.connection.messagesReceived > 0;
+    }, 60s)) << "the reader's connection still up; it holds " << stats.heldForProgram;
+    EXPECT_EQ(reader.received, 0u);
+    bufferevent_enable(reader.bev, EV_READ);
+    EXPECT_TRUE(runUntil(reactor, [&] { return reader.eofAt != UINT64_MAX || reader.error != 0; }, 60s));
+    EXPECT_EQ(reader.received, total);
+    EXPECT_EQ(reader.eofAt, total) << "EOF after " << reader.eofAt << " bytes of " << total;
+    EXPECT_EQ(reader.firstBad, UINT64_MAX) << "a wrong byte at " << reader.firstBad;
+    EXPECT_EQ(reader.error, 0) << strerror(reader.error);
+    bufferevent_free(reader.bev);
+    EXPECT_TRUE(evrdma::test::runUntilNoConnections(reactor));
+  }
 }
 
 // A reader that stops reading stalls its own stream and nothing else: while stream A waits with its

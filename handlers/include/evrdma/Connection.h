@@ -154,6 +154,9 @@ class Connection {
   /// posted again. On a framed connection the peer runs out of credits and its sends wait (its
   /// onWritable comes once they went out), while evrdma's own frames (credit returns, keepalive)
   /// go on. resumeReceiving() hands what was held to the handler, in order, from a later loop turn.
+  /// If the peer leaves (disconnects) meanwhile, what was held is handed out, in order, before
+  /// onDisconnected, paused or not: the peer's sends completed, it cannot be held back any more,
+  /// and nothing it sent before it left is lost (as over TCP, where it waits in the socket).
   /// Unframed, a paused side takes at most recvDepth messages, after which the peer's sends wait
   /// in RNR retries (rnrRetryCount) on RoCE and break the connection on iWARP: pause framed
   /// connections. May be called before the connection is established. Returns 0, -ENOTCONN
