@@ -39,13 +39,24 @@ SendQueue::SendQueue(uint32_t depth, uint32_t signalEvery, uint32_t maxInline, u
 int SendQueue::submit(const SendOp& op) noexcept {
   const bool atOnce = firstAtOnce_;
   firstAtOnce_ = false;
-  if ((batchDepth_ > 0 && !atOnce) || !backlog_.empty() || inFlightCount_ == depth_) {
+  if (batchDepth_ > 0 && !atOnce) {
+    if (backlog_.empty() && inFlightCount_ + staged_ < depth_) {
+      // It waits for the batch's end in the ring slot it will be posted from (copied once): a
+      // batch that fits needs no backlog, whose storage a connection would keep for good.
+      slotAfterInFlight(staged_) = op;
+      ++staged_;
+    } else {
+      backlog_.push_back(op);
+    }
+    return 0;
+  }
+  if (staged_ > 0 || !backlog_.empty() || inFlightCount_ == depth_) {
     backlog_.push_back(op);
-    return batchDepth_ > 0 ? 0 : pump();
+    return pump();
   }
   // Nothing waits ahead of it and there is room: straight out, no queuing, prepared where it
   // waits for its completion (the ring's next slot), so it is copied once.
-  SendOp& slot = inFlight_[(inFlightHead_ + inFlightCount_) % inFlight_.size()];
+  SendOp& slot = slotAfterInFlight(0);
   slot = op;
   prepare(slot, wrs_[0], &sges_[0], true, inFlightCount_ + 1);
   if (int rc = post(&wrs_[0]); rc != 0) {
@@ -64,6 +75,8 @@ int SendQueue::endBatch() noexcept {
 
 std::deque<SendOp> SendQueue::takeBacklog() noexcept {
   std::deque<SendOp> taken;
+  for (size_t i = 0; i < staged_; ++i) taken.push_back(slotAfterInFlight(i));
+  staged_ = 0;
   for (size_t i = 0; i < backlog_.size(); ++i) taken.push_back(backlog_[i]);
   backlog_.clear();
   return taken;
@@ -73,11 +86,6 @@ std::deque<SendOp> SendQueue::takeInFlight() noexcept {
   std::deque<SendOp> taken;
   while (inFlightCount_ > 0) taken.push_back(popInFlight());
   return taken;
-}
-
-void SendQueue::pushInFlight(const SendOp& op) noexcept {
-  inFlight_[(inFlightHead_ + inFlightCount_) % inFlight_.size()] = op;
-  noteInFlight(op);
 }
 
 void SendQueue::noteInFlight(const SendOp& op) noexcept {
@@ -130,17 +138,22 @@ int SendQueue::post(ibv_send_wr* first) noexcept {
   return rc > 0 ? -rc : rc;
 }
 
-int SendQueue::pumpBacklog() noexcept {
-  const size_t room = depth_ - inFlightCount_;
-  const size_t count = std::min(room, backlog_.size());
+int SendQueue::pumpWaiting() noexcept {
+  // What a batch staged in the ring goes first, then what fits of the backlog, moved into the
+  // ring's next slots; all in one post.
+  const size_t fromBacklog = std::min(depth_ - inFlightCount_ - staged_, backlog_.size());
+  const size_t count = staged_ + fromBacklog;
   if (count == 0) return 0;
-  for (size_t i = 0; i < count; ++i)
-    prepare(backlog_[i], wrs_[i], &sges_[2 * i], i + 1 == count, inFlightCount_ + i + 1);
-  if (int rc = post(wrs_.data()); rc != 0) return rc;
   for (size_t i = 0; i < count; ++i) {
-    pushInFlight(backlog_.front());
-    backlog_.pop_front();
+    SendOp& slot = slotAfterInFlight(i);
+    if (i >= staged_) slot = backlog_[i - staged_];
+    prepare(slot, wrs_[i], &sges_[2 * i], i + 1 == count, inFlightCount_ + i + 1);
   }
+  // Failed: nothing went; the staged stay staged and the backlog keeps its own (the teardown takes both).
+  if (int rc = post(wrs_.data()); rc != 0) return rc;
+  for (size_t i = 0; i < count; ++i) noteInFlight(slotAfterInFlight(0));
+  for (size_t i = 0; i < fromBacklog; ++i) backlog_.pop_front();
+  staged_ = 0;
   return 0;
 }
 
