@@ -26,6 +26,8 @@ class EventHolder final : public detail::ReactorMember {
   ~EventHolder();
   // Makes the event; returns 0, -ENOMEM, or -ESHUTDOWN once the Reactor is gone.
   int make(int fd, short what, std::function<void(short)> callback);
+  // Makes the event again for `what`, with the callback it has (a timer changing its kind).
+  int remake(int fd, short what);
   // True when the event made last is still there for `what` (a timer restarted with the same kind
   // re-adds it instead of making a new one: no allocation per restart).
   bool holds(short what) const noexcept;

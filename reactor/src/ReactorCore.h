@@ -99,6 +99,9 @@ class ReactorCore {
   const std::unordered_set<detail::ReactorMember*>& members() const noexcept { return members_; }
   // True while ~Reactor runs: nothing new may be started.
   bool dying() const noexcept { return dying_; }
+  // Expires once the Reactor is gone: what may outlive it without being its member (a Timer not
+  // started yet) asks this before it touches the Reactor.
+  std::weak_ptr<const void> aliveToken() const noexcept { return alive_; }
   // The duration libevent keeps one queue for (event_base_init_common_timeout), for a periodic
   // timer of `period`: thousands of timers of one period (a keepalive's, per connection) are then
   // queued in order, each re-added in O(1), with one entry in the timer heap for all of them
@@ -125,6 +128,7 @@ class ReactorCore {
   std::unique_ptr<detail::ConnectGate> connectGate_;
   bool dying_ = false;
   bool lingering_ = false;
+  std::shared_ptr<const void> alive_ = std::make_shared<const char>(0);  // see aliveToken
   event* deferEvent_ = nullptr;
   // Closures deferred by deferred closures run on a later turn, after the backend poll and the
   // timers: a chain of them can never starve the loop.

@@ -29,6 +29,14 @@ int EventHolder::make(int fd, short what, std::function<void(short)> callback) {
   reset();
   if (reactor_ == nullptr || coreOf(*reactor_).dying()) return -ESHUTDOWN;
   callback_ = std::make_shared<std::function<void(short)>>(std::move(callback));
+  return remake(fd, what);
+}
+
+int EventHolder::remake(int fd, short what) {
+  if (event_ != nullptr) event_free(event_);
+  event_ = nullptr;
+  if (reactor_ == nullptr || coreOf(*reactor_).dying()) return -ESHUTDOWN;
+  if (callback_ == nullptr) return -EINVAL;
   event_ = event_new(reactor_->base(), fd, what, &EventHolder::trampoline, this);
   what_ = what;
   return event_ != nullptr ? 0 : -ENOMEM;
@@ -79,8 +87,7 @@ void EventHolder::reset() noexcept {
 }
 
 Timer::Timer(Reactor& reactor, std::function<void()> callback)
-    : callback_(std::make_shared<std::function<void()>>(std::move(callback))),
-      event_(std::make_unique<EventHolder>(reactor)) {}
+    : reactor_(&reactor), reactorAlive_(coreOf(reactor).aliveToken()), callback_(std::move(callback)) {}
 Timer::~Timer() = default;
 
 int Timer::start(std::chrono::milliseconds delay, bool periodic) noexcept {
@@ -88,19 +95,27 @@ int Timer::start(std::chrono::milliseconds delay, bool periodic) noexcept {
   // changes. Re-adding a pending event moves its deadline (and drops a fire not yet run), so a
   // timer restarted per message costs no allocation.
   const short what = periodic ? EV_PERSIST : 0;
-  if (!event_->holds(what)) {
-    int rc = event_->make(-1, what, [cb = callback_](short) { (*cb)(); });
-    if (rc != 0) return rc;
+  if (event_ == nullptr || !event_->holds(what)) {
+    if (reactorAlive_.expired() || coreOf(*reactor_).dying()) return -ESHUTDOWN;
+    if (event_ == nullptr) {
+      // The callback moves into the event's, which the trampoline keeps alive while it runs (the
+      // callback may destroy its timer).
+      event_ = std::make_unique<EventHolder>(*reactor_);
+      if (int rc = event_->make(-1, what, [cb = std::move(callback_)](short) { cb(); }); rc != 0) return rc;
+    } else if (int rc = event_->remake(-1, what); rc != 0) {
+      return rc;
+    }
   }
-  if (delay.count() < 0) delay = std::chrono::milliseconds(0);
   if (periodic) return event_->addPeriodFromNow(delay);  // (many timers share a period: keepalive's)
   return event_->addFromNow(detail::timevalOf(delay));
 }
 
 int Timer::startOnce(std::chrono::milliseconds delay) noexcept { return start(delay, false); }
 int Timer::startPeriodic(std::chrono::milliseconds period) noexcept { return start(period, true); }
-void Timer::cancel() noexcept { event_->remove(); }
-bool Timer::active() const noexcept { return event_->pending(); }
+void Timer::cancel() noexcept {
+  if (event_ != nullptr) event_->remove();
+}
+bool Timer::active() const noexcept { return event_ != nullptr && event_->pending(); }
 
 SignalWatch::SignalWatch(Reactor& reactor, int signo, std::function<void(int)> callback) : event_(std::make_unique<EventHolder>(reactor)) {
   error_ = event_->make(signo, EV_SIGNAL | EV_PERSIST, [cb = std::move(callback), signo](short) { cb(signo); });

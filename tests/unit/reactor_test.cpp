@@ -2,6 +2,7 @@
 #include "evrdma/Reactor.h"
 
 #include <event2/event.h>
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -301,6 +303,61 @@ TEST(Timer, OneShotFiresOnceAndIsThenInactive) {
   reactor.run();
   EXPECT_EQ(fired, 1);
   EXPECT_FALSE(timer.active());
+}
+
+// A connection holds timers that run only while it closes: a timer never started makes nothing
+// (it made an event holder and a shared callback each, 128 B, at 100 000 idle connections 4 of them).
+TEST(Timer, TimersNeverStartedAllocateNothing) {
+  Reactor reactor;
+  std::vector<std::optional<Timer>> timers(1000);
+  const size_t before = mallinfo2().uordblks;
+  for (auto& timer : timers) timer.emplace(reactor, [] {});
+  const size_t grew = mallinfo2().uordblks - before;
+  EXPECT_LT(grew, 1024u) << "1000 timers never started took " << grew << " bytes";
+  int fired = 0;
+  timers[7].emplace(reactor, [&] {
+    ++fired;
+    reactor.stop();
+  });
+  ASSERT_EQ(timers[7]->startOnce(1ms), 0);  // and a started one still fires
+  reactor.run();
+  EXPECT_EQ(fired, 1);
+}
+
+// One-shot and periodic are different events: switching makes the event again with the same callback.
+TEST(Timer, ATimerSwitchedBetweenOneShotAndPeriodicKeepsItsCallback) {
+  Reactor reactor;
+  Watchdog dog(reactor, 10s);
+  int fired = 0;
+  Timer timer(reactor, [&] {
+    ++fired;
+    reactor.stop();
+  });
+  ASSERT_EQ(timer.startOnce(1ms), 0);
+  reactor.run();
+  ASSERT_EQ(timer.startPeriodic(1ms), 0);
+  reactor.run();
+  reactor.run();
+  EXPECT_TRUE(timer.active()) << "periodic";
+  ASSERT_EQ(timer.startOnce(1ms), 0);
+  reactor.run();
+  EXPECT_FALSE(timer.active()) << "one-shot again";
+  EXPECT_EQ(fired, 4);
+  EXPECT_FALSE(dog.fired);
+}
+
+// A timer made but never started holds nothing of its Reactor's: started after the Reactor has
+// gone, it is refused, and it is safe to destroy.
+TEST(Timer, ATimerNeverStartedThatOutlivesItsReactorIsRefusedAtItsStart) {
+  auto reactor = std::make_unique<Reactor>();
+  bool fired = false;
+  Timer timer(*reactor, [&] { fired = true; });
+  reactor.reset();
+  EXPECT_EQ(timer.startOnce(1ms), -ESHUTDOWN);
+  EXPECT_EQ(timer.startPeriodic(1ms), -ESHUTDOWN);
+  EXPECT_FALSE(timer.active());
+  timer.cancel();
+  EXPECT_FALSE(fired);
 }
 
 // libevent counts a timeout from the time it cached when the turn began: a timer started at the

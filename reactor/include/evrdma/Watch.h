@@ -33,7 +33,11 @@ class Timer {
 
  private:
   int start(std::chrono::milliseconds delay, bool periodic) noexcept;
-  std::shared_ptr<std::function<void()>> callback_;  ///< shared with the event: see EventHolder
+  Reactor* reactor_;
+  std::weak_ptr<const void> reactorAlive_;  ///< expires with the Reactor (a timer may outlive it)
+  std::function<void()> callback_;          ///< handed to the event at the first start
+  /// Made at the first start: a timer never started allocates nothing (a connection has several
+  /// that run only while it closes).
   std::unique_ptr<EventHolder> event_;
 };
 
