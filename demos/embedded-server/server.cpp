@@ -20,6 +20,7 @@
 
 #include "CommandLine.h"
 #include "EchoProtocol.h"
+#include "FiguresHttp.h"
 #include "Metrics.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Log.h"
@@ -74,7 +75,7 @@ void onHttp(evhttp_request* request, void* arg) {
     reply(request, "text/plain; version=0.0.4; charset=utf-8",
           embedded::prometheusText(*app.reactor, *app.listener, app.listenerLabel, app.figures));
   else if (path == "/agents")
-    reply(request, "application/json", embedded::agentsJson(*app.listener));
+    embedded::replyAgents(request, *app.listener);  // a slice of agents a turn: thousands never hold the loop
   else
     evhttp_send_error(request, HTTP_NOTFOUND, "try /metrics or /agents");
 }

@@ -12,6 +12,7 @@
 
 #include "CommandLine.h"
 #include "Figures.h"
+#include "FiguresHttp.h"
 #include "MemoryFigures.h"
 #include "ProgressLine.h"
 #include "ServerLifetime.h"
@@ -64,6 +65,8 @@ void usage(FILE* out, const char* prog) {
                "  -t        trace connections;  -T  trace every message too\n"
                "  -x        print figures: per client, and totals with CPU use, poll histogram and memory\n"
                "            per agent by category (heap, pinned, provider queues, RSS) at the most agents\n"
+               "  -H PORT   serve the figures over HTTP on 127.0.0.1:PORT (0: any free one): GET /metrics\n"
+               "            (Prometheus text), GET /agents (JSON, listed a slice of agents at a time)\n"
                "  -l        a progress line a second: agents held and how many came or went, CPU use, and\n"
                "            the loop's longest stall in that second (how late a 10 ms timer fired, and the\n"
                "            most CPU its thread used between two ticks)\n"
@@ -82,11 +85,12 @@ int main(int argc, char** argv) {
   pingpong::Trace trace = pingpong::Trace::Off;
   bool figures = false, progress = false, disconnectAfterLast = false, sharedReceives = false, copyEchoes = false;
   unsigned long long backlog = 0;  // the kernel's limit
-  unsigned long long keepaliveMs = 0;
+  unsigned long long keepaliveMs = 0, httpPort = 0;
+  bool serveHttp = false;
   unsigned long long workerCount = 0, pollingWindow = 0, pollingStretch = 0, budgetMiB = 1024, acceptTimeoutMs = 10000, unestablishedMiB = 0;
   evrdma::ListenerOptions listenerOptions;
   int opt;
-  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:W:U:e:w:P:G:K:SDCvtTxlh", pingpong::kLongOptions, nullptr)) != -1) {
+  while ((opt = getopt_long(argc, argv, "a:p:B:A:c:s:m:M:W:U:e:w:P:G:K:H:SDCvtTxlh", pingpong::kLongOptions, nullptr)) != -1) {
     bool ok = true;
     switch (opt) {
       case 'a': address = optarg; break;
@@ -108,6 +112,7 @@ int main(int argc, char** argv) {
       case 'D': disconnectAfterLast = true; break;
       case 'K': ok = pingpong::parseNumber(optarg, 86400000, keepaliveMs) && keepaliveMs > 0; break;
       case 'S': sharedReceives = true; break;
+      case 'H': ok = pingpong::parseNumber(optarg, 65535, httpPort); serveHttp = true; break;
       case 'C': copyEchoes = true; break;
       case 'w': ok = pingpong::parseNumber(optarg, 64, workerCount); break;
       case 'P': ok = pingpong::parseNumber(optarg, 10000000, pollingWindow); break;
@@ -205,6 +210,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pingpong-server: cannot start the progress timers\n");
     return 1;
   }
+  std::unique_ptr<embedded::FiguresServer> http;  // -H: goes before the Listener and the Reactor
+  if (serveHttp) {
+    std::string error;
+    http = embedded::FiguresServer::start(reactor.base(), static_cast<uint16_t>(httpPort), reactor, *listener,
+                                          address + ":" + std::to_string(listener->port()), error);
+    if (!http) {
+      std::fprintf(stderr, "pingpong-server: %s\n", error.c_str());
+      return 1;
+    }
+    std::printf("pingpong-server: figures on http 127.0.0.1:%u (/metrics, /agents)\n", http->port());
+  }
   lifetime.listening(address, listener->port(), static_cast<int>(backlog));
   factory.listenerErrorHook = [&lifetime](int err) { lifetime.listenerFailed(err); };
   std::printf("pingpong-server: listening on %s port %u\n", address.c_str(), listener->port());
@@ -255,6 +271,7 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(perWorker[w].abandoned),
                   static_cast<unsigned long long>(perWorker[w].heldForMemory));
   }
+  http.reset();
   listener.reset();
   // Clients cut short by a signal are a clean shutdown; errors, or clients that left early
   // otherwise, are not.

@@ -46,7 +46,7 @@ meminfo_kib() { awk -v k="$1:" '$1 == k { print $2 }' /proc/meminfo; }
 kernel_before=("$(meminfo_kib Slab)" "$(meminfo_kib VmallocUsed)" "$(meminfo_kib MemAvailable)")
 # -l: a line a second (the connect rate over time, the loop's stalls). -W 60000: in one emulated
 # guest the client processes answer their first accepts late (64 each timed out at 10 s at 50 000).
-"$build/demos/pingpong-server" -a "$ip" -p 7483 -x -l -W 60000 "$@" >"$log/server" 2>&1 &
+"$build/demos/pingpong-server" -a "$ip" -p 7483 -x -l -W 60000 -H 0 "$@" >"$log/server" 2>&1 &
 server=$!
 wait_for "$log/server" listening || { echo "agents: the server did not start"; cat "$log/server"; exit 1; }
 started=$(date +%s.%N)
@@ -68,6 +68,27 @@ done
 all_held=$(date +%s.%N)
 kernel_held=("$(meminfo_kib Slab)" "$(meminfo_kib VmallocUsed)" "$(meminfo_kib MemAvailable)")
 sleep 2  # the server samples its memory once a second
+# The server's figures over HTTP with every agent held (-H): a /metrics scrape, then /agents
+# (every agent listed, a slice at a time), each timed from the request to the last byte, after an
+# untimed first scrape.
+http_port=$(sed -n 's/^pingpong-server: figures on http 127.0.0.1:\([0-9]*\).*/\1/p' "$log/server" | head -n 1)
+scrape_from=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s }')
+scraped=$(python3 - "$http_port" <<'PY' 2>&1
+import json, sys, time, urllib.request
+port = sys.argv[1]
+def get(path):
+    began = time.monotonic()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=600) as reply:
+        body = reply.read()
+    return body, (time.monotonic() - began) * 1000
+get("/metrics")  # Python's own first-request set-up stays out of the figures
+metrics, metrics_ms = get("/metrics")
+agents, agents_ms = get("/agents")
+print(f"/metrics {metrics_ms:.0f} ms ({len(metrics) / 1024:.0f} KiB), /agents {agents_ms:.0f} ms "
+      f"({len(json.loads(agents))} agents listed, {len(agents) / 1048576:.1f} MiB)")
+PY
+)
+scrape_to=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s + 1 }')
 # Idle: every agent held, nothing sent but what keepalive sends (its -l lines from 2 s on, from
 # the first second the loop stood still less than 50 ms: at 100 000 agents the server is still
 # answering the last round trips some seconds after every client holds its connections).
@@ -146,6 +167,9 @@ if grep -q '^pingpong-server: progress' "$log/server"; then
             else if (d <= NR) printf "  closing them all (every client interrupted at once): %d closed, %d still open when the server was stopped %d s later (no disconnect reached it for them)\n", most - a[NR], a[NR], t[NR] - t[d - 1]
         }'
 fi
+scrape_stall=$(sed -n 's/^pingpong-server: progress at \([0-9]*\) s: .*longest stall \([0-9.]*\) ms.*/\1 \2/p' "$log/server" |
+    awk -v from="$scrape_from" -v to="$scrape_to" '$1 >= from && $1 <= to && $2 > most { most = $2 } END { printf "%.0f", most }')
+echo "  the server's figures over HTTP with all held: ${scraped:-not scraped} (the loop's longest stall in those seconds: $scrape_stall ms)"
 if [ "$hold" != 0 ]; then
     sed -n 's/^pingpong-server: progress at \([0-9]*\) s: \([0-9]*\) agents .*cpu user \([0-9]*\)% system \([0-9]*\)%, the loop.s longest stall \([0-9.]*\) ms (the most CPU between two 10 ms ticks \([0-9.]*\) ms)/\1 \2 \3 \4 \5 \6/p' "$log/server" |
     awk -v from="$idle_from" -v to="$idle_to" -v opts="$*" '

@@ -24,6 +24,8 @@ class AgentSet {
 
   // Each once, in no particular order; `fn` may close() one (it goes on a later turn).
   void forEach(const std::function<void(Agent&)>& fn) const;
+  // The next `most` after `walk`, in the map's order (by address: fixed while they live).
+  size_t forEachFrom(AgentWalk& walk, size_t most, const std::function<void(Agent&)>& fn) const;
   void closeAll() noexcept;
   ConnectionCounts byState() const noexcept;
   // An agent finished: its figures join those of the agents gone, and `stats` counts it (closed,

@@ -31,6 +31,9 @@ void Listener::drain(std::chrono::milliseconds grace, std::function<void()> drai
 bool Listener::draining() const noexcept { return core_->draining(); }
 size_t Listener::agentCount() const noexcept { return core_->agentCount(); }
 void Listener::forEachAgent(const std::function<void(Agent&)>& fn) const { core_->forEachAgent(fn); }
+size_t Listener::forEachAgentFrom(AgentWalk& walk, size_t most, const std::function<void(Agent&)>& fn) const {
+  return core_->forEachAgentFrom(walk, most, fn);
+}
 ConnectionCounts Listener::agentsByState() const noexcept { return core_->agentsByState(); }
 ConnectionStats Listener::agentTotals() const noexcept { return core_->agentTotals(); }
 std::vector<WorkerFigures> Listener::workerFigures() const { return core_->workerFigures(); }

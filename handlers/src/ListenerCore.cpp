@@ -142,6 +142,10 @@ bool ListenerCore::draining() const noexcept { return drain_->active(); }
 
 void ListenerCore::forEachAgent(const std::function<void(Agent&)>& fn) const { home_->agents().forEach(fn); }
 
+size_t ListenerCore::forEachAgentFrom(AgentWalk& walk, size_t most, const std::function<void(Agent&)>& fn) const {
+  return home_->agents().forEachFrom(walk, most, fn);
+}
+
 ConnectionCounts ListenerCore::agentsByState() const noexcept { return home_->agents().byState(); }
 
 ConnectionStats ListenerCore::agentTotals() const noexcept { return home_->agents().totals(); }

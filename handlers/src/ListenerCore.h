@@ -47,6 +47,7 @@ class ListenerCore final : public CmEventHandler, public detail::ReactorMember {
   bool draining() const noexcept;
   size_t agentCount() const noexcept;
   void forEachAgent(const std::function<void(Agent&)>& fn) const;
+  size_t forEachAgentFrom(AgentWalk& walk, size_t most, const std::function<void(Agent&)>& fn) const;
   ConnectionCounts agentsByState() const noexcept;
   ConnectionStats agentTotals() const noexcept;
   std::vector<WorkerFigures> workerFigures() const;

@@ -2,16 +2,25 @@
 // Listener's agents counted and totalled, the log hook, the graceful drain, keepalive and idle
 // timeouts, and the reconnecting client's backoff and return. (A peer process stopped with
 // SIGSTOP is timed out in tests/rdma/embedded_server_test.py, with real processes.)
+#include <arpa/inet.h>
+#include <event2/http.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <regex>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "FiguresHttp.h"
 #include "evrdma/Agent.h"
 #include "evrdma/Client.h"
 #include "evrdma/Listener.h"
@@ -110,6 +119,143 @@ TEST_F(EmbeddingKit, AListenersAgentsAreIterableCountedByStateAndTotalledAfterTh
   EXPECT_EQ(totals.bytesReceived, 240u);
   EXPECT_EQ(listener->stats().agentsClosed, 1u);
   EXPECT_EQ(listener->agentsByState().total(), 2u);
+}
+
+TEST_F(EmbeddingKit, AWalkInSlicesVisitsEveryAgentPresentThroughoutOnceWhileOthersComeAndGo) {
+  listen();
+  // Each client sends its own number of messages: its agent's messagesReceived names it.
+  constexpr int kClients = 6;
+  std::vector<Sender*> senders(kClients + 1);
+  std::vector<evrdma::Client::Ptr> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(connect(senders[i], i + 1, false));
+  ASSERT_TRUE(runUntil(reactor, [&] {
+    for (int i = 0; i < kClients; ++i)
+      if (senders[i]->echoed != i + 1) return false;
+    return listener->agentCount() == kClients;
+  }, 20s));
+  std::map<uint64_t, int> visits;  // by messagesReceived
+  const auto visit = [&](evrdma::Agent& agent) { ++visits[agent.stats().messagesReceived]; };
+
+  evrdma::AgentWalk walk;
+  EXPECT_EQ(listener->forEachAgentFrom(walk, 0, visit), 0u);
+  EXPECT_FALSE(walk.done) << "a walk that took nothing yet has every agent ahead of it";
+  ASSERT_EQ(listener->forEachAgentFrom(walk, 2, visit), 2u);
+  EXPECT_FALSE(walk.done);
+  // Between slices one agent not yet visited goes, and a new one comes.
+  int gone = -1;
+  for (int i = 0; i < kClients && gone < 0; ++i)
+    if (visits.count(static_cast<uint64_t>(i + 1)) == 0) gone = i;
+  ASSERT_GE(gone, 0);
+  clients[static_cast<size_t>(gone)].reset();
+  clients.push_back(connect(senders[kClients], kClients + 1, false));
+  ASSERT_TRUE(runUntil(reactor, [&] {
+    return senders[kClients]->echoed == kClients + 1 && listener->agentCount() == kClients;
+  }, 20s));
+  size_t slices = 1;
+  while (!walk.done) {
+    ASSERT_LE(listener->forEachAgentFrom(walk, 2, visit), 2u);
+    ASSERT_LT(++slices, 10u) << "the walk does not end";
+  }
+  for (int i = 0; i < kClients; ++i) {
+    const uint64_t name = static_cast<uint64_t>(i + 1);
+    if (i == gone)
+      EXPECT_EQ(visits.count(name), 0u) << "the agent that went before the walk reached it";
+    else
+      EXPECT_EQ(visits[name], 1) << "agent " << name << " was there throughout: visited exactly once";
+  }
+  EXPECT_LE(visits[kClients + 1], 1) << "the agent that came during the walk: at most once";
+  EXPECT_EQ(listener->forEachAgentFrom(walk, 2, visit), 0u) << "a finished walk visits nothing more";
+  EXPECT_TRUE(walk.done);
+  // A new walk sees them all again.
+  visits.clear();
+  evrdma::AgentWalk again;
+  while (!again.done) listener->forEachAgentFrom(again, 4, visit);
+  EXPECT_EQ(visits.size(), static_cast<size_t>(kClients));
+}
+
+namespace {
+// GET `path` from 127.0.0.1:`port` with blocking calls (run it on a thread of its own): the whole
+// response, as read until the server closed.
+std::string httpGet(uint16_t port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
+      char buffer[4096];
+      for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) response.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return response;
+}
+
+// The body of a chunked HTTP response, and how many chunks carried it (-1: not chunked).
+std::string dechunked(const std::string& response, int& chunks) {
+  chunks = -1;
+  const size_t bodyAt = response.find("\r\n\r\n");
+  if (bodyAt == std::string::npos || response.find("Transfer-Encoding: chunked") > bodyAt) return "";
+  std::string body;
+  chunks = 0;
+  for (size_t at = bodyAt + 4;;) {
+    const size_t lineEnd = response.find("\r\n", at);
+    if (lineEnd == std::string::npos) return body;
+    const size_t length = std::stoul(response.substr(at, lineEnd - at), nullptr, 16);
+    if (length == 0) return body;
+    body += response.substr(lineEnd + 2, length);
+    ++chunks;
+    at = lineEnd + 2 + length + 2;
+  }
+}
+}  // namespace
+
+TEST_F(EmbeddingKit, AListingOfTheAgentsOverHttpGoesOutASliceAtATimeEachAgentOnce) {
+  listen();
+  constexpr int kClients = 6;
+  std::vector<Sender*> senders(kClients);
+  std::vector<evrdma::Client::Ptr> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(connect(senders[i], i + 1, false));
+  ASSERT_TRUE(runUntil(reactor, [&] {
+    for (int i = 0; i < kClients; ++i)
+      if (senders[i]->echoed != i + 1) return false;
+    return true;
+  }, 20s));
+  // The demo servers' /agents, two agents a slice, on an evhttp of the application's.
+  struct Served {
+    const evrdma::Listener* listener;
+  } served{listener.get()};
+  std::unique_ptr<evhttp, void (*)(evhttp*)> http(evhttp_new(reactor.base()), evhttp_free);
+  evhttp_bound_socket* bound = evhttp_bind_socket_with_handle(http.get(), "127.0.0.1", 0);
+  ASSERT_NE(bound, nullptr);
+  evhttp_set_gencb(http.get(), [](evhttp_request* request, void* arg) {
+    embedded::replyAgents(request, *static_cast<Served*>(arg)->listener, 2);
+  }, &served);
+  sockaddr_in local{};
+  socklen_t length = sizeof local;
+  ASSERT_EQ(getsockname(evhttp_bound_socket_get_fd(bound), reinterpret_cast<sockaddr*>(&local), &length), 0);
+  std::string response;
+  std::atomic<bool> done{false};
+  std::thread client([&] {
+    response = httpGet(ntohs(local.sin_port), "/agents");
+    done = true;
+  });
+  const bool answered = runUntil(reactor, [&] { return done.load(); }, 20s);
+  client.join();
+  ASSERT_TRUE(answered);
+  int chunks = 0;
+  const std::string body = dechunked(response, chunks);
+  EXPECT_GE(chunks, kClients / 2) << "one chunk a slice of two agents:\n" << response;
+  std::map<std::string, int> listed;  // by messages_received
+  const std::regex received("\"messages_received\": ([0-9]+)");
+  for (std::sregex_iterator it(body.begin(), body.end(), received), end; it != end; ++it) ++listed[(*it)[1]];
+  for (int i = 1; i <= kClients; ++i) EXPECT_EQ(listed[std::to_string(i)], 1) << "agent " << i << " in\n" << body;
+  ASSERT_GE(body.size(), 4u);
+  EXPECT_EQ(body.front(), '[');
+  EXPECT_EQ(body.substr(body.size() - 3), "\n]\n") << "a whole JSON array";
 }
 
 TEST_F(EmbeddingKit, TheLogCallbackHearsARejectedRequestWithItsReasonAtInfoButNotAtWarn) {

@@ -20,6 +20,13 @@ namespace evrdma {
 class Reactor;
 class ListenerCore;
 
+/// Where a walk over a Listener's agents in slices stands (Listener::forEachAgentFrom): start
+/// with a default one, pass the same one to each call.
+struct AgentWalk {
+  uintptr_t after = 0;  ///< evrdma's: where the last agent visited stands in the walk's order
+  bool done = false;    ///< no agent is left after the last one visited
+};
+
 struct ListenerStats {
   uint64_t requests = 0;
   uint64_t accepted = 0;
@@ -166,6 +173,13 @@ class Listener final {
   /// This Listener's own agents (not those on its workers), each once, in no particular order.
   /// `fn` may close() an agent (it goes on a later turn).
   void forEachAgent(const std::function<void(Agent&)>& fn) const;
+  /// The next `most` of this Listener's own agents in a walk, then `walk` stands after them: a
+  /// server that lists many thousands (a status page) takes a slice a loop turn instead of holding
+  /// its loop for all of them at once. The order is fixed while the agents live: one present from
+  /// the walk's first call to its last is visited exactly once; one that comes or goes in between
+  /// at most once. Returns how many it visited; `walk.done` is set once none is left after them.
+  /// `fn` may close() an agent (it goes on a later turn).
+  size_t forEachAgentFrom(AgentWalk& walk, size_t most, const std::function<void(Agent&)>& fn) const;
   /// This Listener's own agents by state.
   ConnectionCounts agentsByState() const noexcept;
   /// The ConnectionStats of every agent this Listener's Reactor has had, the closed ones included,

@@ -1,4 +1,4 @@
-// embedded-server's /metrics (Prometheus text) and /agents (JSON) pages, written from the Reactor's
+// A demo server's /metrics (Prometheus text) and /agents (JSON) pages, written from the Reactor's
 // and the Listener's snapshots (Metrics.h).
 #include "Metrics.h"
 
@@ -205,10 +205,43 @@ std::string prometheusText(const evrdma::Reactor& reactor, const evrdma::Listene
   const evrdma::ReactorStats r = reactor.stats();
   reactorFigures(e, r);
   deviceFigures(e, r.devices);
-  e.counter("embedded_server_http_requests_total", "HTTP requests the application served.", "", app.httpRequests);
-  e.counter("embedded_server_ticks_total", "Ticks of the application's periodic timer.", "", app.ticks);
-  e.gauge("embedded_server_uptime_seconds", "Seconds since the server started.", "", app.uptimeSeconds);
+  const std::string program = app.program;
+  e.counter((program + "_http_requests_total").c_str(), "HTTP requests the application served.", "", app.httpRequests);
+  e.counter((program + "_ticks_total").c_str(), "Ticks of the application's periodic timer.", "", app.ticks);
+  e.gauge((program + "_uptime_seconds").c_str(), "Seconds since the server started.", "", app.uptimeSeconds);
   return e.take();
+}
+
+namespace {
+
+void appendAgent(std::string& out, evrdma::Agent& agent, bool first, std::chrono::steady_clock::time_point now) {
+  const evrdma::ConnectionStats& s = agent.stats();
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "%s\n  {\"peer\": %s, \"state\": \"%s\", \"age_ms\": %lld, \"messages_received\": %" PRIu64
+                ", \"messages_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ", \"bytes_sent\": %" PRIu64
+                ", \"backlog\": %zu, \"credits\": %u, \"posted_receives\": %u, \"keepalive_probes_sent\": %" PRIu64
+                ", \"keepalive_replies_sent\": %" PRIu64 ", \"error\": %s}",
+                first ? "" : ",", echo::jsonString(agent.peerAddress()).c_str(), evrdma::toString(agent.state()),
+                static_cast<long long>(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(now - agent.createdAt()).count()),
+                s.messagesReceived, s.messagesSent, s.bytesReceived, s.bytesSent, agent.sendBacklog(),
+                agent.sendCredits(), agent.postedRecvs(), s.keepaliveProbesSent, s.keepaliveRepliesSent,
+                echo::jsonString(agent.error() != 0 ? std::strerror(-agent.error()) : "").c_str());
+  out += line;
+}
+
+}  // namespace
+
+std::string agentsJsonSlice(const evrdma::Listener& listener, evrdma::AgentWalk& walk, size_t most) {
+  const auto now = std::chrono::steady_clock::now();
+  bool first = walk.after == 0;
+  std::string out;
+  listener.forEachAgentFrom(walk, most, [&](evrdma::Agent& agent) {
+    appendAgent(out, agent, first, now);
+    first = false;
+  });
+  return out;
 }
 
 std::string agentsJson(const evrdma::Listener& listener) {
@@ -216,20 +249,7 @@ std::string agentsJson(const evrdma::Listener& listener) {
   std::string out = "[";
   bool first = true;
   listener.forEachAgent([&](evrdma::Agent& agent) {
-    const evrdma::ConnectionStats& s = agent.stats();
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "%s\n  {\"peer\": %s, \"state\": \"%s\", \"age_ms\": %lld, \"messages_received\": %" PRIu64
-                  ", \"messages_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64 ", \"bytes_sent\": %" PRIu64
-                  ", \"backlog\": %zu, \"credits\": %u, \"posted_receives\": %u, \"keepalive_probes_sent\": %" PRIu64
-                  ", \"keepalive_replies_sent\": %" PRIu64 ", \"error\": %s}",
-                  first ? "" : ",", echo::jsonString(agent.peerAddress()).c_str(), evrdma::toString(agent.state()),
-                  static_cast<long long>(
-                      std::chrono::duration_cast<std::chrono::milliseconds>(now - agent.createdAt()).count()),
-                  s.messagesReceived, s.messagesSent, s.bytesReceived, s.bytesSent, agent.sendBacklog(),
-                  agent.sendCredits(), agent.postedRecvs(), s.keepaliveProbesSent, s.keepaliveRepliesSent,
-                  echo::jsonString(agent.error() != 0 ? std::strerror(-agent.error()) : "").c_str());
-    out += line;
+    appendAgent(out, agent, first, now);
     first = false;
   });
   return out + (first ? "]\n" : "\n]\n");
