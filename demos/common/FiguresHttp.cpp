@@ -3,11 +3,11 @@
 
 #include <arpa/inet.h>
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "Metrics.h"
 
 namespace embedded {
 namespace {
@@ -54,7 +54,56 @@ void sendNextSlice(evhttp_connection*, void* arg) {
   evbuffer_free(chunk);
 }
 
+// One /metrics reply under way: its send backlogs summed a step a turn. Freed when it is answered,
+// or when its connection goes first.
+struct MetricsReply {
+  evhttp_request* request;
+  evhttp_connection* connection;
+  const evrdma::Reactor& reactor;
+  const evrdma::Listener& listener;
+  std::string label;
+  AppFigures app;
+  size_t perStep;
+  evrdma::AgentWalk walk;
+  uint64_t sendBacklog = 0;
+  event* step = nullptr;
+  ~MetricsReply() {
+    if (step != nullptr) event_free(step);
+  }
+};
+
+void onMetricsConnectionGone(evhttp_connection*, void* reply) { delete static_cast<MetricsReply*>(reply); }
+
+void metricsStep(evutil_socket_t, short, void* arg) {
+  auto* reply = static_cast<MetricsReply*>(arg);
+  reply->listener.forEachAgentFrom(reply->walk, reply->perStep,
+                                   [reply](evrdma::Agent& agent) { reply->sendBacklog += agent.sendBacklog(); });
+  if (!reply->walk.done) {
+    const timeval now{0, 0};  // a timer, not event_active: the loop polls its sockets in between
+    evtimer_add(reply->step, &now);
+    return;
+  }
+  evhttp_connection_set_closecb(reply->connection, nullptr, nullptr);
+  replyWhole(reply->request, "text/plain; version=0.0.4; charset=utf-8",
+             prometheusText(reply->reactor, reply->listener, reply->label, reply->app, reply->sendBacklog));
+  delete reply;
+}
+
 }  // namespace
+
+void replyMetrics(evhttp_request* request, const evrdma::Reactor& reactor, const evrdma::Listener& listener,
+                  std::string listenerLabel, const AppFigures& app, size_t perStep) {
+  evhttp_connection* connection = evhttp_request_get_connection(request);
+  auto* reply = new MetricsReply{request,    connection, reactor, listener, std::move(listenerLabel),
+                                 app,        perStep < 1 ? 1 : perStep, {}, 0, nullptr};
+  if (connection == nullptr || (reply->step = evtimer_new(reactor.base(), metricsStep, reply)) == nullptr) {
+    delete reply;
+    evhttp_send_error(request, HTTP_INTERNAL, "no memory");
+    return;
+  }
+  evhttp_connection_set_closecb(connection, onMetricsConnectionGone, reply);
+  metricsStep(-1, EV_TIMEOUT, reply);  // the first step at once: a few agents are answered in this turn
+}
 
 void replyAgents(evhttp_request* request, const evrdma::Listener& listener, size_t perSlice) {
   evhttp_connection* connection = evhttp_request_get_connection(request);
@@ -102,8 +151,7 @@ void FiguresServer::onRequest(evhttp_request* request, void* self) {
     app.program = "pingpong_server";
     app.httpRequests = server.requests_;
     app.uptimeSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - server.started_).count();
-    replyWhole(request, "text/plain; version=0.0.4; charset=utf-8",
-               prometheusText(server.reactor_, server.listener_, server.label_, app));
+    replyMetrics(request, server.reactor_, server.listener_, server.label_, app);
   } else if (path == "/agents") {
     replyAgents(request, server.listener_);
   } else {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "Metrics.h"
 #include "evrdma/Listener.h"
 #include "evrdma/Reactor.h"
 
@@ -26,6 +27,16 @@ constexpr size_t kAgentsPerSlice = 500;
 // its client reads (made whole, it was 20 MB and one long turn). An agent there throughout is
 // listed once; one that comes or goes meanwhile at most once. A client that goes away ends it.
 void replyAgents(evhttp_request* request, const evrdma::Listener& listener, size_t perSlice = kAgentsPerSlice);
+
+// Agents per loop turn that replyMetrics sums the send backlogs of.
+constexpr size_t kAgentsPerMetricsStep = 2000;
+
+// Answers GET /metrics (prometheusText): every figure but one is kept by evrdma as it goes and
+// read at once; the agents' send backlogs are summed kAgentsPerMetricsStep agents a loop turn, and
+// the reply goes when the sum is done, so that a scrape never holds the loop for all the agents.
+// A client that goes away ends it.
+void replyMetrics(evhttp_request* request, const evrdma::Reactor& reactor, const evrdma::Listener& listener,
+                  std::string listenerLabel, const AppFigures& app, size_t perStep = kAgentsPerMetricsStep);
 
 // /metrics and /agents on 127.0.0.1 for a program with no HTTP server of its own.
 class FiguresServer {

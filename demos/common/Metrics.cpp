@@ -81,7 +81,7 @@ void byState(Exposition& e, const char* name, const std::string& base, const evr
     e.sample(name, base + "," + label("state", evrdma::toString(state)), static_cast<uint64_t>(counts[state]));
 }
 
-void listenerFigures(Exposition& e, const evrdma::Listener& listener, const std::string& at) {
+void listenerFigures(Exposition& e, const evrdma::Listener& listener, const std::string& at, uint64_t sendBacklog) {
   const std::string l = label("listener", at);
   const evrdma::ListenerStats& s = listener.stats();
   e.counter("evrdma_listener_requests_total", "Connect requests that reached the listener.", l, s.requests);
@@ -118,10 +118,8 @@ void listenerFigures(Exposition& e, const evrdma::Listener& listener, const std:
             t.keepaliveProbesSent);
   e.counter("evrdma_listener_keepalive_replies_sent_total", "Answers to the peers' keepalive probes.", l,
             t.keepaliveRepliesSent);
-  uint64_t backlog = 0;
-  listener.forEachAgent([&](evrdma::Agent& agent) { backlog += agent.sendBacklog(); });
   e.gauge("evrdma_listener_send_backlog", "Requests of the agents waiting for room or credits.", l,
-          static_cast<double>(backlog));
+          static_cast<double>(sendBacklog));
 }
 
 void reactorFigures(Exposition& e, const evrdma::ReactorStats& r) {
@@ -199,9 +197,9 @@ void deviceFigures(Exposition& e, const std::vector<evrdma::DeviceStats>& device
 }  // namespace
 
 std::string prometheusText(const evrdma::Reactor& reactor, const evrdma::Listener& listener,
-                           const std::string& listenerLabel, const AppFigures& app) {
+                           const std::string& listenerLabel, const AppFigures& app, uint64_t sendBacklog) {
   Exposition e;
-  listenerFigures(e, listener, listenerLabel);
+  listenerFigures(e, listener, listenerLabel, sendBacklog);
   const evrdma::ReactorStats r = reactor.stats();
   reactorFigures(e, r);
   deviceFigures(e, r.devices);

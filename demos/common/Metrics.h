@@ -19,9 +19,10 @@ struct AppFigures {
   double uptimeSeconds = 0;
 };
 
-// `listenerLabel` names the listener ("address:port").
+// `listenerLabel` names the listener ("address:port"); `sendBacklog`: the agents' send backlogs
+// summed (the one figure that takes a walk over them: replyMetrics takes it a slice a turn).
 std::string prometheusText(const evrdma::Reactor& reactor, const evrdma::Listener& listener,
-                           const std::string& listenerLabel, const AppFigures& app);
+                           const std::string& listenerLabel, const AppFigures& app, uint64_t sendBacklog);
 // One object per agent: peer, state, age_ms, messages and bytes each way, backlog, credits.
 std::string agentsJson(const evrdma::Listener& listener);
 // The objects of agentsJson for the next `most` agents of `walk` (Listener::forEachAgentFrom),

@@ -55,15 +55,6 @@ struct App {
   int signals = 0;
 };
 
-void reply(evhttp_request* request, const char* contentType, const std::string& body) {
-  evkeyvalq* headers = evhttp_request_get_output_headers(request);
-  evhttp_add_header(headers, "Content-Type", contentType);
-  evbuffer* out = evbuffer_new();
-  evbuffer_add(out, body.data(), body.size());
-  evhttp_send_reply(request, HTTP_OK, "OK", out);
-  evbuffer_free(out);
-}
-
 void onHttp(evhttp_request* request, void* arg) {
   App& app = *static_cast<App*>(arg);
   ++app.figures.httpRequests;
@@ -72,8 +63,7 @@ void onHttp(evhttp_request* request, void* arg) {
   app.figures.uptimeSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - app.started).count();
   if (path == "/metrics")
-    reply(request, "text/plain; version=0.0.4; charset=utf-8",
-          embedded::prometheusText(*app.reactor, *app.listener, app.listenerLabel, app.figures));
+    embedded::replyMetrics(request, *app.reactor, *app.listener, app.listenerLabel, app.figures);
   else if (path == "/agents")
     embedded::replyAgents(request, *app.listener);  // a slice of agents a turn: thousands never hold the loop
   else

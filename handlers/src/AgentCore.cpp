@@ -41,7 +41,7 @@ int AgentCore::accept(CmId id, const std::vector<uint8_t>& privateData, const ch
   }
   if (int rc = setUpVerbs(op, prepared); rc != 0) return rc;
   rdma_conn_param param = connParam(privateData);
-  life_ = detail::Life::Accepting;
+  setLife(detail::Life::Accepting);
   if (rdma_accept(id_.get(), &param) != 0) {
     op = "rdma_accept";
     return errno ? -errno : -EINVAL;

@@ -1,5 +1,6 @@
-// AgentSet: the agents a Listener owns on its own Reactor (not those on its workers), and the
-// figures of those gone: counts by state and ConnectionStats summed over every agent it has had.
+// AgentSet: the agents a Listener owns on its own Reactor (not those on its workers), their counts
+// by state and their ConnectionStats summed over every agent it has had, both kept by the agents
+// as they count (ConnectionTally): answered without a walk over them.
 #pragma once
 
 #include <cstddef>
@@ -27,16 +28,17 @@ class AgentSet {
   // The next `most` after `walk`, in the map's order (by address: fixed while they live).
   size_t forEachFrom(AgentWalk& walk, size_t most, const std::function<void(Agent&)>& fn) const;
   void closeAll() noexcept;
-  ConnectionCounts byState() const noexcept;
-  // An agent finished: its figures join those of the agents gone, and `stats` counts it (closed,
-  // failed, timed out).
+  ConnectionCounts byState() const noexcept { return counts_; }
+  // An agent finished: `stats` counts it (closed, failed, timed out).
   void noteFinished(const Agent& agent, ListenerStats& stats) noexcept;
   // Every agent's ConnectionStats, the finished ones included, summed.
-  ConnectionStats totals() const noexcept;
+  ConnectionStats totals() const noexcept { return totals_; }
 
  private:
+  // Before the agents: each counts itself out of them as it goes.
+  ConnectionCounts counts_;
+  ConnectionStats totals_;
   std::map<Agent*, std::unique_ptr<Agent>> agents_;
-  ConnectionStats closedTotals_;
 };
 
 }  // namespace evrdma::detail

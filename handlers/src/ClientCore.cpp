@@ -103,7 +103,7 @@ int ClientCore::connect(const std::string& address, uint16_t port, std::vector<u
   if (int rc = resolveOnNewId(); rc != 0) return rc;
   privateData_ = std::move(privateData);
   peerAddress_ = formatAddress(reinterpret_cast<sockaddr*>(&destination_));
-  life_ = detail::Life::ResolvingAddr;
+  setLife(detail::Life::ResolvingAddr);
   return 0;
 }
 
@@ -129,7 +129,7 @@ void ClientCore::onAddressResolved() noexcept {
     if (int rc = resolveOnNewId(); rc != 0) fail(rc, "rdma_resolve_addr");
     return;
   }
-  life_ = detail::Life::ResolvingRoute;
+  setLife(detail::Life::ResolvingRoute);
   if (rdma_resolve_route(id_.get(), static_cast<int>(clientOptions_.resolveTimeout.count())) != 0)
     fail(errno ? -errno : -EINVAL, "rdma_resolve_route");
 }
@@ -150,7 +150,7 @@ void ClientCore::onRouteResolved() noexcept {
     fail(rc, op);
     return;
   }
-  life_ = detail::Life::Connecting;
+  setLife(detail::Life::Connecting);
   turn_->entered = true;
   if (coreOf(reactor_).connectGate().enter(turn_.get())) sendConnectRequest();
 }

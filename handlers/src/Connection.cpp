@@ -104,7 +104,7 @@ uint32_t Connection::postedRecvs() const noexcept {
   return core_->queuePair_ ? core_->queuePair_->postedReceives() : 0;
 }
 const std::string& Connection::peerAddress() const noexcept { return core_->peerAddress_; }
-const ConnectionStats& Connection::stats() const noexcept { return core_->stats_; }
+const ConnectionStats& Connection::stats() const noexcept { return core_->tally_.own; }
 int Connection::error() const noexcept { return core_->teardown.error(); }
 std::chrono::steady_clock::time_point Connection::createdAt() const noexcept { return core_->createdAt_; }
 std::chrono::steady_clock::time_point Connection::establishedAt() const noexcept { return core_->establishedAt_; }

@@ -37,11 +37,32 @@ ConnectionCore::ConnectionCore(Reactor& reactor, std::unique_ptr<ConnectionHandl
       receiver(*this),
       livenessTick_([this](std::chrono::steady_clock::time_point now) { onLivenessTick(now); }) {
   coreOf(reactor).join(this);
+  ++coreOf(reactor).connectionCounts()[state()];
 }
 
 ConnectionCore::~ConnectionCore() {
-  if (!orphaned()) coreOf(reactor_).leave(this);
+  if (!orphaned()) {
+    coreOf(reactor_).leave(this);
+    --coreOf(reactor_).connectionCounts()[state()];
+  }
+  if (tally_.groupCounts != nullptr) --(*tally_.groupCounts)[state()];
   teardown.releaseResources();  // normally the finish did already
+}
+
+void ConnectionCore::setLife(detail::Life next) noexcept {
+  const ConnectionState before = state();
+  life_ = next;
+  const ConnectionState after = state();
+  if (after == before) return;
+  if (!orphaned()) detail::moveCount(coreOf(reactor_).connectionCounts(), before, after);  // else gone with the Reactor
+  if (tally_.groupCounts != nullptr) detail::moveCount(*tally_.groupCounts, before, after);
+}
+
+void ConnectionCore::joinGroup(ConnectionCounts& counts, ConnectionStats& stats) noexcept {
+  tally_.groupCounts = &counts;
+  tally_.groupStats = &stats;
+  ++counts[state()];
+  stats += tally_.own;
 }
 
 void ConnectionCore::adoptId(CmId id) noexcept {
@@ -65,7 +86,7 @@ int ConnectionCore::setUpVerbs(const char*& op, detail::PreparedMappings* prepar
   flowControl_->setYields(isClient_);  // when both sides wait for credits, the client answers first
   framedSender_ = std::make_unique<detail::FramedSender>(*flowControl_, queuePair_->frameSlots(),
                                                          queuePair_->frameSlotCount(), queuePair_->frameSlotLkey(),
-                                                         stats_, *queuePair_->sendQueue());
+                                                         tally_, *queuePair_->sendQueue());
   if (options_.creditTimeout.count() > 0) framedSender_->onWaitBegins([this] { onCreditWaitBegan(); });
   ibv_pd* pd = queuePair_->protectionDomain();
   detail::MemoryAccount& account = queuePair_->device()->memoryAccount();
@@ -119,7 +140,7 @@ int ConnectionCore::setUpVerbs(const char*& op, detail::PreparedMappings* prepar
         region->remote(remote);
         return detail::RegionExchange::LentRegion(region.release(), std::default_delete<MemoryRegion>());
       },
-      *this, stats_);
+      *this, tally_);
   return 0;
 }
 
@@ -253,7 +274,7 @@ void ConnectionCore::markEstablished() noexcept {
   // Once closing, the connection never opens again (a hello that arrives after close() opens
   // nothing: its life is past Established).
   if (life_ == detail::Life::Established || closing()) return;
-  life_ = detail::Life::Established;
+  setLife(detail::Life::Established);
   establishedAt_ = std::chrono::steady_clock::now();
   startLivenessChecks();
   onEstablishedByRole();  // e.g. the client's connect timer stops, whoever announced it
@@ -262,7 +283,7 @@ void ConnectionCore::markEstablished() noexcept {
 }
 
 uint64_t ConnectionCore::activity() const noexcept {
-  return stats_.messagesSent + stats_.messagesReceived + stats_.opsCompleted;
+  return tally_.own.messagesSent + tally_.own.messagesReceived + tally_.own.opsCompleted;
 }
 
 void ConnectionCore::startLivenessChecks() noexcept {
@@ -299,7 +320,7 @@ void ConnectionCore::onLivenessTick(std::chrono::steady_clock::time_point now) n
       fail(-ETIMEDOUT, errorText_.c_str());
       return;
     case detail::Liveness::Verdict::Probe:
-      ++stats_.keepaliveProbesSent;
+      tally_.add(&ConnectionStats::keepaliveProbesSent);
       if (int rc = framedSender_->sendKeepaliveProbe(); rc != 0) fail(rc, "ibv_post_send (keepalive probe)");
       return;
   }

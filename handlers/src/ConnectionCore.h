@@ -23,6 +23,7 @@
 #include "ConnectionLife.h"
 #include "ConnectionReceiver.h"
 #include "ConnectionSender.h"
+#include "ConnectionTally.h"
 #include "ConnectionTeardown.h"
 #include "ReactorMember.h"
 #include "RegionExchange.h"
@@ -80,6 +81,12 @@ class ConnectionCore : public CmEventHandler,
   bool sendable() const noexcept { return life_ == detail::Life::Established; }
   // What the application is told (Connection::state), from life_ and the outcome.
   ConnectionState state() const noexcept { return detail::publicState(life_, teardown.failed()); }
+  // Every change of life_ goes through here: the counts by state this connection is in (its
+  // Reactor's, its group's) move with it, so that counting takes no walk.
+  void setLife(detail::Life next) noexcept;
+  // Counted in a group from now on (an agent in its Listener's): its state in `counts`, its
+  // figures from now on in `stats`. Until it is destroyed.
+  void joinGroup(ConnectionCounts& counts, ConnectionStats& stats) noexcept;
   bool supportsImmediateData() const noexcept;
   void close() noexcept { teardown.close(); }
 
@@ -136,7 +143,7 @@ class ConnectionCore : public CmEventHandler,
   bool cmEstablished_ = false;      // the CM's ESTABLISHED event arrived
   uint64_t peerMaxMessageSize_ = 0;  // framed: from the peer's hello
   std::string errorText_;           // keeps an onError `op` alive while the callback runs
-  ConnectionStats stats_;
+  detail::ConnectionTally tally_;  // its figures, and its group's (ConnectionTally.h)
   std::chrono::steady_clock::time_point createdAt_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point establishedAt_{};
   const CompletionStats* completionStats_ = nullptr;

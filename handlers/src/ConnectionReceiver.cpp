@@ -165,7 +165,7 @@ bool ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
   if (wc.status != IBV_WC_SUCCESS) {
     keep(slot);
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {
-      ++c_.stats_.flushedCompletions;  // see ConnectionSender::onCompletion
+      c_.tally_.add(&ConnectionStats::flushedCompletions);  // see ConnectionSender::onCompletion
       c_.teardown.noteUnexplainedFlush();
     } else if (!c_.closing()) {
       // A message longer than the receive buffer fails the receive (LOC_LEN_ERR; rxe reports a
@@ -197,8 +197,8 @@ bool ConnectionReceiver::onCompletion(const ibv_wc& wc) noexcept {
 }
 
 void ConnectionReceiver::handOut(const uint8_t* payload, size_t length, bool hasImm, uint32_t imm) noexcept {
-  ++c_.stats_.messagesReceived;
-  c_.stats_.bytesReceived += length;
+  c_.tally_.add(&ConnectionStats::messagesReceived);
+  c_.tally_.add(&ConnectionStats::bytesReceived, length);
   if (stream_ != nullptr && !hasImm) {
     ReceiveLoan* loan = lendFrom_ > 0 && length >= lendFrom_ ? lendDelivering() : nullptr;
     if (!stream_->onStreamBytes(c_.facade(), payload, length, loan)) (void)pause();  // its window is full

@@ -218,14 +218,14 @@ int ConnectionSender::releaseRegion(const RemoteRegion& region) noexcept {
 }
 
 void ConnectionSender::onCompletion(const ibv_wc& wc) noexcept {
-  ConnectionStats& stats = c_.stats_;
+  ConnectionTally& stats = c_.tally_;
   int rc = c_.queuePair_->sendQueue()->complete(wc, [this, &stats](const SendOp& op, ibv_wc_status status) {
     if (op.copySlot >= 0) releaseBuffer(op);
     if (c_.framedSender_) c_.framedSender_->releaseSlot(op.frameSlot);
     if (status == IBV_WC_WR_FLUSH_ERR) {
       // The QP went to the error state and handed its work back: the connection is going down,
       // and DISCONNECTED (or an earlier, real error) says why. iWARP may flush first.
-      ++stats.flushedCompletions;
+      stats.add(&ConnectionStats::flushedCompletions);
       c_.teardown.reportUnfinished(op, status);
       c_.teardown.noteUnexplainedFlush();
       return;
@@ -236,17 +236,18 @@ void ConnectionSender::onCompletion(const ibv_wc& wc) noexcept {
     }
     if (op.internal) return;  // evrdma's own frame
     if (op.copySlot >= 0 || op.type == OpType::Send) {
-      ++stats.messagesSent;
-      stats.bytesSent += op.sge.length - (op.copySlot >= 0 && c_.options_.framed ? Frame::kHeaderSize : 0);
+      stats.add(&ConnectionStats::messagesSent);
+      stats.add(&ConnectionStats::bytesSent,
+                op.sge.length - (op.copySlot >= 0 && c_.options_.framed ? Frame::kHeaderSize : 0));
     } else if (op.type == OpType::Read) {
-      stats.bytesRead += op.sge.length;
+      stats.add(&ConnectionStats::bytesRead, op.sge.length);
     } else {
-      stats.bytesWritten += op.sge.length;
+      stats.add(&ConnectionStats::bytesWritten, op.sge.length);
     }
     if (op.copySlot >= 0) {
       if (!c_.closing()) c_.handler_->onSendDone(c_.facade(), op.tag);
     } else {
-      ++stats.opsCompleted;
+      stats.add(&ConnectionStats::opsCompleted);
       // Even closing: every accepted operation gets its onOpDone (see evrdma/Connection.h).
       c_.handler_->onOpDone(c_.facade(), OpCompletion{op.tag, op.type, status, op.sge.length});
     }

@@ -50,7 +50,7 @@ void ConnectionTeardown::onCmEvent(const CmEvent& event) noexcept {
     if (c_.life_ == Life::AwaitingEstablished) {
       // The client's DREQ came before its RTU: the CM cancelled its REP, and no ESTABLISHED
       // comes. rdma_disconnect answers the DREQ and flushes our work.
-      c_.life_ = Life::Disconnecting;
+      c_.setLife(Life::Disconnecting);
       disconnect();
       return;
     }
@@ -60,7 +60,7 @@ void ConnectionTeardown::onCmEvent(const CmEvent& event) noexcept {
       c_.queuePair_->attachment()->whenDrained([this] { postedWorkNeverReturns(); });
     maybeFinish();
   } else if (event.type == RDMA_CM_EVENT_ESTABLISHED && c_.life_ == Life::AwaitingEstablished) {
-    c_.life_ = Life::Disconnecting;  // see begin()
+    c_.setLife(Life::Disconnecting);  // see begin()
     disconnect();
   } else if (event.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
     onDeviceGone();
@@ -158,7 +158,7 @@ void ConnectionTeardown::begin() noexcept {
   // A receive may have come before the ESTABLISHED event (and failed the connection): the peer
   // is connected, and only a disconnect tells it.
   const bool wasConnected = c_.life_ == Life::Established || c_.peerReached_;
-  c_.life_ = Life::Disconnecting;
+  c_.setLife(Life::Disconnecting);
   c_.stopLivenessChecks();
   unexplainedFlushTimer_.cancel();
   c_.receiver.dropHeld();
@@ -166,12 +166,12 @@ void ConnectionTeardown::begin() noexcept {
   // issued (the send queue's backlog is older than what waits for credits).
   if (SendQueue* queue = c_.queuePair_ ? c_.queuePair_->sendQueue() : nullptr)
     for (const SendOp& op : queue->takeBacklog()) {
-      ++c_.stats_.requestsDropped;
+      c_.tally_.add(&ConnectionStats::requestsDropped);
       dropped_.push_back(op);
     }
   if (c_.framedSender_)
     for (const SendOp& op : c_.framedSender_->stop()) {
-      ++c_.stats_.requestsDropped;
+      c_.tally_.add(&ConnectionStats::requestsDropped);
       dropped_.push_back(op);
     }
   if (!wasConnected || !c_.queuePair_ || !c_.queuePair_->hasQp() || deviceGone_) {
@@ -186,7 +186,7 @@ void ConnectionTeardown::begin() noexcept {
     // is still waiting for the RTU, and rdma_disconnect would send the client nothing (it would
     // stay connected). The event comes within moments; the disconnect goes then (or the timer
     // ends it all). Once the client's DISCONNECTED came, there is nothing to wait for.
-    c_.life_ = Life::AwaitingEstablished;
+    c_.setLife(Life::AwaitingEstablished);
     return;
   }
   disconnect();
@@ -209,7 +209,7 @@ void ConnectionTeardown::maybeFinish() noexcept {
 
 void ConnectionTeardown::scheduleFinish() noexcept {
   if (c_.life_ >= Life::FinishScheduled) return;
-  c_.life_ = Life::FinishScheduled;
+  c_.setLife(Life::FinishScheduled);
   // Never inside a callback of this connection (the handler may still be on the stack), and at
   // most a few connections per turn (Reactor::deferTeardown).
   coreOf(c_.reactor_).deferTeardown([this] { finish(Ending::Told); });
@@ -219,7 +219,7 @@ void ConnectionTeardown::finish(Ending ending) noexcept {
   const bool told = ending == Ending::Told;
   if (finished()) {  // told already (its owner frees it on a later turn); then the Reactor went
     if (!told) {
-      c_.life_ = Life::Orphaned;
+      c_.setLife(Life::Orphaned);
       c_.onOrphaned();  // may free the connection
     }
     return;
@@ -236,11 +236,11 @@ void ConnectionTeardown::finish(Ending ending) noexcept {
   }
   releaseResources();
   if (!told) {
-    c_.life_ = Life::Orphaned;  // silent: the application hears nothing (see Reactor)
+    c_.setLife(Life::Orphaned);  // silent: the application hears nothing (see Reactor)
     c_.onOrphaned();            // may free the connection
     return;
   }
-  c_.life_ = Life::Finished;
+  c_.setLife(Life::Finished);
   c_.handler_->onClosed(c_.facade());
   c_.onFinished();
 }

@@ -13,7 +13,7 @@ namespace evrdma::detail {
 static_assert(Frame::kHeaderSize + RemoteRegion::kWireSize + 8 <= FramedSender::kSlotSize);
 
 FramedSender::FramedSender(CreditLedger& credits, uint8_t* slotMemory, uint32_t slotCount, uint32_t slotLkey,
-                           ConnectionStats& stats, FrameOutlet& outlet)
+                           ConnectionTally& stats, FrameOutlet& outlet)
     : ledger_(credits),
       slotMemory_(slotMemory),
       slotLkey_(slotLkey),
@@ -125,7 +125,7 @@ int FramedSender::pumpLine() noexcept {
       ledger_.clearReply();
     else
       probeWaiting_ = false;
-    if (reply) ++stats_.keepaliveRepliesSent;
+    if (reply) stats_.add(&ConnectionStats::keepaliveRepliesSent);
     SendOp op;
     const auto frame = keepaliveFrame(reply ? FrameType::KeepaliveReply : FrameType::KeepaliveProbe, 0);
     if (int rc = postProtocolFrame(frame, op); rc != 0) return rc;
@@ -134,7 +134,7 @@ int FramedSender::pumpLine() noexcept {
     Pending& next = waiting_.front();
     if (next.spendsCredit && !ledger_.canSendMessage()) {
       if (!next.countedWait) {
-        ++stats_.creditWaits;
+        stats_.add(&ConnectionStats::creditWaits);
         next.countedWait = true;
         if (waitBegins_) waitBegins_();
       }
@@ -192,7 +192,7 @@ int FramedSender::sendCreditFrameIfDue() noexcept {
   setFrameCredits(frame, returned, ask, answers);
   if (ask) ledger_.noteAsked();
   op.sge = ibv_sge{reinterpret_cast<uintptr_t>(frame), static_cast<uint32_t>(Frame::kHeaderSize), slotLkey_};
-  ++stats_.creditFramesSent;
+  stats_.add(&ConnectionStats::creditFramesSent);
   return outlet_.submit(op);
 }
 

@@ -16,6 +16,7 @@
 #include <functional>
 #include <vector>
 
+#include "ConnectionTally.h"
 #include "CreditLedger.h"
 #include "Ring.h"
 #include "SendQueue.h"
@@ -32,7 +33,7 @@ class FramedSender {
   // kSlotSize bytes at `slotMemory`, registered with `slotLkey`; `outlet`: where frames go. Counts
   // credit waits and credit-only frames in `stats`.
   FramedSender(CreditLedger& credits, uint8_t* slotMemory, uint32_t slotCount, uint32_t slotLkey,
-               ConnectionStats& stats, FrameOutlet& outlet);
+               ConnectionTally& stats, FrameOutlet& outlet);
 
   // Sends our hello (each side's first frame: the largest message we take), at once.
   int sendHello(uint64_t maxMessageSize) noexcept;
@@ -121,7 +122,7 @@ class FramedSender {
   uint8_t* slotMemory_;
   uint32_t slotLkey_;
   std::vector<uint32_t> freeSlots_;
-  ConnectionStats& stats_;
+  ConnectionTally& stats_;
   FrameOutlet& outlet_;
   Ring<Pending> waiting_;
   // A keepalive probe waits, for a credit or a slot (a reply owed is the ledger's: CreditLedger::onProbe).

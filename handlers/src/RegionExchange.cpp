@@ -17,7 +17,7 @@ bool sameRegion(const RemoteRegion& r, uint32_t rkey, uint64_t address) {
 }  // namespace
 
 RegionExchange::RegionExchange(uint64_t maxLentBytes, uint32_t maxLentRegions, uint32_t maxPeerRegions, SendFrame send,
-                               Allocate allocate, Events& events, ConnectionStats& stats)
+                               Allocate allocate, Events& events, ConnectionTally& stats)
     : maxLentBytes_(maxLentBytes),
       maxLentRegions_(maxLentRegions),
       maxPeerRegions_(maxPeerRegions),
@@ -106,7 +106,7 @@ void RegionExchange::onRequest(const Frame& frame) noexcept {
     return;
   }
   lentBytes_ += frame.requestBytes;
-  ++stats_.regionsLent;
+  stats_.add(&ConnectionStats::regionsLent);
   lent_.push_back({remote, std::move(region), std::move(charge)});
   if (send_(regionGrantFrame(frame.requestId, remote, 0)) != 0) return;
   events_.onLent(*lent_.back().region);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "ConnectionTally.h"
 #include "MemoryAccount.h"
 #include "evrdma/ConnectionOptions.h"
 #include "evrdma/MemoryRegion.h"
@@ -52,7 +53,7 @@ class RegionExchange {
 
   // Counts the regions it lends in `stats`.
   RegionExchange(uint64_t maxLentBytes, uint32_t maxLentRegions, uint32_t maxPeerRegions, SendFrame send,
-                 Allocate allocate, Events& events, ConnectionStats& stats);
+                 Allocate allocate, Events& events, ConnectionTally& stats);
 
   // Asks the peer for `bytes` with `access` (kRemoteRead and/or kRemoteWrite). 0, -EINVAL (0 bytes
   // or a bad access), -ENOSPC (maxPeerRegions held or asked for), or the sender's error.
@@ -99,7 +100,7 @@ class RegionExchange {
   std::vector<Lent> lent_;
   std::vector<RemoteRegion> sent_;
   uint64_t lentBytes_ = 0;
-  ConnectionStats& stats_;
+  ConnectionTally& stats_;
 };
 
 }  // namespace evrdma::detail

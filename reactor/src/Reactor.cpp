@@ -73,10 +73,7 @@ ReactorStats Reactor::stats() const {
     out.devices.push_back(DeviceStats{device->name(), device->stats(), readRnrCounters(context)});
     device->addSharedReceiveStats(out.sharedReceives);
   }
-  for (const detail::ReactorMember* member : core_->members()) {
-    ConnectionState state;
-    if (member->connectionState(state)) ++out.connections[state];
-  }
+  out.connections = core_->connectionCounts();
   out.registeredMemory = registeredMemory();
   out.memoryBudget = memoryBudget();
   out.connectsInFlight = connectsInFlight();

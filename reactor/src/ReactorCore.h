@@ -15,6 +15,7 @@
 
 #include "PollingSettings.h"
 #include "evrdma/CompletionStats.h"
+#include "evrdma/ConnectionState.h"
 #include "evrdma/Reactor.h"
 
 struct event;
@@ -97,6 +98,9 @@ class ReactorCore {
   void join(detail::ReactorMember* member) { members_.insert(member); }
   void leave(detail::ReactorMember* member) noexcept { members_.erase(member); }
   const std::unordered_set<detail::ReactorMember*>& members() const noexcept { return members_; }
+  // The connections on this Reactor by state, kept by each as its state moves (Reactor::stats
+  // walked every member: a long turn at 100 000).
+  ConnectionCounts& connectionCounts() noexcept { return connectionCounts_; }
   // True while ~Reactor runs: nothing new may be started.
   bool dying() const noexcept { return dying_; }
   // Expires once the Reactor is gone: what may outlive it without being its member (a Timer not
@@ -144,6 +148,7 @@ class ReactorCore {
   std::vector<std::function<void()>> deferred_;
   std::vector<std::pair<std::chrono::microseconds, const timeval*>> commonPeriods_;
   std::unordered_set<detail::ReactorMember*> members_;
+  ConnectionCounts connectionCounts_;
   // What each device's completion channel counted, kept for the Reactor's lifetime (also after a
   // removed device's channel is gone: Connection::completionStats() points here). One per channel
   // ever made; a deque never moves its elements.

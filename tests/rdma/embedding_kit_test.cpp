@@ -3,6 +3,7 @@
 // timeouts, and the reconnecting client's backoff and return. (A peer process stopped with
 // SIGSTOP is timed out in tests/rdma/embedded_server_test.py, with real processes.)
 #include <arpa/inet.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <regex>
+#include <set>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -256,6 +258,158 @@ TEST_F(EmbeddingKit, AListingOfTheAgentsOverHttpGoesOutASliceAtATimeEachAgentOnc
   ASSERT_GE(body.size(), 4u);
   EXPECT_EQ(body.front(), '[');
   EXPECT_EQ(body.substr(body.size() - 3), "\n]\n") << "a whole JSON array";
+}
+
+TEST_F(EmbeddingKit, AMetricsScrapeWalksTheAgentsAStepATurnAndAnswersAfterAnEarlierClientLeftMidScrape) {
+  listen();
+  constexpr int kClients = 6;
+  std::vector<Sender*> senders(kClients);
+  std::vector<evrdma::Client::Ptr> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(connect(senders[i], 2, false));
+  ASSERT_TRUE(runUntil(reactor, [&] {
+    for (Sender* sender : senders)
+      if (sender->echoed != 2) return false;
+    return true;
+  }, 20s));
+  // The demo servers' /metrics, the backlogs summed one agent a turn.
+  struct Served {
+    evrdma::Reactor* reactor;
+    const evrdma::Listener* listener;
+    uint64_t turns = 0;  // the loop's turns (a timer of 0 ms that fires once a turn)
+    std::vector<uint64_t> tookTurns;  // per scrape: the turns from its request to its last byte out
+  } served{&reactor, listener.get(), 0, {}};
+  // (Not EV_PERSIST: libevent does not add a persistent timer of 0 again.)
+  struct TurnCounter {
+    event* self = nullptr;
+    uint64_t* turns = nullptr;
+  } counter{nullptr, &served.turns};
+  std::unique_ptr<event, void (*)(event*)> turn(
+      event_new(reactor.base(), -1, 0,
+                [](evutil_socket_t, short, void* arg) {
+                  auto& c = *static_cast<TurnCounter*>(arg);
+                  ++*c.turns;
+                  const timeval nextTurn{0, 0};
+                  event_add(c.self, &nextTurn);
+                },
+                &counter),
+      event_free);
+  counter.self = turn.get();
+  const timeval everyTurn{0, 0};
+  ASSERT_EQ(event_add(turn.get(), &everyTurn), 0);
+  std::unique_ptr<evhttp, void (*)(evhttp*)> http(evhttp_new(reactor.base()), evhttp_free);
+  evhttp_bound_socket* bound = evhttp_bind_socket_with_handle(http.get(), "127.0.0.1", 0);
+  ASSERT_NE(bound, nullptr);
+  evhttp_set_gencb(http.get(), [](evhttp_request* request, void* arg) {
+    auto& s = *static_cast<Served*>(arg);
+    s.tookTurns.push_back(s.turns);
+    evhttp_request_set_on_complete_cb(request, [](evhttp_request*, void* whose) {
+      auto& scraped = *static_cast<Served*>(whose);
+      scraped.tookTurns.back() = scraped.turns - scraped.tookTurns.back();
+    }, &s);
+    embedded::replyMetrics(request, *s.reactor, *s.listener, "kit", embedded::AppFigures{}, 1);
+  }, &served);
+  sockaddr_in local{};
+  socklen_t length = sizeof local;
+  ASSERT_EQ(getsockname(evhttp_bound_socket_get_fd(bound), reinterpret_cast<sockaddr*>(&local), &length), 0);
+  const uint16_t port = ntohs(local.sin_port);
+  // A client that asks and leaves at once, then one that reads the answer.
+  std::string response;
+  std::atomic<bool> done{false};
+  std::thread client([&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to = local;
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0) {
+      const std::string request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+      (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    }
+    ::close(fd);
+    response = httpGet(port, "/metrics");
+    done = true;
+  });
+  const bool answered = runUntil(reactor, [&] { return done.load(); }, 20s);
+  client.join();
+  ASSERT_TRUE(answered);
+  EXPECT_NE(response.find("HTTP/1.1 200"), std::string::npos) << response;
+  EXPECT_NE(response.find("evrdma_listener_agents{listener=\"kit\",state=\"Established\"} 6\n"), std::string::npos)
+      << response;
+  EXPECT_NE(response.find("evrdma_listener_send_backlog{listener=\"kit\"} 0\n"), std::string::npos) << response;
+  ASSERT_FALSE(served.tookTurns.empty());
+  EXPECT_GE(served.tookTurns.back(), static_cast<uint64_t>(kClients) - 1)
+      << "one agent a step, a turn each: the answer took " << served.tookTurns.back() << " turns";
+}
+
+TEST_F(EmbeddingKit, CountsByStateAgreeWithEveryConnectionsOwnStateAtEveryTurnWhileTheyConnectRunAndClose) {
+  // The counts are kept by each connection as its state moves (no walk): checked against a walk at
+  // every turn of the loop, clients and agents together for the Reactor's, agents for the Listener's.
+  listen();
+  std::vector<Sender*> senders;
+  std::vector<evrdma::Client::Ptr> clients;
+  std::set<evrdma::ConnectionState> seen;
+  std::string disagreement;
+  const auto agree = [&] {
+    evrdma::ConnectionCounts agents, all;
+    listener->forEachAgent([&](evrdma::Agent& agent) { ++agents[agent.state()]; });
+    all = agents;
+    for (const auto& client : clients) ++all[client->state()];
+    for (size_t i = 0; i < all.byState.size(); ++i)
+      if (all.byState[i] > 0) seen.insert(static_cast<evrdma::ConnectionState>(i));
+    const evrdma::ConnectionCounts kept = listener->agentsByState(), keptAll = reactor.stats().connections;
+    for (size_t i = 0; i < all.byState.size() && disagreement.empty(); ++i) {
+      const char* state = evrdma::toString(static_cast<evrdma::ConnectionState>(i));
+      if (kept.byState[i] != agents.byState[i])
+        disagreement = std::string("the Listener counts ") + std::to_string(kept.byState[i]) + " agents " + state +
+                       ", a walk " + std::to_string(agents.byState[i]);
+      else if (keptAll.byState[i] != all.byState[i])
+        disagreement = std::string("the Reactor counts ") + std::to_string(keptAll.byState[i]) + " " + state +
+                       ", a walk " + std::to_string(all.byState[i]);
+    }
+    return disagreement.empty();
+  };
+  const auto spin = [&](const std::function<bool()>& done) {
+    return evrdma::test::spinUntil({&reactor}, 30s, [&] { return !agree() || done(); }) && disagreement.empty();
+  };
+  const auto open = [&](int count, bool closeWhenDone) {
+    senders.push_back(nullptr);
+    clients.push_back(connect(senders.back(), count, closeWhenDone));
+  };
+  // Four that close once their echoes are back, two that stay.
+  for (int i = 0; i < 4; ++i) open(5 + i, true);
+  for (int i = 0; i < 2; ++i) open(3, false);
+  ASSERT_TRUE(spin([&] {
+    return senders[0]->closed && senders[1]->closed && senders[2]->closed && senders[3]->closed &&
+           senders[4]->echoed == 3 && senders[5]->echoed == 3 && listener->agentCount() == 2;
+  })) << disagreement;
+  // One rejected: its client fails.
+  factory.rejectWith = "not now";
+  open(1, true);
+  ASSERT_TRUE(spin([&] { return senders[6]->closed; })) << disagreement;
+  factory.rejectWith.clear();
+  // One refused (nobody listens on its port any more): its client fails.
+  evrdma::Listener::Ptr gone = evrdma::Listener::create(reactor, factory);
+  ASSERT_EQ(gone->listen(bed.ip, 0), 0);
+  const uint16_t refusingPort = gone->port();
+  gone.reset();
+  senders.push_back(nullptr);
+  {
+    auto owned = std::make_unique<Sender>();
+    senders.back() = owned.get();
+    clients.push_back(evrdma::Client::create(reactor, std::move(owned), framedClient()));
+    ASSERT_EQ(clients.back()->connect(bed.ip, refusingPort), 0);
+  }
+  ASSERT_TRUE(spin([&] { return senders[7]->closed; })) << disagreement;
+  EXPECT_EQ(clients[7]->state(), evrdma::ConnectionState::Failed) << "refused: " << senders[7]->op;
+  // The two that stayed close from the client's side, then every client is freed.
+  clients[4]->close();
+  clients[5]->close();
+  ASSERT_TRUE(spin([&] { return senders[4]->closed && senders[5]->closed && listener->agentCount() == 0; }))
+      << disagreement;
+  clients.clear();  // freed on a later turn: the walk has no list of them to compare with
+  ASSERT_TRUE(runUntil(reactor, [&] { return reactor.stats().connections.total() == 0; }, 20s))
+      << "the Reactor still counts " << reactor.stats().connections.total() << " connections";
+  for (evrdma::ConnectionState state : {evrdma::ConnectionState::Established, evrdma::ConnectionState::Closed,
+                                        evrdma::ConnectionState::Failed})
+    EXPECT_EQ(seen.count(state), 1u) << "never saw a connection " << evrdma::toString(state);  // the others pass within a turn or two
 }
 
 TEST_F(EmbeddingKit, TheLogCallbackHearsARejectedRequestWithItsReasonAtInfoButNotAtWarn) {

@@ -42,7 +42,7 @@ struct Side {
   uint64_t repliesHeard = 0;
   uint64_t protocolFramesSent = 0;  // credit-only frames and keepalive frames
   std::vector<uint8_t> slots;
-  ConnectionStats stats;
+  evrdma::detail::ConnectionTally stats;
   std::deque<std::vector<uint8_t>> inbound;  // frames on their way to this side
   std::vector<int32_t> inFlightSlots;        // sent, not yet completed
   std::unique_ptr<evrdma::CreditLedger> ledger;  // its flow control, fed by its receive side

@@ -27,7 +27,7 @@ class FramedSenderTest : public ::testing::Test {
   FramedSenderTest()
       : slots(kSlots * FramedSender::kSlotSize),
         ledger(kRecvDepth),
-        sender(ledger, slots.data(), kSlots, 42, stats, outlet) {}
+        sender(ledger, slots.data(), kSlots, 42, tally, outlet) {}
 
   // Where the sender's frames go: kept here, or refused with failPosts.
   struct Outlet final : evrdma::FrameOutlet {
@@ -89,7 +89,8 @@ class FramedSenderTest : public ::testing::Test {
   }
 
   size_t completed = 0;
-  ConnectionStats stats;
+  evrdma::detail::ConnectionTally tally;
+  ConnectionStats& stats = tally.own;
   std::vector<uint8_t> slots;
   std::vector<SendOp> sent;
   std::vector<std::vector<uint8_t>> keep;

@@ -42,7 +42,8 @@ struct Side final : RegionExchange::Events {
   std::deque<std::vector<uint8_t>> outbox;  // frames on their way to the other side
   int allocations = 0;
   int allocationError = 0;  // the allocator fails with this (-errno) when set
-  evrdma::ConnectionStats stats;
+  evrdma::detail::ConnectionTally tally;
+  evrdma::ConnectionStats& stats = tally.own;
   std::unique_ptr<RegionExchange> exchange;
 
   Side(uint64_t maxLentBytes, uint32_t maxPeerRegions, uint32_t maxLentRegions = 64) {
@@ -62,7 +63,7 @@ struct Side final : RegionExchange::Events {
                                 static_cast<uint32_t>(1000 + allocations), static_cast<uint32_t>(access)};
           return std::make_unique<MemoryRegion>();  // unregistered: only its bookkeeping is tested
         },
-        *this, stats);
+        *this, tally);
   }
 };
 

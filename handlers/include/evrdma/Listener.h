@@ -180,10 +180,12 @@ class Listener final {
   /// at most once. Returns how many it visited; `walk.done` is set once none is left after them.
   /// `fn` may close() an agent (it goes on a later turn).
   size_t forEachAgentFrom(AgentWalk& walk, size_t most, const std::function<void(Agent&)>& fn) const;
-  /// This Listener's own agents by state.
+  /// This Listener's own agents by state. Kept by the agents as their states move: answered
+  /// without a walk over them, however many there are.
   ConnectionCounts agentsByState() const noexcept;
   /// The ConnectionStats of every agent this Listener's Reactor has had, the closed ones included,
-  /// summed: messages and bytes each way, credit waits, keepalive probes...
+  /// summed: messages and bytes each way, credit waits, keepalive probes... Each agent adds to
+  /// these as it counts: answered without a walk over them.
   ConnectionStats agentTotals() const noexcept;
   /// Per worker (ListenerOptions::workers), in order; empty without workers. Thread-safe.
   std::vector<WorkerFigures> workerFigures() const;

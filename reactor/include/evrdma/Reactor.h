@@ -76,7 +76,7 @@ struct ReactorStats {
   CmEventStats cmEvents;
   std::vector<DeviceStats> devices;  ///< each device used on this Reactor, by name
   SharedReceiveStats sharedReceives;
-  ConnectionCounts connections;      ///< clients and agents on this Reactor now, by state
+  ConnectionCounts connections;      ///< clients and agents on this Reactor now, by state (kept as they move: no walk)
   uint64_t registeredMemory = 0;     ///< see registeredMemory()
   uint64_t memoryBudget = 0;
   uint32_t connectsInFlight = 0;
