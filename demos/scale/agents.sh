@@ -10,8 +10,14 @@
 #   agents.sh [agents (10000)] [client processes (5)] [round trips (10)] [server options...]
 #   (AGENTS_CLIENT_OPTIONS: more pingpong-client options, e.g. "-F 64"; AGENTS_HOLD_SECONDS: hold
 #   them all open and idle this long more, printing the server's CPU and longest stall meanwhile:
-#   with keepalive, "-K MS" in both the server options and AGENTS_CLIENT_OPTIONS; AGENTS_CMTIME=0:
-#   no cmtime run)
+#   with keepalive, "-K MS" in both the server options and AGENTS_CLIENT_OPTIONS; AGENTS_BUSY_SECONDS
+#   (10; 0: none): then 1 % more connections ping-pong this long while all are held, and the same;
+#   AGENTS_CMTIME=0: no cmtime run)
+# With every agent held it also times a /metrics and an /agents scrape (the server's -H), and once
+# the clients have gone and the server has closed every agent, it checks that the server's fds are
+# back to their count after a warm-up client (exit 1 otherwise), and prints its pinned memory and
+# RSS and the device's resources (`rdma res`) against that count: the shared receive queues and
+# buffer slabs a peak grew are kept for the next one.
 # With more local addresses (tools/rdma-run --addresses N: EVRDMA_RDMA_SOURCE_IPS) each client
 # process spreads its connections over them and the test bed's own (pingpong-client -b): one
 # address's local ports end near 28 000 connections. cmtime, from one address, makes at most 20 000.
@@ -49,6 +55,21 @@ kernel_before=("$(meminfo_kib Slab)" "$(meminfo_kib VmallocUsed)" "$(meminfo_kib
 "$build/demos/pingpong-server" -a "$ip" -p 7483 -x -l -W 60000 -H 0 "$@" >"$log/server" 2>&1 &
 server=$!
 wait_for "$log/server" listening || { echo "agents: the server did not start"; cat "$log/server"; exit 1; }
+# What the server and the device hold after one warm-up client (its device open: its context, its
+# completion channel, a spare CQ), before the agents (both ends live in this guest).
+dev=${EVRDMA_RDMA_DEV:-?}
+"$build/demos/pingpong-client" -a "$ip" -p 7483 -n 1 -c 1 -s 64 ${AGENTS_CLIENT_OPTIONS:-} >"$log/warm-up" 2>&1 ||
+    { echo "agents: the warm-up client failed"; cat "$log/warm-up"; exit 1; }
+wait_for "$log/server" "progress at .* 0 agents" 400 || true
+snapshot() {
+    local fds pinned res
+    fds=$(ls /proc/$server/fd | wc -l)
+    pinned=$(awk '/^VmPin/ { print $2 }' /proc/$server/status)
+    res=$(rdma res show 2>/dev/null | grep " $dev:" | sed 's/^[0-9]*: [^:]*: //')
+    echo "$fds|$pinned|$res"
+}
+before=$(snapshot)
+rss_before=$(awk '/^VmRSS/ { print $2 }' /proc/$server/status)
 started=$(date +%s.%N)
 clients=()
 for p in $(seq "$processes"); do
@@ -96,6 +117,18 @@ hold=${AGENTS_HOLD_SECONDS:-0}
 idle_from=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s + 1 }')
 sleep "$hold"
 idle_to=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s }')
+# 1 % more connections ping-pong while every agent is held (their rate, and the loop's stalls).
+busy=${AGENTS_BUSY_SECONDS:-10} busy_n=$(( agents / 100 > 0 ? agents / 100 : 1 ))
+if [ "$busy" != 0 ]; then
+    "$build/demos/pingpong-client" -a "$ip" -p 7483 -n "$busy_n" -c 1000000000 -s 64 -R 120000 \
+        ${AGENTS_CLIENT_OPTIONS:-} >"$log/busy" 2>&1 &
+    busy_client=$!
+    wait_for "$log/server" "progress at .* $((agents + busy_n)) agents" 2400 || true
+    busy_from=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s + 1 }')
+    sleep "$busy"
+    busy_to=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s }')
+    kill -INT "$busy_client"; wait "$busy_client"
+fi
 kill -INT "${clients[@]}" 2>/dev/null
 failed=0
 for pid in "${clients[@]}"; do wait "$pid" || failed=$((failed + 1)); done
@@ -106,6 +139,15 @@ for _ in $(seq 120); do
     [ "$(tail -c 300000 "$log/server" | sed -n 's/^pingpong-server: progress at [0-9]* s: \([0-9]*\) agents.*/\1/p' | tail -n 1)" = 0 ] && break
     sleep 1
 done
+# Back to idle: the agents' teardown done (the device's counts still for a second, at most 60 s).
+last="" same=0
+for _ in $(seq 600); do
+    now=$(snapshot)
+    if [ "$now" = "$last" ]; then same=$((same + 1)); [ $same -ge 10 ] && break; else same=0; last=$now; fi
+    sleep 0.1
+done
+after=$(snapshot)
+rss_after=$(awk '/^VmRSS/ { print $2 }' /proc/$server/status 2>/dev/null)
 kill -INT $server; wait $server
 
 completed=0 established=0 setup_us=0
@@ -145,7 +187,7 @@ awk -v ours="$setup_us" -v n="$agents" -v cm="$cm_ms" -v cmn="$cm_agents" 'BEGIN
 if grep -q '^pingpong-server: progress' "$log/server"; then
     sed -n 's/^pingpong-server: progress at \([0-9]*\) s: \([0-9]*\) agents .*longest stall \([0-9.]*\) ms (the most CPU between two 10 ms ticks \([0-9.]*\) ms)/\1 \2 \3 \4/p' "$log/server" |
     awk -v n="$agents" '
-        { t[NR] = $1; a[NR] = $2; stall[NR] = $3; cpu[NR] = $4; if ($2 > most) { most = $2; at = NR } }
+        { t[NR] = $1; a[NR] = $2; stall[NR] = $3; cpu[NR] = $4; if ($2 > most && $2 <= n) { most = $2; at = NR } }
         END {
             if (NR == 0) exit
             for (i = 1; i <= NR && a[i] == 0; i++) ; first = i
@@ -176,6 +218,20 @@ if [ "$hold" != 0 ]; then
         $1 >= from && !settled && $5 < 50 { settled = 1; skipped = $1 - from }
         settled && $1 <= to { n++; cpu += $3 + $4; if ($3 + $4 > most) most = $3 + $4; if ($5 > stall) stall = $5; if ($6 > used) used = $6; if (agents == 0 || $2 < agents) agents = $2 }
         END { if (n) printf "  idle with all held (%d agents at least), %d s from the first second the loop stood still less than 50 ms (%d s after the last client held them) (server options: %s): CPU %.1f%% of a core on average, %d%% in its busiest second; the loop'"'"'s longest stall %.1f ms (the most CPU between two 10 ms ticks %.1f ms)\n", agents, n, skipped, opts, cpu / n, most, stall, used }'
+fi
+if [ "$busy" != 0 ]; then
+    echo "$busy_n" "$busy_from" "$busy_to" | cat - <(sed -n 's/^pingpong-server: progress at \([0-9]*\) s: \([0-9]*\) agents .*cpu user \([0-9]*\)% system \([0-9]*\)%, the loop.s longest stall \([0-9.]*\) ms (the most CPU between two 10 ms ticks \([0-9.]*\) ms)/\1 \2 \3 \4 \5 \6/p' "$log/server") |
+    awk 'NR == 1 { n = $1; from = $2; to = $3; next }
+        $1 >= from && $1 <= to { k++; cpu += $3 + $4; if ($5 > stall) stall = $5; if ($6 > used) used = $6 }
+        END { if (k) printf "  while %d connections more (1 %%) ping-pong, all held, %d s: CPU %.0f%% of a core on average; the loop'"'"'s longest stall %.1f ms (the most CPU between two 10 ms ticks %.1f ms)\n", n, k, cpu / k, stall, used
+              else printf "  while %d connections more ping-pong: no progress line in those seconds\n", n }'
+fi
+IFS='|' read -r fds0 pin0 res0 <<<"$before"
+IFS='|' read -r fds1 pin1 res1 <<<"$after"
+echo "  once all were closed, against after a warm-up client: the server's fds $fds0 -> $fds1, pinned $pin0 -> $pin1 KiB, RSS ${rss_before:-?} -> ${rss_after:-?} KiB; the device: $res0 -> $res1"
+if [ "$fds0" != "$fds1" ]; then
+    echo "  FAIL: the server's fds did not return to their count before the agents"
+    exit 1
 fi
 if [ "$completed" != "$agents" ] || [ "$failed" != 0 ]; then
     echo "  what the clients saw:"
