@@ -34,7 +34,7 @@ size_t AgentSet::forEachFrom(AgentWalk& walk, size_t most, const std::function<v
     ++next;  // before fn: a close is deferred, but the iterator need not outlive it
     fn(*agent);
   }
-  // Looked up again: `fn` may have changed the set (an agent that failed at once is erased).
+  // Looked up again rather than kept: right whatever `fn` did.
   walk.done = (walk.after == 0 ? agents_.begin() : agents_.upper_bound(reinterpret_cast<Agent*>(walk.after))) ==
               agents_.end();
   return visited;
