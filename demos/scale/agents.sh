@@ -89,9 +89,22 @@ done
 all_held=$(date +%s.%N)
 kernel_held=("$(meminfo_kib Slab)" "$(meminfo_kib VmallocUsed)" "$(meminfo_kib MemAvailable)")
 sleep 2  # the server samples its memory once a second
+# Idle: every agent held, nothing sent but what keepalive sends (its -l lines from 2 s on, from
+# the first second the loop stood still less than 50 ms: at 100 000 agents the server is still
+# answering the last round trips some seconds after every client holds its connections).
+hold=${AGENTS_HOLD_SECONDS:-0}
+idle_from=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s + 1 }')
+sleep "$hold"
+idle_to=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s }')
 # The server's figures over HTTP with every agent held (-H): a /metrics scrape, then /agents
 # (every agent listed, a slice at a time), each timed from the request to the last byte, after an
-# untimed first scrape.
+# untimed first scrape; once the loop has settled (its last second's stall under 50 ms, at most
+# 2 minutes: at 100 000 agents the round trips' burst holds it for seconds).
+for _ in $(seq 240); do
+    last_stall=$(tail -c 2000 "$log/server" | sed -n 's/^pingpong-server: progress at .*longest stall \([0-9]*\)[.][0-9]* ms.*/\1/p' | tail -n 1)
+    [ -n "$last_stall" ] && [ "$last_stall" -lt 50 ] && break
+    sleep 0.5
+done
 http_port=$(sed -n 's/^pingpong-server: figures on http 127.0.0.1:\([0-9]*\).*/\1/p' "$log/server" | head -n 1)
 scrape_from=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s }')
 scraped=$(python3 - "$http_port" <<'PY' 2>&1
@@ -110,24 +123,23 @@ print(f"/metrics {metrics_ms:.0f} ms ({len(metrics) / 1024:.0f} KiB), /agents {a
 PY
 )
 scrape_to=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s + 1 }')
-# Idle: every agent held, nothing sent but what keepalive sends (its -l lines from 2 s on, from
-# the first second the loop stood still less than 50 ms: at 100 000 agents the server is still
-# answering the last round trips some seconds after every client holds its connections).
-hold=${AGENTS_HOLD_SECONDS:-0}
-idle_from=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s + 1 }')
-sleep "$hold"
-idle_to=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s }')
 # 1 % more connections ping-pong while every agent is held (their rate, and the loop's stalls).
 busy=${AGENTS_BUSY_SECONDS:-10} busy_n=$(( agents / 100 > 0 ? agents / 100 : 1 ))
 if [ "$busy" != 0 ]; then
     "$build/demos/pingpong-client" -a "$ip" -p 7483 -n "$busy_n" -c 1000000000 -s 64 -R 120000 \
-        ${AGENTS_CLIENT_OPTIONS:-} >"$log/busy" 2>&1 &
+        ${EVRDMA_RDMA_SOURCE_IPS:+-b "$ip,$EVRDMA_RDMA_SOURCE_IPS"} ${AGENTS_CLIENT_OPTIONS:-} >"$log/busy" 2>&1 &
     busy_client=$!
-    wait_for "$log/server" "progress at .* $((agents + busy_n)) agents" 2400 || true
+    # Until the server holds them all (at most 2 minutes), or the client has given up.
+    for _ in $(seq 240); do
+        tail -c 2000 "$log/server" | grep -q "progress at .* $((agents + busy_n)) agents" && break
+        kill -0 "$busy_client" 2>/dev/null || break
+        sleep 0.5
+    done
     busy_from=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s + 1 }')
     sleep "$busy"
     busy_to=$(awk -v a="$(date +%s.%N)" -v s="$started" 'BEGIN { printf "%d", a - s }')
-    kill -INT "$busy_client"; wait "$busy_client"
+    kill -0 "$busy_client" 2>/dev/null && busy_ran=1 || busy_ran=0
+    kill -INT "$busy_client" 2>/dev/null; wait "$busy_client"
 fi
 kill -INT "${clients[@]}" 2>/dev/null
 failed=0
@@ -219,7 +231,9 @@ if [ "$hold" != 0 ]; then
         settled && $1 <= to { n++; cpu += $3 + $4; if ($3 + $4 > most) most = $3 + $4; if ($5 > stall) stall = $5; if ($6 > used) used = $6; if (agents == 0 || $2 < agents) agents = $2 }
         END { if (n) printf "  idle with all held (%d agents at least), %d s from the first second the loop stood still less than 50 ms (%d s after the last client held them) (server options: %s): CPU %.1f%% of a core on average, %d%% in its busiest second; the loop'"'"'s longest stall %.1f ms (the most CPU between two 10 ms ticks %.1f ms)\n", agents, n, skipped, opts, cpu / n, most, stall, used }'
 fi
-if [ "$busy" != 0 ]; then
+if [ "$busy" != 0 ] && [ "$busy_ran" = 0 ]; then
+    echo "  while $busy_n connections more ping-pong: their client ended early: $(tail -n 1 "$log/busy")"
+elif [ "$busy" != 0 ]; then
     echo "$busy_n" "$busy_from" "$busy_to" | cat - <(sed -n 's/^pingpong-server: progress at \([0-9]*\) s: \([0-9]*\) agents .*cpu user \([0-9]*\)% system \([0-9]*\)%, the loop.s longest stall \([0-9.]*\) ms (the most CPU between two 10 ms ticks \([0-9.]*\) ms)/\1 \2 \3 \4 \5 \6/p' "$log/server") |
     awk 'NR == 1 { n = $1; from = $2; to = $3; next }
         $1 >= from && $1 <= to { k++; cpu += $3 + $4; if ($5 > stall) stall = $5; if ($6 > used) used = $6 }
