@@ -46,7 +46,7 @@ struct Side final : RegionExchange::Events {
   std::vector<RemoteRegion> lentRemote;   // what the peer was told, to release it by
   uint64_t liveBytes = 0;                 // lent and not given back, as the allocator counts
   uint64_t allocations = 0;
-  evrdma::ConnectionStats stats;
+  evrdma::detail::ConnectionTally stats;
 };
 
 // Mostly the access bits a region may have; now and then any bits.
